@@ -66,6 +66,15 @@ _MESSAGES = {
         ("stats", 5, _T.TYPE_MESSAGE, _REP, "XStat", None),
         ("child_id", 6, _T.TYPE_INT64, _REP, None, None),
     ],
+    # The bytes of the TPU `memory_access_breakdown` metadata stat (xprof's MemoryAccessBreakdown).
+    "MemoryAccessBreakdown": [
+        ("memory_accessed", 1, _T.TYPE_MESSAGE, _REP, "MemoryAccess", None),
+    ],
+    "MemoryAccess": [
+        ("operation_type", 1, _T.TYPE_INT32, _OPT, None, None),  # 1 read, 2 write
+        ("memory_space", 2, _T.TYPE_INT64, _OPT, None, None),  # 1 HBM
+        ("bytes", 3, _T.TYPE_INT64, _OPT, None, None),
+    ],
     "XStatMetadata": [
         ("id", 1, _T.TYPE_INT64, _OPT, None, None),
         ("name", 2, _T.TYPE_BYTES, _OPT, None, None),
@@ -116,3 +125,4 @@ XEvent = _cls("XEvent")
 XStat = _cls("XStat")
 XEventMetadata = _cls("XEventMetadata")
 XStatMetadata = _cls("XStatMetadata")
+MemoryAccessBreakdown = _cls("MemoryAccessBreakdown")

@@ -1,0 +1,63 @@
+"""Per-op and per-step statistics over the measured steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .capture import Capture
+from .steps import PS_PER_S, Steps, assign_steps, interval_union_ps
+
+OP_KEY = ["module", "program_id", "op_name"]
+
+
+def step_device_times(step_ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
+    """Per (device, step): duration, busy (interval union of ops) and idle seconds."""
+    measured = steps.measured.set_index(["device", "step"])
+    busy = interval_union_ps(step_ops, ["device", "step"]).reindex(measured.index, fill_value=0)
+    out = pd.DataFrame(
+        {
+            "duration_s": measured["duration_ps"] / PS_PER_S,
+            "busy_s": busy.astype("float64") / PS_PER_S,
+        }
+    )
+    out["idle_s"] = (out["duration_s"] - out["busy_s"]).clip(lower=0.0)
+    return out.reset_index()
+
+
+def op_statistics(step_ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
+    """One row per HLO op (module, program, name) with its measured times.
+
+    ``measured_s_per_step`` is the op's time on one device in one step, averaged over
+    devices and steps (the number a roofline prediction compares against, times the
+    occurrences per step); ``share_of_step`` divides it by the mean step time.
+    """
+    columns = OP_KEY + [
+        "occurrences", "occurrences_per_step", "total_s", "mean_s", "min_s", "max_s",
+        "measured_s_per_step", "share_of_step", "devices",
+    ]
+    if step_ops.empty:
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
+    device_steps = max(len(steps.measured), 1)
+    keyed = step_ops.assign(program_id=step_ops["program_id"].fillna(""), duration_s=step_ops["duration_ps"] / PS_PER_S)
+    g = keyed.groupby(OP_KEY, sort=False)
+    stats = g.agg(
+        occurrences=("duration_s", "size"),
+        total_s=("duration_s", "sum"),
+        mean_s=("duration_s", "mean"),
+        min_s=("duration_s", "min"),
+        max_s=("duration_s", "max"),
+        devices=("device", "nunique"),
+    ).reset_index()
+    stats["occurrences_per_step"] = stats["occurrences"] / device_steps
+    stats["measured_s_per_step"] = stats["total_s"] / device_steps
+    mean_step = steps.mean_s
+    stats["share_of_step"] = stats["measured_s_per_step"] / mean_step if mean_step > 0 else np.nan
+    stats = stats.sort_values("measured_s_per_step", ascending=False, kind="stable").reset_index(drop=True)
+    return stats[columns]
+
+
+def measure(capture: Capture, steps: Steps) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(ops inside measured steps, per-op statistics, per device-step times)."""
+    step_ops = assign_steps(capture.ops, steps)
+    return step_ops, op_statistics(step_ops, steps), step_device_times(step_ops, steps)

@@ -1,0 +1,107 @@
+"""Find the files of a capture: which run, which hosts, which HLO dump.
+
+``jax.profiler.trace(logdir)`` writes ``logdir/plugins/profile/<run>/<host>.xplane.pb``;
+``--xla_dump_to`` writes ``*after_optimizations*.txt`` files. Users point us at the
+log dir, a run folder, one ``.xplane.pb`` file, or only an HLO dump.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+XPLANE_SUFFIX = ".xplane.pb"
+_HLO_PATTERN = "*after_optimizations*.txt"
+# Files the dump writes beside the program text that are not HLO programs.
+_NOT_HLO_PROGRAMS = ("buffer-assignment", "memory-usage-report", "buffer_assignment")
+
+
+class DiscoveryError(ValueError):
+    """The path holds no capture we can read; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class CaptureFiles:
+    xplane_files: tuple[Path, ...]
+    hlo_files: tuple[Path, ...]
+    run_name: str | None = None
+    run_dir: Path | None = None
+    other_runs: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(p.name[: -len(XPLANE_SUFFIX)] for p in self.xplane_files)
+
+
+def find_hlo_files(root: Path) -> tuple[Path, ...]:
+    """The after-optimizations HLO programs below ``root`` (sorted)."""
+    if root.is_file():
+        return (root,)
+    found = [p for p in root.rglob(_HLO_PATTERN) if p.is_file() and not any(t in p.name for t in _NOT_HLO_PROGRAMS)]
+    return tuple(sorted(found))
+
+
+def _runs_under(profile_root: Path) -> list[Path]:
+    return sorted(
+        (d for d in profile_root.iterdir() if d.is_dir() and any(d.glob("*" + XPLANE_SUFFIX))),
+        key=lambda d: d.name,
+    )
+
+
+def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | str | None = None) -> CaptureFiles:
+    """Resolve what the user pointed at into xplane files (one per host) and HLO files."""
+    hlo_files: tuple[Path, ...] = ()
+    if hlo_dir is not None:
+        hlo_dir = Path(hlo_dir)
+        if not hlo_dir.exists():
+            raise DiscoveryError(f"{hlo_dir}: no such file or directory (--hlo-dir)")
+        hlo_files = find_hlo_files(hlo_dir)
+        if not hlo_files:
+            raise DiscoveryError(f"{hlo_dir}: no '*after_optimizations*.txt' HLO files in this directory (--hlo-dir)")
+
+    if path is None:
+        if not hlo_files:
+            raise DiscoveryError("give a profile directory, an .xplane.pb file, or --hlo-dir DIR")
+        return CaptureFiles(xplane_files=(), hlo_files=hlo_files)
+
+    path = Path(path)
+    if not path.exists():
+        raise DiscoveryError(f"{path}: no such file or directory")
+    if path.is_file():
+        if run is not None:
+            raise DiscoveryError(f"{path}: --run needs a profile directory, not a file")
+        return CaptureFiles(xplane_files=(path,), hlo_files=hlo_files, run_name=path.parent.name, run_dir=path.parent)
+
+    run_dirs: list[Path]
+    profile_root = path / "plugins" / "profile"
+    if profile_root.is_dir():
+        run_dirs = _runs_under(profile_root)
+    elif any(path.glob("*" + XPLANE_SUFFIX)):
+        run_dirs = [path]  # a run folder itself
+    else:
+        # A parent of the log dir, or a custom layout: any folder below holding xplanes is a run.
+        run_dirs = sorted({p.parent for p in path.rglob("*" + XPLANE_SUFFIX)}, key=lambda d: d.name)
+
+    if not run_dirs:
+        if hlo_files or find_hlo_files(path):
+            return CaptureFiles(xplane_files=(), hlo_files=hlo_files or find_hlo_files(path))
+        raise DiscoveryError(f"{path}: no '*.xplane.pb' capture found (expected plugins/profile/<run>/<host>.xplane.pb)")
+
+    names = [d.name for d in run_dirs]
+    if run is not None:
+        matches = [d for d in run_dirs if d.name == run]
+        if not matches:
+            raise DiscoveryError(f"{path}: no run named {run!r}; runs here: {', '.join(names)}")
+        chosen = matches[0]
+    else:
+        chosen = run_dirs[-1]  # run folders are named by timestamp: the last sorts newest
+    xplanes = tuple(sorted(chosen.glob("*" + XPLANE_SUFFIX)))
+    if not hlo_files:
+        hlo_files = find_hlo_files(path)
+    return CaptureFiles(
+        xplane_files=xplanes,
+        hlo_files=hlo_files,
+        run_name=chosen.name,
+        run_dir=chosen,
+        other_runs=tuple(n for n in names if n != chosen.name),
+    )
