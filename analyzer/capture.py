@@ -182,6 +182,7 @@ def _tpu_tables(space: XSpaceTables, device_base: int):
     devices["peak_flops_per_s"] = [_scaled(s.get("peak_teraflops_per_second"), 1e12) for s in stats]
     devices["hbm_bytes_per_s"] = [_scaled(s.get("peak_hbm_bw_gigabytes_per_second"), 1e9) for s in stats]
     devices["core_count"] = np.nan
+    devices["plane_stats"] = stats
     return devices, ops, modules, op_metadata, async_spans, steps_line
 
 
@@ -258,6 +259,7 @@ def _gpu_tables(space: XSpaceTables, device_base: int):
     devices["peak_flops_per_s"] = np.nan  # GPU planes carry no FLOP/s peak
     devices["hbm_bytes_per_s"] = [_scaled(s.get("memory_bandwidth"), 1.0) for s in stats]
     devices["core_count"] = [s.get("core_count", np.nan) for s in stats]
+    devices["plane_stats"] = stats
     return devices, ops, warnings
 
 
@@ -273,7 +275,9 @@ def _gpu_device_type(stats: dict) -> str:
 
 def _cpu_tables(space: XSpaceTables, device_base: int):
     host_planes = space.planes.loc[space.planes["name"].str.startswith("/host:CPU"), "plane"]
-    ev = _events_with_stats(space, host_planes, lambda n: n.notna(), ["hlo_op", "hlo_module", "program_id", "device_ordinal"])
+    ev = _events_with_stats(
+        space, host_planes, lambda n: n.notna(), ["hlo_op", "hlo_module", "program_id", "device_ordinal", "run_id"]
+    )
     ev = ev.dropna(subset=["hlo_op"])
     # Each XLA host device is one device; without an ordinal all ops belong to device 0.
     ordinal = ev["device_ordinal"].fillna(0).astype("int64")
@@ -288,6 +292,7 @@ def _cpu_tables(space: XSpaceTables, device_base: int):
             "start_ps": ev["start_ps"],
             "duration_ps": ev["duration_ps"],
             "line": ev["line_name"],
+            "run_id": ev["run_id"],
         }
     )
     devices = pd.DataFrame(
@@ -303,21 +308,27 @@ def _cpu_tables(space: XSpaceTables, device_base: int):
             "core_count": np.nan,
         }
     )
+    devices["plane_stats"] = [{} for _ in range(len(devices))]
     return devices, ops
 
 
 def _derived_module_runs(ops: pd.DataFrame) -> pd.DataFrame:
     """Program executions where the capture records none (GPU, CPU).
 
-    A run of a program starts each time the program's first op (in time order on the
+    CPU op events carry the execution's ``run_id``. Without it (GPU kernels), a run
+    of a program starts each time the program's first op (in time order on the
     device) appears again: every op of a program runs once per execution, so the
     count of that first op numbers the executions.
     """
+    ops = ops[ops["module"].astype(str) != ""]  # kernels of no program (driver copies) form no runs
     if ops.empty:
         return _empty(MODULE_COLUMNS)
     o = ops.sort_values(["device", "module", "start_ps"], kind="stable")
-    first_op = o.groupby(["device", "module"])["op_name"].transform("first")
-    run = (o["op_name"] == first_op).astype(np.int64).groupby([o["device"], o["module"]]).cumsum()
+    if "run_id" in o and o["run_id"].notna().all():
+        run = o["run_id"].astype("int64")
+    else:
+        first_op = o.groupby(["device", "module"])["op_name"].transform("first")
+        run = (o["op_name"] == first_op).astype(np.int64).groupby([o["device"], o["module"]]).cumsum()
     o = o.assign(run_id=run, end_ps=o["start_ps"] + o["duration_ps"])
     runs = o.groupby(["device", "module", "run_id"], as_index=False).agg(
         program_id=("program_id", "first"), start_ps=("start_ps", "min"), end_ps=("end_ps", "max")
@@ -371,10 +382,11 @@ def build_capture(spaces: list[XSpaceTables]) -> Capture:
         op_metadata = _empty(METADATA_COLUMNS)
         async_spans = _empty(["device", "program_id", "start_op", "done_op", "kind", "start_ps", "end_ps"])
         steps_line = _empty(["device", "start_ps", "duration_ps"])
-        warnings.append(
-            f"{platform.upper()} capture: program executions were inferred from op order "
-            "(no 'XLA Modules' line); each repeat of a program's first op starts a new run"
-        )
+        if "run_id" not in ops or ops["run_id"].isna().any():
+            warnings.append(
+                f"{platform.upper()} capture: program executions were inferred from op order "
+                "(no 'XLA Modules' line); each repeat of a program's first op starts a new run"
+            )
 
     ops = ops[OP_COLUMNS].sort_values(["device", "start_ps"], kind="stable").reset_index(drop=True)
     return Capture(

@@ -57,7 +57,33 @@ def op_statistics(step_ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     return stats[columns]
 
 
+def _other_program_ops(capture: Capture, steps: Steps, step_table: pd.DataFrame) -> pd.DataFrame:
+    """Ops of programs that are not the step (e.g. a one-off ``jit__psum``): listed, but not per step."""
+    if not steps.program:
+        return step_table.iloc[0:0]
+    others = capture.ops[capture.ops["module"] != steps.program]
+    if others.empty:
+        return step_table.iloc[0:0]
+    d = others.assign(program_id=others["program_id"].fillna(""), duration_s=others["duration_ps"] / PS_PER_S)
+    stats = d.groupby(OP_KEY, sort=False).agg(
+        occurrences=("duration_s", "size"), total_s=("duration_s", "sum"), mean_s=("duration_s", "mean"),
+        min_s=("duration_s", "min"), max_s=("duration_s", "max"), devices=("device", "nunique"),
+    ).reset_index()
+    # Per-step numbers stay NaN: these programs do not run inside the step.
+    return stats.sort_values("total_s", ascending=False, kind="stable")
+
+
 def measure(capture: Capture, steps: Steps) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(ops inside measured steps, per-op statistics, per device-step times)."""
+    """(ops inside measured steps, per-op statistics, per device-step times).
+
+    The statistics list the step program's ops first (ranked by time per step), then the
+    ops of every other program in the capture, whose per-step columns are NaN.
+    """
     step_ops = assign_steps(capture.ops, steps)
-    return step_ops, op_statistics(step_ops, steps), step_device_times(step_ops, steps)
+    table = op_statistics(step_ops, steps)
+    table["in_step"] = True
+    others = _other_program_ops(capture, steps, table)
+    if len(others):
+        others = others.assign(in_step=False)
+        table = pd.concat([table, others], ignore_index=True)
+    return step_ops, table, step_device_times(step_ops, steps)

@@ -1,0 +1,253 @@
+"""The analysis stage end to end: files -> capture -> steps -> per-op table with rooflines.
+
+``analyze`` is the one entry the CLI, the Python API and the rules build on. Its result,
+:class:`Analysis`, carries the per-op table every rule and renderer reads: one row per HLO
+op with measured times (from the trace), FLOPs and bytes (trace first, HLO dump second),
+and the roofline prediction (chip table or trace peaks), each with its source.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from ..parsers.discovery import CaptureFiles, discover
+from ..parsers.hlo_text import HloModule, HloParseError, parse_hlo_file
+from ..parsers.xplane import read_xspace
+from . import chips as chip_catalog
+from .capture import Capture, build_capture
+from .hlo_facts import attach_hlo_facts
+from .op_stats import measure
+from .roofline import predict_ops
+from .steps import Steps, find_steps
+
+Progress = Callable[[str], None]
+
+BREAKDOWN_CATEGORIES = ("compute", "memory", "collective", "host_transfer", "other", "idle")
+
+
+class AnalysisError(ValueError):
+    """Input that cannot be analysed; the message is one line naming the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Analysis:
+    files: CaptureFiles
+    platform: str  # 'tpu' | 'gpu' | 'cpu' | 'hlo' (HLO dump only: nothing measured)
+    hosts: tuple[str, ...]
+    devices: pd.DataFrame
+    chip: chip_catalog.Chip
+    chip_note: str
+    steps: Steps | None
+    step_ops: pd.DataFrame  # op events inside measured steps (device, step, module, op_name, start_ps, duration_ps, line)
+    device_steps: pd.DataFrame  # device, step, duration_s, busy_s, idle_s
+    ops: pd.DataFrame  # one row per HLO op: measured + HLO facts + roofline (see README "ops table")
+    async_spans: pd.DataFrame
+    hlo_modules: tuple[HloModule, ...]
+    breakdown: dict[str, float]  # seconds per step by BREAKDOWN_CATEGORIES
+    model_flops_per_step: float | None
+    mfu: float | None
+    ideal_step_s: float | None  # sum of per-op predictions per step
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def measured(self) -> bool:
+        return self.platform != "hlo"
+
+    @property
+    def step_s(self) -> float:
+        if self.steps is None:
+            return self.ideal_step_s or float("nan")
+        return self.steps.mean_s
+
+    @property
+    def num_devices(self) -> int:
+        return int(len(self.devices))
+
+
+def _read_spaces(files: CaptureFiles, progress: Progress | None):
+    spaces = []
+    for i, path in enumerate(files.xplane_files, 1):
+        if progress:
+            progress(f"reading {path.name} ({i}/{len(files.xplane_files)} hosts)")
+        spaces.append(read_xspace(path))
+    return spaces
+
+
+def _read_hlo(files: CaptureFiles, progress: Progress | None) -> tuple[HloModule, ...]:
+    modules = []
+    for path in files.hlo_files:
+        if progress:
+            progress(f"parsing HLO {path.name}")
+        try:
+            modules.append(parse_hlo_file(path))
+        except HloParseError as exc:
+            raise AnalysisError(str(exc)) from None
+        except OSError as exc:
+            raise AnalysisError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return tuple(modules)
+
+
+def _detect_chip(devices: pd.DataFrame, platform: str, chip_name: str | None, chip_file) -> tuple[chip_catalog.Chip, str, list[str]]:
+    try:
+        catalog = chip_catalog.load_catalog(chip_file)
+    except chip_catalog.ChipCatalogError as exc:
+        raise AnalysisError(str(exc)) from None
+    warnings: list[str] = []
+    first = devices.iloc[0] if len(devices) else None
+    peak = float(devices["peak_flops_per_s"].median()) if len(devices) else float("nan")
+    hbm = float(devices["hbm_bytes_per_s"].median()) if len(devices) else float("nan")
+    trace_peaks = {
+        "peak_flops_per_s": peak if math.isfinite(peak) else None,
+        "hbm_bytes_per_s": hbm if math.isfinite(hbm) else None,
+    }
+
+    if chip_name:
+        chip = chip_catalog.find_chip(chip_name, catalog)
+        if chip is None:
+            known = ", ".join(sorted(catalog))
+            raise AnalysisError(f"--chip {chip_name!r}: unknown chip; known: {known}")
+        return chip.with_trace_peaks(**trace_peaks), f"{chip.name} (from --chip; trace peaks applied where present)", warnings
+
+    if platform in ("cpu", "hlo") or first is None:
+        chip = catalog.get("cpu") if platform == "cpu" else None
+        if platform == "hlo":
+            chip = catalog.get("cpu")
+            warnings.append("no trace and no --chip: predictions use the generic CPU entry; pass --chip (e.g. --chip v6e)")
+        return chip, f"{chip.name} (no accelerator in the capture)" if chip else "unknown", warnings
+
+    stats = first.get("plane_stats") or {}
+    chip, note = chip_catalog.chip_for_device(first.get("device_type"), first.get("vendor"), stats, catalog)
+    if chip is None:
+        fallback = catalog["cpu"]
+        warnings.append(f"unknown chip ({note}); pass --chip NAME. Using trace peaks where present")
+        return fallback.with_trace_peaks(**trace_peaks), f"unknown ({note})", warnings
+    return chip, note, warnings
+
+
+def _hlo_only_ops(modules: tuple[HloModule, ...]) -> pd.DataFrame:
+    """Without a trace every ENTRY instruction is one op that runs once per step."""
+    frames = []
+    for module in modules:
+        inst = module.instructions()
+        inst = inst[inst["is_entry"]]
+        frames.append(pd.DataFrame({"module": module.name, "program_id": "", "op_name": inst["name"]}))
+    ops = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["module", "program_id", "op_name"])
+    for col in ("total_s", "mean_s", "min_s", "max_s", "measured_s_per_step", "share_of_step"):
+        ops[col] = np.nan
+    ops["occurrences"] = 1
+    ops["occurrences_per_step"] = 1.0
+    ops["devices"] = 1
+    ops["in_step"] = True
+    return ops
+
+
+def _breakdown(ops: pd.DataFrame, device_steps: pd.DataFrame, step_s: float) -> dict[str, float]:
+    """Measured step time split by what each op is bound by; idle is the gap between ops."""
+    out = {c: 0.0 for c in BREAKDOWN_CATEGORIES}
+    if ops.empty or not math.isfinite(step_s):
+        return out
+    cls = ops["time_class"]
+    per_class = ops[ops["in_step"].astype(bool)].groupby(cls)["measured_s_per_step"].sum()
+    busy = float(device_steps["busy_s"].mean()) if len(device_steps) else float(per_class.sum())
+    total = float(per_class.sum())
+    # Concurrent streams (GPU) or async overlap can make the op sum exceed the busy union: scale to it.
+    scale = busy / total if total > busy > 0 else 1.0
+    for name, value in per_class.items():
+        out[str(name)] = float(value) * scale
+    out["idle"] = float(device_steps["idle_s"].mean()) if len(device_steps) else 0.0
+    return out
+
+
+def analyze(
+    path: Path | str | None = None,
+    *,
+    run: str | None = None,
+    hlo_dir: Path | str | None = None,
+    chip: str | None = None,
+    chip_file: Path | str | None = None,
+    progress: Progress | None = None,
+) -> Analysis:
+    files = discover(path, run=run, hlo_dir=hlo_dir)
+    hlo_modules = _read_hlo(files, progress)
+    warnings: list[str] = []
+
+    if files.xplane_files:
+        capture: Capture | None = build_capture(_read_spaces(files, progress))
+        if progress:
+            progress(f"measuring {len(capture.ops):,} op events on {len(capture.devices)} devices")
+        steps = find_steps(capture)
+        step_ops, op_table, device_steps = measure(capture, steps)
+        platform, devices, hosts = capture.platform, capture.devices, capture.hosts
+        warnings.extend(capture.warnings)
+        op_metadata, async_spans = capture.op_metadata, capture.async_spans
+    else:
+        capture, steps = None, None
+        step_ops = pd.DataFrame()
+        device_steps = pd.DataFrame(columns=["device", "step", "duration_s", "busy_s", "idle_s"])
+        op_table = _hlo_only_ops(hlo_modules)
+        platform, hosts = "hlo", ()
+        devices = pd.DataFrame(columns=["device", "host", "plane_name", "local_index", "device_type", "vendor"])
+        op_metadata, async_spans = None, pd.DataFrame()
+        warnings.append("no trace given: times are predicted from the HLO and the chip table, not measured")
+
+    the_chip, chip_note, chip_warnings = _detect_chip(devices, platform, chip, chip_file)
+    warnings.extend(chip_warnings)
+    if the_chip is None:
+        raise AnalysisError("no chip to predict with: pass --chip NAME")
+
+    ops = attach_hlo_facts(op_table, op_metadata, hlo_modules, the_chip, num_devices=max(len(devices), 1))
+    ops = predict_ops(ops, the_chip)
+    ops["predicted_s_per_step"] = ops["predicted_s"] * ops["occurrences_per_step"]
+    ops["time_class"] = _time_class(ops)
+
+    ideal = float(np.nansum(ops.loc[ops["in_step"].astype(bool), "predicted_s_per_step"])) if len(ops) else None
+    step_s = steps.mean_s if steps is not None else (ideal or float("nan"))
+    model_flops = ops["model_flops"].where(ops["model_flops"].notna() & (ops["model_flops"] > 0), ops["flops"])
+    in_step = ops["in_step"].astype(bool)
+    model_flops_per_step = float(np.nansum((model_flops * ops["occurrences_per_step"])[in_step])) if len(ops) else None
+    peak = the_chip.peak_flops_per_s("bf16")
+    mfu = model_flops_per_step / (step_s * peak) if model_flops_per_step and step_s and peak and math.isfinite(step_s) else None
+    breakdown = _breakdown(ops, device_steps, step_s) if steps is not None else _predicted_breakdown(ops)
+
+    return Analysis(
+        files=files,
+        platform=platform,
+        hosts=hosts,
+        devices=devices,
+        chip=the_chip,
+        chip_note=chip_note,
+        steps=steps,
+        step_ops=step_ops,
+        device_steps=device_steps,
+        ops=ops,
+        async_spans=async_spans,
+        hlo_modules=hlo_modules,
+        breakdown=breakdown,
+        model_flops_per_step=model_flops_per_step,
+        mfu=mfu,
+        ideal_step_s=ideal,
+        warnings=tuple(warnings),
+    )
+
+
+def _time_class(ops: pd.DataFrame) -> pd.Series:
+    """Which breakdown bucket an op's time belongs to."""
+    cls = pd.Series("other", index=ops.index, dtype="object")
+    cls[ops["bound_by"] == "compute"] = "compute"
+    cls[ops["bound_by"] == "hbm"] = "memory"
+    cls[ops["collective_kind"].notna()] = "collective"
+    cls[ops["is_host_transfer"].fillna(False).astype(bool)] = "host_transfer"
+    return cls
+
+
+def _predicted_breakdown(ops: pd.DataFrame) -> dict[str, float]:
+    out = {c: 0.0 for c in BREAKDOWN_CATEGORIES}
+    for name, value in ops.groupby(ops["time_class"])["predicted_s_per_step"].sum().items():
+        out[str(name)] = float(value)
+    return out

@@ -1,0 +1,338 @@
+"""Join what the HLO says about each op to its measured times.
+
+Sources, in order of trust: the trace's own per-op metadata (TPU: HLO text, category,
+flops, bytes), then the after-optimizations HLO dump (any platform), then the op name
+(GPU captures without a dump). Every number column has a ``*_source`` column beside it.
+
+Also here, because they are facts about one instruction, not about time:
+- the collective each op performs, its replica-group size and payload, and its predicted
+  ICI time (``collectives.predict_collective``);
+- host transfers (``copy-start``/``copy-done`` touching memory space ``S(5)``), whose
+  bytes cross PCIe, not HBM;
+- operand vs result layouts of copies and transposes, for the retiling rule.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..parsers.hlo_text import HloModule, HloParseError, Instruction, parse_replica_groups
+from ..parsers.hlo_text import _Parser  # TODO: use hlo_text.parse_instruction once it exists
+
+
+def parse_instruction(text: str) -> Instruction:
+    return _Parser("", "<trace>", False).instruction(text, 1, "")
+from .chips import Chip
+from .collectives import predict_collective
+from .hlo_costs import instruction_costs
+
+HOST_MEMORY_SPACE = 5
+
+_COLLECTIVE_OPCODES = {
+    "all-gather": "all-gather",
+    "all-reduce": "all-reduce",
+    "reduce-scatter": "reduce-scatter",
+    "all-to-all": "all-to-all",
+    "collective-permute": "collective-permute",
+    "ragged-all-to-all": "all-to-all",
+    "collective-broadcast": "collective-permute",
+}
+# Op names of collectives as JAX/XLA print them (CPU/GPU captures without a dump, or custom kernels).
+_COLLECTIVE_NAME_PATTERNS = [
+    (re.compile(r"all[-_]?gather", re.I), "all-gather"),
+    (re.compile(r"reduce[-_]?scatter", re.I), "reduce-scatter"),
+    (re.compile(r"all[-_]?reduce|psum|nccl.*allreduce|rccl.*allreduce", re.I), "all-reduce"),
+    (re.compile(r"all[-_]?to[-_]?all", re.I), "all-to-all"),
+    (re.compile(r"collective[-_]?permute|ppermute", re.I), "collective-permute"),
+]
+_CATEGORY_BY_FUSION_KIND = {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion",
+                            "kCustom": "custom fusion"}
+_DATA_FORMATTING = {"copy", "transpose", "bitcast-convert", "reshape", "pad", "slice", "concatenate",
+                    "dynamic-slice", "dynamic-update-slice"}
+
+FACT_COLUMNS = [
+    "category", "opcode", "fusion_kind", "hlo_text", "tf_op", "source",
+    "flops", "flops_source", "bytes_accessed", "bytes_source", "hbm_bytes", "host_bytes", "model_flops",
+    "dtype", "is_matmul", "is_async_start", "is_async_done", "is_host_transfer",
+    "collective_kind", "replica_group_size", "collective_bytes", "collective_predicted_s",
+    "collective_bandwidth_s", "collective_latency_s", "collective_per_hop_bytes", "collective_bound_by",
+    "operand_layout", "result_layout",
+]
+
+
+def _collective_kind(opcode: str, wrapped: str = "") -> str | None:
+    base = opcode
+    for suffix in ("-start", "-done"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+    if base == "async" and wrapped:
+        base = wrapped
+    return _COLLECTIVE_OPCODES.get(base)
+
+
+def _kind_from_name(name: str) -> str | None:
+    for pattern, kind in _COLLECTIVE_NAME_PATTERNS:
+        if pattern.search(name):
+            return kind
+    return None
+
+
+def _array_shapes(shape) -> list:
+    return list(shape.elements) if shape.is_tuple else [shape]
+
+
+def _largest_bytes(shapes) -> float:
+    sizes = [s.logical_bytes for s in shapes if not s.is_tuple and s.dims is not None]
+    return float(max(sizes)) if sizes else 0.0
+
+
+def _collective_payload(kind: str, ins: Instruction, operand_shapes) -> float:
+    """V in the ring model: the full array after gathering (all-gather), before scattering (reduce-scatter)."""
+    result = _array_shapes(ins.shape)
+    operands = [s for shape in operand_shapes for s in _array_shapes(shape)]
+    if kind == "reduce-scatter":
+        return _largest_bytes(operands) or _largest_bytes(result)
+    return _largest_bytes(result) or _largest_bytes(operands)
+
+
+def _group_size(ins: Instruction, num_devices: int) -> int:
+    raw = ins.attrs.get("replica_groups", "")
+    if not raw:
+        return num_devices
+    try:
+        groups = parse_replica_groups(raw, num_devices)
+    except ValueError:
+        return num_devices
+    return len(groups[0]) if groups and groups[0] else num_devices
+
+
+def _touches_host(ins: Instruction, operand_shapes) -> bool:
+    shapes = _array_shapes(ins.shape) + [s for shape in operand_shapes for s in _array_shapes(shape)]
+    return any(getattr(s, "memory_space", 0) == HOST_MEMORY_SPACE for s in shapes)
+
+
+def _category(ins: Instruction | None, op_name: str, kind: str | None, is_matmul: bool) -> str:
+    if kind:
+        return kind
+    if ins is None:
+        lowered = op_name.lower()
+        if "conv" in lowered or "gemm" in lowered or "matmul" in lowered:
+            return "convolution"
+        if "transpose" in lowered or lowered.startswith("copy"):
+            return "data formatting"
+        return "fusion" if "fusion" in lowered else "other"
+    if ins.opcode in ("dot", "convolution") or is_matmul:
+        return "convolution fusion" if ins.opcode == "fusion" else ins.opcode
+    if ins.opcode == "fusion":
+        return _CATEGORY_BY_FUSION_KIND.get(ins.attrs.get("kind", ""), "fusion")
+    if ins.opcode in _DATA_FORMATTING:
+        return "data formatting"
+    return ins.opcode
+
+
+def _dump_tables(modules: tuple[HloModule, ...]) -> tuple[pd.DataFrame, dict]:
+    """Per (module, instruction) costs, and the Instruction objects for their facts."""
+    frames, lookup = [], {}
+    for module in modules:
+        costs = instruction_costs(module)
+        costs = costs.assign(module=module.name)
+        frames.append(costs)
+        for name in costs["name"]:
+            try:
+                lookup[(module.name, name)] = (module, module.instruction(name))
+            except KeyError:
+                continue
+    if not frames:
+        return pd.DataFrame(columns=["module", "name"]), lookup
+    return pd.concat(frames, ignore_index=True), lookup
+
+
+def attach_hlo_facts(
+    op_table: pd.DataFrame,
+    trace_metadata: pd.DataFrame | None,
+    hlo_modules: tuple[HloModule, ...],
+    chip: Chip,
+    num_devices: int,
+) -> pd.DataFrame:
+    """``op_table`` (one row per op) plus FACT_COLUMNS; ``measured_s`` = mean time per occurrence."""
+    ops = op_table.copy()
+    ops["measured_s"] = ops["mean_s"]
+    ops["program_id"] = ops["program_id"].fillna("").astype(str)
+
+    # 1. The trace's metadata (TPU).
+    if trace_metadata is not None and len(trace_metadata):
+        md = trace_metadata.assign(program_id=trace_metadata["program_id"].fillna("").astype(str))
+        ops = ops.merge(md, on=["program_id", "op_name"], how="left")
+    else:
+        for col in ("hlo_text", "category", "flops", "model_flops", "bytes_accessed", "hbm_bytes", "tf_op", "source"):
+            ops[col] = np.nan if col in ("flops", "model_flops", "bytes_accessed", "hbm_bytes") else None
+    ops["flops_source"] = np.where(ops["flops"].notna(), "trace", "")
+    ops["bytes_source"] = np.where(ops["bytes_accessed"].notna(), "trace", "")
+
+    # 2. The HLO dump, by (module, op name); with a single module, by op name alone.
+    costs, lookup = _dump_tables(hlo_modules)
+    instructions: list[Instruction | None] = [None] * len(ops)
+    dump_modules: list[HloModule | None] = [None] * len(ops)
+    if len(costs):
+        single = hlo_modules[0].name if len(hlo_modules) == 1 else None
+        keys = [
+            (m, n) if (m, n) in lookup else ((single, n) if single and (single, n) in lookup else None)
+            for m, n in zip(ops["module"], ops["op_name"])
+        ]
+        for i, key in enumerate(keys):
+            if key is not None:
+                dump_modules[i], instructions[i] = lookup[key]
+        cost_by_key = costs.set_index(["module", "name"])
+        matched = [k for k in keys]
+        rows = cost_by_key.reindex(pd.MultiIndex.from_tuples(
+            [k if k is not None else ("", "") for k in matched], names=["module", "name"]))
+        rows.index = ops.index
+        fill_flops = ops["flops"].isna() & rows["flops"].notna()
+        ops.loc[fill_flops, "flops"] = rows.loc[fill_flops, "flops"]
+        ops.loc[fill_flops, "flops_source"] = "hlo"
+        fill_bytes = ops["bytes_accessed"].isna() & rows["bytes_accessed"].notna()
+        ops.loc[fill_bytes, "bytes_accessed"] = rows.loc[fill_bytes, "bytes_accessed"]
+        ops.loc[fill_bytes, "hbm_bytes"] = rows.loc[fill_bytes, "hbm_bytes"]
+        ops.loc[fill_bytes, "bytes_source"] = "hlo"
+        ops["host_bytes"] = rows["host_bytes"].fillna(0.0)
+        ops["dtype"] = rows["dtype"]
+        ops["is_matmul"] = rows["is_matmul"].fillna(False).astype(bool)
+        missing_src = ops["source"].isna() & rows["source_file"].notna() & (rows["source_file"] != "")
+        src = rows["source_file"].astype(str) + ":" + rows["source_line"].astype("Int64").astype(str)
+        ops.loc[missing_src, "source"] = src[missing_src]
+        missing_tf = ops["tf_op"].isna() & rows["op_name"].notna()
+        ops.loc[missing_tf, "tf_op"] = rows.loc[missing_tf, "op_name"]
+    else:
+        ops["host_bytes"] = 0.0
+        ops["dtype"] = None
+        ops["is_matmul"] = False
+
+    # 3. Per-instruction facts: from the dump's Instruction, else by parsing the trace's HLO text.
+    texts = dict(zip(zip(ops["program_id"], ops["op_name"]), ops["hlo_text"]))
+    facts = [
+        _instruction_facts(ins, mod, text, name, chip, num_devices,
+                           lambda n, pid=pid: _parse_trace_text(texts.get((pid, n))))
+        for ins, mod, text, name, pid in zip(instructions, dump_modules, ops["hlo_text"], ops["op_name"], ops["program_id"])
+    ]
+    fact_frame = pd.DataFrame(facts, index=ops.index)
+    for col in fact_frame.columns:
+        if col in ("dtype", "category", "hlo_text") and col in ops:
+            ops[col] = ops[col].where(ops[col].notna() & (ops[col].astype(str) != ""), fact_frame[col])
+        elif col == "host_bytes":
+            ops[col] = np.maximum(ops[col].fillna(0.0), fact_frame[col].fillna(0.0))
+        elif col == "is_matmul":
+            ops[col] = ops[col] | fact_frame[col].fillna(False).astype(bool)
+        else:
+            ops[col] = fact_frame[col]
+    # Async starts only issue work; the done op (or the synchronous op) carries the transfer.
+    starts = ops["is_async_start"]
+    ops.loc[starts, ["bytes_accessed", "hbm_bytes", "host_bytes"]] = 0.0
+    # A host transfer moves its bytes over PCIe: don't price them against HBM.
+    host = ops["is_host_transfer"] & ~starts
+    ops.loc[host, "hbm_bytes"] = 0.0
+    ops.loc[host, "bytes_accessed"] = ops.loc[host, "host_bytes"]
+    for col in FACT_COLUMNS:
+        if col not in ops:
+            ops[col] = None
+    ops["hlo_text"] = ops["hlo_text"].fillna("")
+    ops["category"] = ops["category"].fillna("other")
+    return ops
+
+
+def _parse_trace_text(text) -> Instruction | None:
+    if not isinstance(text, str) or not text.startswith("%"):
+        return None
+    try:
+        return parse_instruction(text)
+    except (HloParseError, ValueError):
+        return None
+
+
+def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, num_devices: int, trace_lookup) -> dict:
+    if ins is None:
+        ins = _parse_trace_text(trace_text)
+    facts: dict = {"is_async_start": False, "is_async_done": False, "is_host_transfer": False, "host_bytes": 0.0}
+    if ins is None:
+        kind = _kind_from_name(op_name)
+        facts.update(collective_kind=kind, category=_category(None, op_name, kind, False), is_matmul=False)
+        return facts
+
+    operand_shapes = module.resolve_operand_shapes(ins) if module is not None else ins.operand_shapes
+    wrapped = ""
+    if ins.opcode in ("async-start", "async-done") and module is not None:
+        body = module.fusion_body(ins)
+        if body is not None and body.root is not None:
+            wrapped = body.root.opcode
+    kind = _collective_kind(ins.opcode, wrapped)
+    is_matmul = ins.opcode in ("dot", "convolution")
+    facts.update(
+        opcode=ins.opcode,
+        fusion_kind=ins.attrs.get("kind"),
+        hlo_text=ins.text.strip(),
+        is_async_start=ins.opcode.endswith("-start"),
+        is_async_done=ins.opcode.endswith("-done"),
+        collective_kind=kind,
+        category=_category(ins, op_name, kind, is_matmul),
+        is_matmul=is_matmul,
+        dtype=(operand_shapes[0].dtype if is_matmul and operand_shapes else _array_shapes(ins.shape)[0].dtype),
+        result_layout=ins.shape.layout_str if not ins.shape.is_tuple else None,
+        operand_layout=(operand_shapes[0].layout_str if operand_shapes and not operand_shapes[0].is_tuple else None),
+    )
+    if ins.opcode in ("copy-start", "copy-done") and _touches_host(ins, operand_shapes):
+        facts["is_host_transfer"] = True
+        facts["host_bytes"] = _largest_bytes(_array_shapes(ins.shape) + [s for sh in operand_shapes for s in _array_shapes(sh)])
+    if kind is not None and not facts["is_async_start"]:
+        payload = _collective_payload(kind, ins, operand_shapes)
+        if facts["is_async_done"]:
+            # The start holds the replica groups (and, for async-start wrappers, the shapes).
+            start = _partner_start(ins, module) if module is not None else _partner_from_trace(ins, trace_lookup)
+            if start is not None:
+                start_operands = module.resolve_operand_shapes(start) if module is not None else start.operand_shapes
+                payload = payload or _collective_payload(kind, start, start_operands)
+                ins = start
+        group = _group_size(ins, num_devices)
+        facts.update(replica_group_size=group, collective_bytes=payload)
+        if payload > 0 and group > 0:
+            try:
+                pred = predict_collective(kind, payload, group, chip)
+            except ValueError:
+                pred = None
+            if pred is not None:
+                facts.update(
+                    collective_predicted_s=pred.predicted_s,
+                    collective_bandwidth_s=pred.bandwidth_s,
+                    collective_latency_s=pred.latency_s,
+                    collective_per_hop_bytes=pred.per_hop_bytes,
+                    collective_bound_by=pred.bound_by,
+                )
+    return facts
+
+
+def _partner_start(done: Instruction, module: HloModule) -> Instruction | None:
+    for name in done.operand_names:
+        try:
+            ins = module.instruction(name)
+        except KeyError:
+            continue
+        if ins.opcode.endswith("-start"):
+            return ins
+    return None
+
+
+def _partner_from_trace(done: Instruction, trace_lookup) -> Instruction | None:
+    for name in done.operand_names:
+        ins = trace_lookup(name)
+        if ins is not None and ins.opcode.endswith("-start"):
+            return ins
+    return None
+
+
+def finite(value) -> bool:
+    try:
+        return value is not None and math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,167 @@
+"""The ``diagnose`` command: arguments in, one report out. No analysis lives here."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from . import __version__
+
+EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
+
+_EPILOG = """\b
+Examples:
+  diagnose ./logdir                       HTML report at ./logdir/xladiag_report.html
+  diagnose ./logdir --format markdown -o - >> "$GITHUB_STEP_SUMMARY"
+  diagnose ./logdir --format json -o report.json --fail-on high
+  diagnose --hlo-dir ./xla_dump --chip v6e   static diagnosis of an HLO dump, no trace
+\b
+Exit codes: 0 ok, 1 bad input, 2 usage, 3 a --fail-on/--max-*/--min-* gate tripped.
+"""
+
+
+class _Progress:
+    """One self-overwriting status line on stderr, only when a person is watching."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self._width = 0
+
+    def __call__(self, message: str) -> None:
+        if not self.enabled:
+            return
+        text = f"xladiag: {message}"
+        sys.stderr.write("\r" + text.ljust(self._width))
+        sys.stderr.flush()
+        self._width = len(text)
+
+    def done(self) -> None:
+        if self.enabled and self._width:
+            sys.stderr.write("\r" + " " * self._width + "\r")
+            sys.stderr.flush()
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"diagnose: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _default_output(path: Path | None, hlo_dir: Path | None, fmt: str) -> Path:
+    ext = {"html": "html", "markdown": "md", "json": "json"}[fmt]
+    base = path if path is not None else hlo_dir
+    base = base.parent if base.is_file() else base
+    return base / f"xladiag_report.{ext}"
+
+
+def _check_writable(out: Path) -> None:
+    parent = out.parent if str(out.parent) else Path(".")
+    if out.is_dir():
+        _fail(f"{out}: is a directory; give a file path with -o", EXIT_USAGE)
+    if not parent.is_dir():
+        _fail(f"{out}: cannot write: directory {parent} does not exist", EXIT_USAGE)
+    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        _fail(f"{out}: cannot write: permission denied", EXIT_USAGE)
+
+
+def _write_atomically(out: Path, text: str) -> None:
+    """Write via a temporary file in the same folder so no half-written report is ever left."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent or Path("."))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, out)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        _fail(f"{out}: cannot write: {exc.strerror or exc}", EXIT_INPUT)
+
+
+def _percent(value: str | None) -> float | None:
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        number = float(text.rstrip("%"))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a percentage like 10% or 0.1") from None
+    return number / 100.0 if text.endswith("%") or number > 1 else number
+
+
+@click.command(epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option("--run", "run", metavar="NAME", help="Which run folder under plugins/profile/ (default: the newest).")
+@click.option("--hlo-dir", type=click.Path(path_type=Path), metavar="DIR",
+              help="XLA dump (--xla_dump_to) with *after_optimizations*.txt; default: found inside PATH.")
+@click.option("--chip", metavar="NAME", help="Override chip detection, e.g. v6e, v5p, h100, mi300x, cpu.")
+@click.option("--chip-file", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="TOML file that adds or overrides chips (same keys as the built-in catalog).")
+@click.option("--format", "fmt", type=click.Choice(["html", "markdown", "json"]), default="html", show_default=True,
+              help="Report format.")
+@click.option("-o", "--output", metavar="PATH",
+              help="Where to write the report; '-' for stdout. Default: <profile dir>/xladiag_report.<ext>.")
+@click.option("--fail-on", type=click.Choice(["high", "medium", "low"]),
+              help="Exit 3 when any finding has at least this severity.")
+@click.option("--max-exposed-collective", metavar="PCT",
+              help="Exit 3 when exposed collective time exceeds this share of the step (e.g. 10%).")
+@click.option("--min-mfu", type=float, metavar="X", help="Exit 3 when MFU is below X (e.g. 0.35).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on stderr.")
+@click.version_option(__version__, prog_name="xladiag")
+def main(path, run, hlo_dir, chip, chip_file, fmt, output, fail_on, max_exposed_collective, min_mfu, quiet):
+    """Diagnose an XLA profile: what is slow, why, how far each op is from its roofline, and what to change.
+
+    PATH is a jax.profiler.trace log dir (plugins/profile/<run>/<host>.xplane.pb), one run folder, or
+    one .xplane.pb file. An XLA HLO dump found inside it (or given with --hlo-dir) adds FLOPs, bytes and
+    layouts; --hlo-dir alone gives a static diagnosis with predicted times.
+    """
+    # Imported here so that `--help` stays instant.
+    from .analyzer.analysis import AnalysisError, analyze
+    from .analyzer.capture import CaptureError
+    from .parsers.discovery import DiscoveryError
+    from .parsers.xplane import XPlaneError
+    from .report import build_report, evaluate_gates, render
+
+    if path is None and hlo_dir is None:
+        raise click.UsageError("give a profile directory or .xplane.pb file (or --hlo-dir DIR)")
+    max_exposed = _percent(max_exposed_collective)
+    to_stdout = output == "-"
+    out = None if to_stdout else Path(output) if output else _default_output(path, hlo_dir, fmt)
+    if path is not None and not path.exists():
+        _fail(f"{path}: no such file or directory", EXIT_INPUT)
+    if out is not None:
+        _check_writable(out)
+
+    progress = _Progress(enabled=not quiet and sys.stderr.isatty())
+    try:
+        analysis = analyze(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, progress=progress)
+        progress("running rules")
+        report = build_report(analysis)
+        text = render(report, fmt)
+    except (DiscoveryError, XPlaneError, CaptureError, AnalysisError) as exc:
+        progress.done()
+        _fail(str(exc), EXIT_INPUT)
+    progress.done()
+
+    if to_stdout:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        _write_atomically(out, text)
+
+    if not quiet:
+        for warning in analysis.warnings:
+            click.echo(f"diagnose: warning: {warning}", err=True)
+        click.echo(report.headline, err=True)
+    if out is not None:
+        click.echo(f"report: {out}")
+
+    tripped = evaluate_gates(report, fail_on=fail_on, max_exposed_collective=max_exposed, min_mfu=min_mfu)
+    for line in tripped:
+        click.echo(f"diagnose: gate: {line}", err=True)
+    sys.exit(EXIT_GATE if tripped else EXIT_OK)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
