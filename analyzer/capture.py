@@ -219,8 +219,8 @@ def _gpu_tables(space: XSpaceTables, device_base: int):
     host_planes = space.planes.loc[space.planes["name"] == "/host:CPU", "plane"]
     launches = _events_with_stats(space, host_planes, lambda n: n.notna(), stat_cols)
     launches = launches.dropna(subset=["correlation_id", "hlo_op"]).drop_duplicates("correlation_id")
-    by_corr = launches.set_index("correlation_id")[["hlo_op", "hlo_module", "program_id"]]
-    joined = kernels.join(by_corr, on="correlation_id", rsuffix="_launch")
+    by_corr = launches.set_index("correlation_id")[["hlo_op", "hlo_module", "program_id"]].add_suffix("_launch")
+    joined = kernels.join(by_corr, on="correlation_id")
     for col in ("hlo_op", "hlo_module", "program_id"):
         joined[col] = joined[col].where(joined[col].notna(), joined[f"{col}_launch"])
 

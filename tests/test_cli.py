@@ -1,0 +1,151 @@
+"""The diagnose command as a user meets it: discovery, bad input, exit codes, nothing half-written."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import CPU_SAMPLE, GPU_SAMPLE, TPU_SAMPLE, only_xplane
+from xladiag.cli import main
+from xladiag.parsers.discovery import DiscoveryError, discover
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def assert_one_line_error(result, code: int, *needles: str):
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("diagnose: error:") or lines[0].startswith("Error:") or "Usage" in result.stderr
+    for needle in needles:
+        assert needle in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# --- discovery ---------------------------------------------------------------------------------
+
+def _fake_run(root: Path, run: str, hosts=("h0",), source: Path | None = None) -> Path:
+    d = root / "plugins" / "profile" / run
+    d.mkdir(parents=True)
+    for host in hosts:
+        shutil.copy(source or only_xplane(TPU_SAMPLE), d / f"{host}.xplane.pb")
+    return d
+
+
+def test_discovery_takes_newest_run_and_all_hosts(tmp_path):
+    _fake_run(tmp_path, "2025_01_01_00_00_00")
+    _fake_run(tmp_path, "2025_06_01_00_00_00", hosts=("h0", "h1"))
+    found = discover(tmp_path)
+    assert found.run_name == "2025_06_01_00_00_00"
+    assert found.hosts == ("h0", "h1")
+    assert found.other_runs == ("2025_01_01_00_00_00",)
+    older = discover(tmp_path, run="2025_01_01_00_00_00")
+    assert older.hosts == ("h0",)
+    with pytest.raises(DiscoveryError, match="no run named 'nope'; runs here: 2025_01_01"):
+        discover(tmp_path, run="nope")
+
+
+def test_discovery_accepts_run_folder_file_and_finds_hlo_dump():
+    run_dir = only_xplane(CPU_SAMPLE).parent
+    assert discover(run_dir).xplane_files == (only_xplane(CPU_SAMPLE),)
+    single = discover(only_xplane(CPU_SAMPLE))
+    assert single.xplane_files == (only_xplane(CPU_SAMPLE),)
+    found = discover(CPU_SAMPLE)
+    assert [p.name for p in found.hlo_files] == ["module_0000.jit_train_step.cpu_after_optimizations.txt"]
+
+
+# --- bad input -----------------------------------------------------------------------------------
+
+def test_missing_path(tmp_path):
+    assert_one_line_error(run(tmp_path / "nope"), 1, "nope", "no such file or directory")
+
+
+def test_no_arguments_is_a_usage_error():
+    result = run()
+    assert result.exit_code == 2
+    assert "give a profile directory" in result.stderr
+
+
+def test_empty_dir(tmp_path):
+    assert_one_line_error(run(tmp_path, "-o", tmp_path / "r.html"), 1, "no '*.xplane.pb' capture found")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_dir_without_xplanes(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "plugins" / "profile" / "run1").mkdir(parents=True)
+    assert_one_line_error(run(tmp_path), 1, str(tmp_path), "no '*.xplane.pb'")
+    assert list(tmp_path.glob("xladiag_report*")) == []
+
+
+def test_truncated_xplane(tmp_path):
+    data = only_xplane(TPU_SAMPLE).read_bytes()
+    bad = _fake_run(tmp_path, "r1") / "h0.xplane.pb"
+    bad.write_bytes(data[:100_000])
+    assert_one_line_error(run(tmp_path), 1, "h0.xplane.pb", "truncated or corrupt")
+    assert list(tmp_path.glob("xladiag_report*")) == []
+
+
+def test_file_that_is_not_a_profile(tmp_path):
+    bogus = tmp_path / "model.xplane.pb"
+    bogus.write_bytes(b"%PDF-1.7 not a profile\n" * 50)
+    assert_one_line_error(run(bogus), 1, "model.xplane.pb")
+
+
+def test_hlo_file_that_does_not_parse(tmp_path):
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "module_0001.jit_f.after_optimizations.txt").write_text(
+        "HloModule jit_f\n\nENTRY %main {\n  %p = f32[8]{0} parameter(0)\n  %x = f32[8 broken\n}\n"
+    )
+    assert_one_line_error(run("--hlo-dir", dump, "--chip", "v6e", "-o", tmp_path / "r.html"), 1,
+                          "module_0001.jit_f.after_optimizations.txt:")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_unwritable_output_path(tmp_path):
+    assert_one_line_error(run(TPU_SAMPLE, "-o", tmp_path / "no" / "such" / "dir" / "r.html"), 2, "does not exist")
+    if os.geteuid() != 0:  # root can write anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        assert_one_line_error(run(TPU_SAMPLE, "-o", locked / "r.html"), 2, "permission denied")
+
+
+def test_output_is_a_directory(tmp_path):
+    assert_one_line_error(run(TPU_SAMPLE, "-o", tmp_path), 2, "is a directory")
+
+
+def test_unknown_chip(tmp_path):
+    assert_one_line_error(run(TPU_SAMPLE, "--chip", "tpu-v99", "-o", tmp_path / "r.json", "--format", "json"),
+                          1, "unknown chip")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_bad_percentage_is_a_usage_error():
+    result = run(TPU_SAMPLE, "--max-exposed-collective", "lots")
+    assert result.exit_code == 2
+
+
+def test_help_teaches():
+    result = run("--help")
+    assert result.exit_code == 0
+    for needle in ("--hlo-dir", "--format", "--fail-on", "Exit codes", "plugins/profile"):
+        assert needle in result.stdout
+
+
+@pytest.mark.parametrize("sample", [TPU_SAMPLE, GPU_SAMPLE, CPU_SAMPLE], ids=["tpu", "gpu", "cpu"])
+def test_default_report_path_and_printed(tmp_path, sample):
+    target = tmp_path / sample.name
+    shutil.copytree(sample, target)
+    result = run(target, "--quiet")
+    assert result.exit_code == 0, result.stderr
+    report = target / "xladiag_report.html"
+    assert report.is_file() and report.stat().st_size > 1000
+    assert f"report: {report}" in result.stdout
+    assert not [p for p in target.iterdir() if p.name.startswith(".xladiag_report")]  # no temp leftovers

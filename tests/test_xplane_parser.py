@@ -1,0 +1,119 @@
+"""The xplane parser on the real captures and on small hand-built XSpace messages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xladiag.parsers.xplane import XPlaneError, parse_xspace_bytes, read_xspace
+from xladiag.parsers.xspace_schema import MemoryAccessBreakdown, XSpace
+
+
+def _hand_space() -> XSpace:
+    """One TPU-like plane: stat metadata, ref-valued and non-UTF-8 strings, two lines."""
+    space = XSpace(hostnames=[b"host-a"])
+    plane = space.planes.add(id=7, name=b"/device:TPU:0")
+    names = {1: b"device_type_string", 2: b"hlo_category", 3: b"flops", 4: b"hlo_op", 5: b"copy-done.9",
+             6: b"memory_access_breakdown", 7: b"program_id", 8: b"run_id"}
+    for k, v in names.items():
+        plane.stat_metadata[k].id = k
+        plane.stat_metadata[k].name = v
+    plane.stats.add(metadata_id=1, str_value=b"TPU v6 Lite")
+    md = plane.event_metadata[10]
+    md.id, md.name, md.display_name = 10, b"%fusion.1 = f32[8]{0} fusion(f32[8]{0} %p), kind=kLoop", b"fusion.1"
+    md.stats.add(metadata_id=2, str_value=b"loop fusion")
+    md.stats.add(metadata_id=3, uint64_value=1234)
+    md.stats.add(metadata_id=7, uint64_value=12190760917235803885)  # > int64 max: must survive
+    breakdown = MemoryAccessBreakdown()
+    breakdown.memory_accessed.add(operation_type=1, memory_space=1, bytes=100)
+    breakdown.memory_accessed.add(operation_type=2, memory_space=1, bytes=28)
+    breakdown.memory_accessed.add(operation_type=1, memory_space=3, bytes=999)  # not HBM
+    md.stats.add(metadata_id=6, bytes_value=breakdown.SerializeToString())
+    bad = plane.event_metadata[11]
+    bad.id, bad.name = 11, b"op\xff\xfename"  # invalid UTF-8, as real captures have
+    ops = plane.lines.add(id=3, name=b"XLA Ops", timestamp_ns=1_000)
+    ops.events.add(metadata_id=10, offset_ps=500, duration_ps=2_000)
+    ops.events.add(metadata_id=11, offset_ps=3_000, duration_ps=7)
+    async_line = plane.lines.add(id=4, name=b"Async XLA Ops", timestamp_ns=2_000)
+    ev = async_line.events.add(metadata_id=10, offset_ps=0, duration_ps=10)
+    ev.stats.add(metadata_id=4, ref_value=5)  # hlo_op given by reference to a stat-metadata name
+    ev.stats.add(metadata_id=8, int64_value=42)
+    return space
+
+
+def test_hand_built_space_decodes_every_field():
+    tables = parse_xspace_bytes(_hand_space().SerializeToString(), "host-a.xplane.pb")
+    assert tables.hostname == "host-a"
+    assert tables.planes["name"].tolist() == ["/device:TPU:0"]
+    assert tables.plane_stats[0]["device_type_string"] == "TPU v6 Lite"
+    ev = tables.events
+    # start = line.timestamp_ns * 1000 + offset_ps
+    assert ev["start_ps"].tolist() == [1_000_500, 1_003_000, 2_000_000]
+    assert ev["duration_ps"].tolist() == [2_000, 7, 10]
+    md = tables.event_metadata.set_index("metadata_id")
+    assert md.loc[10, "hlo_category"] == "loop fusion"
+    assert md.loc[10, "flops"] == 1234
+    assert md.loc[10, "program_id"] == "12190760917235803885"
+    assert md.loc[10, "hbm_bytes"] == 128  # HBM read + write only
+    assert md.loc[11, "name"].startswith("op") and "\ufffd" in md.loc[11, "name"]
+    # Event stats are kept only where present, keyed by event row; XLA Ops events are skipped.
+    stats = tables.event_stats
+    assert stats["event"].tolist() == [2]
+    assert stats.loc[0, "hlo_op"] == "copy-done.9"
+    assert stats.loc[0, "run_id"] == 42
+
+
+def test_real_tpu_capture_tables(tpu_xplane):
+    t = read_xspace(tpu_xplane)
+    assert t.hostname == "t1v-n-0"
+    assert t.planes["name"].tolist()[:4] == [f"/device:TPU:{i}" for i in range(4)]
+    lines = t.lines.merge(t.planes[["plane", "name"]].rename(columns={"name": "plane_name"}), on="plane")
+    xla_ops = lines[(lines["plane_name"] == "/device:TPU:0") & (lines["name"] == "XLA Ops")]["line"]
+    assert int(t.events["line"].isin(xla_ops).sum()) == 1504
+    assert t.plane_stats[0]["peak_teraflops_per_second"] == 918.0
+    md = t.event_metadata
+    done = md[(md["plane"] == 0) & (md["display_name"] == "copy-done.2")].iloc[0]
+    assert done["hlo_category"] == "copy-done"
+    assert done["bytes_accessed"] == 5368709120
+    assert done["name"].startswith("%copy-done.2 = f32[5,1024,1024,256]")
+    assert np.issubdtype(t.events["start_ps"].dtype, np.integer)
+
+
+def test_real_gpu_capture_has_correlation_ids(gpu_xplane):
+    t = read_xspace(gpu_xplane)
+    assert (t.planes["name"].str.startswith("/device:GPU:")).sum() == 8
+    assert t.event_stats["correlation_id"].notna().sum() > 100
+    assert t.plane_stats[1]["device_vendor"] == "AMD"
+
+
+@pytest.mark.parametrize(
+    "payload, message",
+    [
+        (b"", "empty file"),
+        (b"this is not a protobuf at all \x00\xff", "not a readable XSpace"),
+        (b"\x0a\x05\x08\x01", "not a readable XSpace"),  # a plane whose length runs past the end
+    ],
+)
+def test_bad_bytes_raise_one_line_errors(tmp_path, payload, message):
+    path = tmp_path / "bad.xplane.pb"
+    path.write_bytes(payload)
+    with pytest.raises(XPlaneError) as err:
+        read_xspace(path)
+    assert message in str(err.value)
+    assert str(path) in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_truncated_real_capture_is_rejected(tmp_path, tpu_xplane):
+    data = tpu_xplane.read_bytes()
+    path = tmp_path / "cut.xplane.pb"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(XPlaneError, match="truncated or corrupt"):
+        read_xspace(path)
+
+
+def test_valid_protobuf_without_planes_is_not_a_profile(tmp_path):
+    path = tmp_path / "x.xplane.pb"
+    path.write_bytes(XSpace(hostnames=[b"h"]).SerializeToString())
+    with pytest.raises(XPlaneError, match="no planes"):
+        read_xspace(path)
