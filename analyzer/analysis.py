@@ -44,7 +44,7 @@ class Analysis:
     chip: chip_catalog.Chip
     chip_note: str
     steps: Steps | None
-    step_ops: pd.DataFrame  # op events inside measured steps (device, step, module, op_name, start_ps, duration_ps, line)
+    step_ops: pd.DataFrame  # op events inside measured steps (device, step, module, op_name, start_ps, duration_ps, span_ps, line)
     device_steps: pd.DataFrame  # device, step, duration_s, busy_s, idle_s
     ops: pd.DataFrame  # one row per HLO op: measured + HLO facts + roofline (see README "ops table")
     async_spans: pd.DataFrame

@@ -4,7 +4,7 @@ Whatever the platform, the analysis downstream sees the same tables:
 
 - ``devices``: one row per accelerator (or, on CPU captures, per XLA host device).
 - ``ops``: one row per measured HLO op execution: device, module, program_id, op_name,
-  start_ps, duration_ps, line (the timeline it came from).
+  start_ps, duration_ps (what it cost), span_ps (its extent on the timeline), line.
 - ``modules``: one row per program execution on a device (the basis of steps).
 - ``op_metadata``: per (program_id, op_name), what the trace says about the op: HLO
   text, category, flops, bytes.
@@ -32,7 +32,8 @@ _TPU_PLANE = re.compile(r"^/device:TPU:(\d+)$")
 _GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
 _MODULE_EVENT = re.compile(r"^(?P<module>.*)\((?P<program_id>\d+)\)$")
 
-OP_COLUMNS = ["device", "module", "program_id", "op_name", "start_ps", "duration_ps", "line"]
+# duration_ps: what the op cost (device clock on TPU); span_ps: its extent on the timeline.
+OP_COLUMNS = ["device", "module", "program_id", "op_name", "start_ps", "duration_ps", "span_ps", "line"]
 MODULE_COLUMNS = ["device", "module", "program_id", "run_id", "start_ps", "duration_ps"]
 METADATA_COLUMNS = [
     "program_id",
@@ -117,6 +118,7 @@ def _tpu_tables(space: XSpaceTables, device_base: int):
             "op_name": op_name,
             "start_ps": ops_ev["start_ps"],
             "duration_ps": ops_ev["duration_ps"],
+            "span_ps": ops_ev["span_ps"],
             "line": "XLA Ops",
         }
     )
@@ -242,6 +244,7 @@ def _gpu_tables(space: XSpaceTables, device_base: int):
             "op_name": joined["hlo_op"].where(~unattributed, kernel_name),
             "start_ps": joined["start_ps"],
             "duration_ps": joined["duration_ps"],
+            "span_ps": joined["span_ps"],
             "line": joined["line_name"],
         }
     )
@@ -291,6 +294,7 @@ def _cpu_tables(space: XSpaceTables, device_base: int):
             "op_name": ev["hlo_op"],
             "start_ps": ev["start_ps"],
             "duration_ps": ev["duration_ps"],
+            "span_ps": ev["span_ps"],
             "line": ev["line_name"],
             "run_id": ev["run_id"],
         }
@@ -329,7 +333,7 @@ def _derived_module_runs(ops: pd.DataFrame) -> pd.DataFrame:
     else:
         first_op = o.groupby(["device", "module"])["op_name"].transform("first")
         run = (o["op_name"] == first_op).astype(np.int64).groupby([o["device"], o["module"]]).cumsum()
-    o = o.assign(run_id=run, end_ps=o["start_ps"] + o["duration_ps"])
+    o = o.assign(run_id=run, end_ps=o["start_ps"] + o["span_ps"])
     runs = o.groupby(["device", "module", "run_id"], as_index=False).agg(
         program_id=("program_id", "first"), start_ps=("start_ps", "min"), end_ps=("end_ps", "max")
     )

@@ -14,7 +14,7 @@ OP_KEY = ["module", "program_id", "op_name"]
 def step_device_times(step_ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     """Per (device, step): duration, busy (interval union of ops) and idle seconds."""
     measured = steps.measured.set_index(["device", "step"])
-    busy = interval_union_ps(step_ops, ["device", "step"]).reindex(measured.index, fill_value=0)
+    busy = interval_union_ps(step_ops, ["device", "step"], length="span_ps").reindex(measured.index, fill_value=0)
     out = pd.DataFrame(
         {
             "duration_s": measured["duration_ps"] / PS_PER_S,

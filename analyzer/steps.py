@@ -76,7 +76,7 @@ def find_steps(capture: Capture) -> Steps:
     # No program structure at all: the whole op span on each device is one step.
     ops = capture.ops
     spans = ops.groupby("device").agg(start_ps=("start_ps", "min"), end_ps=("start_ps", "max"))
-    ends = (ops["start_ps"] + ops["duration_ps"]).groupby(ops["device"]).max()
+    ends = (ops["start_ps"] + ops["span_ps"]).groupby(ops["device"]).max()
     spans["duration_ps"] = ends - spans["start_ps"]
     table = _number(spans.reset_index()[["device", "start_ps", "duration_ps"]])
     return Steps(table, "", "the whole capture (no program executions found)", False)
@@ -98,14 +98,14 @@ def assign_steps(ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     return joined.astype({"step": "int64"})
 
 
-def interval_union_ps(frame: pd.DataFrame, keys: list[str]) -> pd.Series:
-    """Covered time per group of [start_ps, start_ps+duration_ps) intervals, overlaps counted once.
+def interval_union_ps(frame: pd.DataFrame, keys: list[str], length: str = "duration_ps") -> pd.Series:
+    """Covered time per group of [start_ps, start_ps + length) intervals, overlaps counted once.
 
     Never a plain sum: GPU streams and async ops run concurrently on one device.
     """
     if frame.empty:
         return pd.Series(dtype="int64")
-    f = frame.assign(end_ps=frame["start_ps"] + frame["duration_ps"]).sort_values(keys + ["start_ps"], kind="stable")
+    f = frame.assign(end_ps=frame["start_ps"] + frame[length]).sort_values(keys + ["start_ps"], kind="stable")
     # Running max of the previous ends within the group: an interval starting after it opens a new block.
     f["run_end_ps"] = f.groupby(keys)["end_ps"].cummax()
     prev_end = f.groupby(keys)["run_end_ps"].shift(fill_value=np.iinfo(np.int64).min)
