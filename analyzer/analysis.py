@@ -9,6 +9,7 @@ and the roofline prediction (chip table or trace peaks), each with its source.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -21,6 +22,7 @@ from ..parsers.hlo_text import HloModule, HloParseError, parse_hlo_file
 from ..parsers.xplane import read_xspace
 from . import chips as chip_catalog
 from .capture import Capture, build_capture
+from .hlo_costs import instruction_costs
 from .hlo_facts import attach_hlo_facts
 from .op_stats import measure
 from .roofline import predict_ops
@@ -79,15 +81,20 @@ def _read_spaces(files: CaptureFiles, progress: Progress | None):
     return spaces
 
 
-def _read_hlo(files: CaptureFiles, progress: Progress | None) -> tuple[HloModule, ...]:
+def _read_hlo(files: CaptureFiles, progress: Progress | None, notes: list[str]) -> tuple[HloModule, ...]:
     modules = []
     for path in files.hlo_files:
         if progress:
             progress(f"parsing HLO {path.name}")
         try:
-            modules.append(parse_hlo_file(path))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                modules.append(parse_hlo_file(path))
+            notes.extend(str(w.message) for w in caught)
         except HloParseError as exc:
             raise AnalysisError(str(exc)) from None
+        except UnicodeDecodeError:
+            raise AnalysisError(f"{path}: not a text file (expected HLO text)") from None
         except OSError as exc:
             raise AnalysisError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return tuple(modules)
@@ -98,7 +105,7 @@ def _detect_chip(devices: pd.DataFrame, platform: str, chip_name: str | None, ch
         catalog = chip_catalog.load_catalog(chip_file)
     except chip_catalog.ChipCatalogError as exc:
         raise AnalysisError(str(exc)) from None
-    warnings: list[str] = []
+    notes: list[str] = []
     first = devices.iloc[0] if len(devices) else None
     peak = float(devices["peak_flops_per_s"].median()) if len(devices) else float("nan")
     hbm = float(devices["hbm_bytes_per_s"].median()) if len(devices) else float("nan")
@@ -112,31 +119,30 @@ def _detect_chip(devices: pd.DataFrame, platform: str, chip_name: str | None, ch
         if chip is None:
             known = ", ".join(sorted(catalog))
             raise AnalysisError(f"--chip {chip_name!r}: unknown chip; known: {known}")
-        return chip.with_trace_peaks(**trace_peaks), f"{chip.name} (from --chip; trace peaks applied where present)", warnings
+        return chip.with_trace_peaks(**trace_peaks), f"{chip.name} (from --chip; trace peaks applied where present)", notes
 
     if platform in ("cpu", "hlo") or first is None:
         chip = catalog.get("cpu") if platform == "cpu" else None
         if platform == "hlo":
             chip = catalog.get("cpu")
-            warnings.append("no trace and no --chip: predictions use the generic CPU entry; pass --chip (e.g. --chip v6e)")
-        return chip, f"{chip.name} (no accelerator in the capture)" if chip else "unknown", warnings
+            notes.append("no trace and no --chip: predictions use the generic CPU entry; pass --chip (e.g. --chip v6e)")
+        return chip, f"{chip.name} (no accelerator in the capture)" if chip else "unknown", notes
 
     stats = first.get("plane_stats") or {}
     chip, note = chip_catalog.chip_for_device(first.get("device_type"), first.get("vendor"), stats, catalog)
     if chip is None:
         fallback = catalog["cpu"]
-        warnings.append(f"unknown chip ({note}); pass --chip NAME. Using trace peaks where present")
-        return fallback.with_trace_peaks(**trace_peaks), f"unknown ({note})", warnings
-    return chip, note, warnings
+        notes.append(f"unknown chip ({note}); pass --chip NAME. Using trace peaks where present")
+        return fallback.with_trace_peaks(**trace_peaks), f"unknown ({note})", notes
+    return chip, note, notes
 
 
 def _hlo_only_ops(modules: tuple[HloModule, ...]) -> pd.DataFrame:
-    """Without a trace every ENTRY instruction is one op that runs once per step."""
+    """Without a trace every top-level instruction (ENTRY, loop bodies) is one op run once per step."""
     frames = []
     for module in modules:
-        inst = module.instructions()
-        inst = inst[inst["is_entry"]]
-        frames.append(pd.DataFrame({"module": module.name, "program_id": "", "op_name": inst["name"]}))
+        names = instruction_costs(module)["name"]
+        frames.append(pd.DataFrame({"module": module.name, "program_id": "", "op_name": names}))
     ops = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["module", "program_id", "op_name"])
     for col in ("total_s", "mean_s", "min_s", "max_s", "measured_s_per_step", "share_of_step"):
         ops[col] = np.nan
@@ -174,8 +180,8 @@ def analyze(
     progress: Progress | None = None,
 ) -> Analysis:
     files = discover(path, run=run, hlo_dir=hlo_dir)
-    hlo_modules = _read_hlo(files, progress)
-    warnings: list[str] = []
+    notes: list[str] = []
+    hlo_modules = _read_hlo(files, progress, notes)
 
     if files.xplane_files:
         capture: Capture | None = build_capture(_read_spaces(files, progress))
@@ -184,7 +190,7 @@ def analyze(
         steps = find_steps(capture)
         step_ops, op_table, device_steps = measure(capture, steps)
         platform, devices, hosts = capture.platform, capture.devices, capture.hosts
-        warnings.extend(capture.warnings)
+        notes.extend(capture.warnings)
         op_metadata, async_spans = capture.op_metadata, capture.async_spans
     else:
         capture, steps = None, None
@@ -194,10 +200,10 @@ def analyze(
         platform, hosts = "hlo", ()
         devices = pd.DataFrame(columns=["device", "host", "plane_name", "local_index", "device_type", "vendor"])
         op_metadata, async_spans = None, pd.DataFrame()
-        warnings.append("no trace given: times are predicted from the HLO and the chip table, not measured")
+        notes.append("no trace given: times are predicted from the HLO and the chip table, not measured")
 
     the_chip, chip_note, chip_warnings = _detect_chip(devices, platform, chip, chip_file)
-    warnings.extend(chip_warnings)
+    notes.extend(chip_warnings)
     if the_chip is None:
         raise AnalysisError("no chip to predict with: pass --chip NAME")
 
@@ -232,7 +238,7 @@ def analyze(
         model_flops_per_step=model_flops_per_step,
         mfu=mfu,
         ideal_step_s=ideal,
-        warnings=tuple(warnings),
+        warnings=tuple(notes),
     )
 
 

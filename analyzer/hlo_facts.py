@@ -20,12 +20,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..parsers.hlo_text import HloModule, HloParseError, Instruction, parse_replica_groups
-from ..parsers.hlo_text import _Parser  # TODO: use hlo_text.parse_instruction once it exists
-
-
-def parse_instruction(text: str) -> Instruction:
-    return _Parser("", "<trace>", False).instruction(text, 1, "")
+from ..parsers.hlo_text import HloModule, HloParseError, Instruction, parse_instruction, parse_replica_groups
 from .chips import Chip
 from .collectives import predict_collective
 from .hlo_costs import instruction_costs
@@ -240,6 +235,9 @@ def attach_hlo_facts(
             ops[col] = None
     ops["hlo_text"] = ops["hlo_text"].fillna("")
     ops["category"] = ops["category"].fillna("other")
+    # A fusion whose body holds a dot/convolution is a matmul, whatever its fusion kind.
+    matmul_fusion = (ops["opcode"] == "fusion") & ops["is_matmul"] & ops["category"].str.endswith("fusion")
+    ops.loc[matmul_fusion, "category"] = "convolution fusion"
     return ops
 
 

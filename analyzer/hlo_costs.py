@@ -1,0 +1,488 @@
+"""FLOPs and bytes per HLO instruction, for captures whose trace has no ``flops``/``bytes_accessed``
+(GPU, CPU, ``--hlo-dir`` alone).
+
+FLOPs
+- dot: 2 x output elements x contracted size (batch dims are part of the output).
+- convolution: 2 x (input features / feature groups) x output features x (batch / batch groups)
+  x the product over spatial dims of the (output position, kernel tap) pairs that land on real
+  input, not on padding or dilation holes (XLA's HloCostAnalysis rule). TPU rewrites matmuls as
+  convolutions with a window over a padded size-1 dim; counting taps naively would overstate
+  those 32x.
+- fusion/call: the sum over the called computation, recursively.
+- elementwise arithmetic: 1 per output element; reduce: 1 per input element; reduce-window:
+  1 per output element and window tap. Data movement, convert and collectives: 0 (a collective's
+  reduction is the collective model's business).
+- custom-call: cuBLAS gemm and cuDNN convolution targets like dot/convolution; attention kernels
+  (flash, fmha, splash, Pallas/Mosaic ``tpu_custom_call``) and other unknown targets: NaN.
+
+Bytes: operands read once + result written once, at padded size, split by memory space
+(S(0) HBM, S(1) VMEM, S(5) host, anything else ``other``). A fusion counts only its own operands
+and result. Free ops (parameter, constant, tuple, get-tuple-element, bitcast, control flow): 0.
+Slices and gathers read only the slice. In-place dynamic-update-slice and scatter, plain or as
+a fusion root, read and write the update, not the whole buffer; a fusion parameter used only by
+slices is read at the slices' size. Asynchronous pairs: the data moved is put on the ``*-start``
+(where the transfer is issued), the ``*-done`` gets 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..parsers.hlo_text import Computation, HloModule, Instruction, Shape
+
+__all__ = ["instruction_costs", "dot_flops", "convolution_flops", "instruction_flops",
+           "instruction_bytes", "top_level_computations"]
+
+_ELEMENTWISE = frozenset("""
+add subtract multiply divide remainder maximum minimum power atan2 abs negate sign exponential
+exponential-minus-one log log-plus-one logistic sqrt rsqrt cbrt tanh tan sine cosine erf floor
+ceil round-nearest-afz round-nearest-even compare select clamp and or xor not shift-left
+shift-right-arithmetic shift-right-logical is-finite popcnt count-leading-zeros real imag complex
+reduce-precision stochastic-convert map
+""".split())
+# Ops that touch no memory of their own (aliases, plumbing, control flow whose bodies have rows).
+_FREE = frozenset("""
+parameter constant get-tuple-element tuple bitcast after-all add-dependency partition-id
+replica-id opt-barrier optimization-barrier domain while conditional call get-dimension-size
+""".split())
+_ATTENTION = re.compile(r"flash|attention|fmha|\bmha|_mha|splash|sdpa", re.IGNORECASE)
+# Custom-call targets that only move, mark or reinterpret data.
+_ZERO_FLOP_TARGETS = frozenset("""
+AssumeGatherIndicesInBound ConcatBitcast Sharding SPMDFullToShardShape SPMDShardToFullShape
+MoveToHost MoveToDevice annotate_device_placement AllocateBuffer PadToStatic SliceToDynamic
+LayoutConstraint X64Combine X64SplitLow X64SplitHigh InspectSharding
+""".split())
+_SPACE_COLUMN = {0: "hbm_bytes", 1: "vmem_bytes", 5: "host_bytes"}
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in re.findall(r"-?\d+", text or "")]
+
+
+def _array(shape: Shape) -> Shape:
+    """The data part of a result: element 0 of a tuple (cuBLAS/cuDNN append a workspace)."""
+    while shape.is_tuple and shape.elements:
+        shape = shape.elements[0]
+    return shape
+
+
+def _dot_flops_from(lhs: Shape, out: Shape, lhs_contracting: list[int]) -> float:
+    contracted = math.prod(lhs.dims[d] for d in lhs_contracting)
+    return 2.0 * _array(out).num_elements * contracted
+
+
+def dot_flops(instr: Instruction, module: HloModule) -> float:
+    """2 x output elements x contracted size of a ``dot`` (or a cuBLAS gemm custom-call)."""
+    lhs = module.resolve_operand_shapes(instr)[0]
+    if instr.opcode == "custom-call":
+        dnums = _backend_json(instr).get("gemm_backend_config", {}).get("dot_dimension_numbers", {})
+        return _dot_flops_from(lhs, instr.shape, [int(d) for d in
+                                                  dnums.get("lhs_contracting_dimensions", [])])
+    return _dot_flops_from(lhs, instr.shape, _ints(instr.attrs.get("lhs_contracting_dims", "")))
+
+
+def _parse_window(text: str, rank: int) -> list[dict]:
+    """``{size=3x3 stride=2x2 pad=1_1x0_0 lhs_dilate=1x1 rhs_dilate=1x1}`` per spatial dim."""
+    dims = [dict(size=1, stride=1, lo=0, hi=0, lhs_dilate=1, rhs_dilate=1) for _ in range(rank)]
+    for key, value in re.findall(r"(\w+)=([^\s}]+)", text or ""):
+        for d, part in zip(dims, value.split("x")):
+            if key == "pad":
+                lo, _, hi = part.partition("_")
+                d["lo"], d["hi"] = int(lo), int(hi)
+            elif key in ("size", "stride", "lhs_dilate", "rhs_dilate"):
+                d[key] = int(part)
+    return dims
+
+
+def _valid_taps(in_size: int, out_size: int, kernel: int, w: dict) -> int:
+    """(output position, kernel tap) pairs reading a real input element in one spatial dim."""
+    if kernel <= 0 or out_size <= 0:
+        return 0
+    ld = w["lhs_dilate"]
+    if ld == 1:  # closed form per tap: the output positions whose input index is in range
+        start = np.arange(kernel) * w["rhs_dilate"] - w["lo"]
+        o_min = np.maximum(-(start // w["stride"]), 0)  # ceil(-start / stride)
+        o_max = np.minimum((in_size - 1 - start) // w["stride"], out_size - 1)
+        return int(np.maximum(o_max - o_min + 1, 0).sum())
+    k = np.arange(kernel)[:, None]
+    o = np.arange(out_size)[None, :]
+    pos = o * w["stride"] - w["lo"] + k * w["rhs_dilate"]
+    ok = (pos >= 0) & (pos % ld == 0) & (pos // ld < in_size)
+    return int(ok.sum())
+
+
+def _conv_flops_from(inp: Shape, kernel: Shape, out: Shape, attrs: dict) -> float:
+    labels = attrs.get("dim_labels", "")
+    m = re.fullmatch(r"(\w+)_(\w+)->(\w+)", labels)
+    if not m:
+        raise ValueError(f"cannot read dim_labels {labels!r}")
+    in_l, k_l, out_l = m.groups()
+    spatial = [c for c in in_l if c not in "bf"]
+    windows = _parse_window(attrs.get("window", ""), len(spatial))
+    taps = 1
+    for s, w in zip(spatial, windows):
+        taps *= _valid_taps(inp.dims[in_l.index(s)], out.dims[out_l.index(s)],
+                            kernel.dims[k_l.index(s)], w)
+    fgc = int(attrs.get("feature_group_count", 1) or 1)
+    bgc = int(attrs.get("batch_group_count", 1) or 1)
+    fma = (inp.dims[in_l.index("f")] // fgc) * out.dims[out_l.index("f")] \
+        * (inp.dims[in_l.index("b")] // bgc) * taps
+    return 2.0 * fma
+
+
+def convolution_flops(instr: Instruction, module: HloModule) -> float:
+    """FLOPs of a ``convolution`` or cuDNN convolution custom-call (rule in the module doc)."""
+    ops = module.resolve_operand_shapes(instr)
+    out = _array(instr.shape)
+    target = _target(instr)
+    if "BackwardInput" in target:  # operands (d_output, filter) -> d_input
+        return _conv_flops_from(out, ops[1], ops[0], instr.attrs)
+    if "BackwardFilter" in target:  # operands (input, d_output) -> d_filter
+        return _conv_flops_from(ops[0], out, ops[1], instr.attrs)
+    return _conv_flops_from(ops[0], ops[1], out, instr.attrs)
+
+
+def _target(instr: Instruction) -> str:
+    return instr.attrs.get("custom_call_target", "").strip('"')
+
+
+def _backend_json(instr: Instruction) -> dict:
+    raw = instr.attrs.get("backend_config", "")
+    if raw.startswith('"'):
+        raw = json.loads(raw)
+    try:
+        return json.loads(raw) if raw else {}
+    except (ValueError, TypeError):
+        return {}
+
+
+def _custom_call_kind(instr: Instruction) -> str:
+    target = _target(instr)
+    if target.startswith("__cublas") or target.startswith("__hipblas"):
+        return "gemm"
+    if target.startswith("__cudnn$conv"):
+        return "conv"
+    if target in _ZERO_FLOP_TARGETS:
+        return "zero"
+    if _ATTENTION.search(target) or _ATTENTION.search(instr.name) or _ATTENTION.search(instr.op_name):
+        return "attention"
+    return "unknown"
+
+
+class _Costs:
+    """Per-module memo of computation FLOPs and matmul presence."""
+
+    def __init__(self, module: HloModule):
+        self.module = module
+        self.comp_flops: dict[str, tuple[float, str]] = {}
+        self.comp_matmul: dict[str, Instruction | None] = {}
+        self.users: dict[str, dict[str, list[Instruction]]] = {}
+
+    def flops(self, instr: Instruction) -> tuple[float, str]:
+        """(FLOPs, note); NaN FLOPs when unknown."""
+        op = instr.opcode
+        if op == "dot":
+            return dot_flops(instr, self.module), ""
+        if op == "convolution":
+            return convolution_flops(instr, self.module), ""
+        if op in ("fusion", "call", "async-start"):
+            return self.computation_flops(instr.called_computations()[0])
+        if op == "custom-call":
+            kind = _custom_call_kind(instr)
+            if kind == "gemm":
+                return dot_flops(instr, self.module), ""
+            if kind == "conv":
+                return convolution_flops(instr, self.module), ""
+            if kind == "zero":
+                return 0.0, ""
+            return math.nan, f"{kind} custom-call {_target(instr)}"
+        if op in _ELEMENTWISE:
+            return float(_array(instr.shape).num_elements), ""
+        if op == "reduce":
+            ops = self.module.resolve_operand_shapes(instr)
+            return float(sum(s.num_elements for s in ops[: len(ops) // 2])), ""
+        if op == "reduce-window":
+            window = _parse_window(instr.attrs.get("window", ""), len(_array(instr.shape).dims))
+            return float(_array(instr.shape).num_elements * math.prod(w["size"] for w in window)), ""
+        if op == "select-and-scatter":
+            src = self.module.resolve_operand_shapes(instr)[1]
+            window = _parse_window(instr.attrs.get("window", ""), len(src.dims))
+            return float(src.num_elements * math.prod(w["size"] for w in window)), ""
+        if op == "sort":
+            shape = _array(instr.shape)
+            dim = _ints(instr.attrs.get("dimensions", "0"))[0]
+            n = shape.dims[dim] if shape.dims else 1
+            return float(shape.num_elements * max(math.ceil(math.log2(max(n, 1))), 1)), ""
+        return 0.0, ""
+
+    def computation_flops(self, name: str) -> tuple[float, str]:
+        if name not in self.comp_flops:
+            total, notes = 0.0, []
+            for ins in self.module.computations[name].instructions:
+                f, note = self.flops(ins)
+                total += f
+                if note:
+                    notes.append(note)
+            self.comp_flops[name] = (total, "; ".join(dict.fromkeys(notes)))
+        return self.comp_flops[name]
+
+    def matmul(self, instr: Instruction) -> Instruction | None:
+        """The dot/convolution (or gemm/conv custom-call) this instruction is or contains."""
+        if instr.opcode in ("dot", "convolution"):
+            return instr
+        if instr.opcode == "custom-call":
+            return instr if _custom_call_kind(instr) in ("gemm", "conv") else None
+        if instr.opcode in ("fusion", "call", "async-start"):
+            name = instr.called_computations()[0]
+            if name not in self.comp_matmul:
+                found = None
+                for ins in self.module.computations[name].instructions:
+                    found = self.matmul(ins)
+                    if found is not None:
+                        break
+                self.comp_matmul[name] = found
+            return self.comp_matmul[name]
+        return None
+
+    def users_in(self, comp: Computation) -> dict[str, list[Instruction]]:
+        if comp.name not in self.users:
+            users: dict[str, list[Instruction]] = {}
+            for ins in comp.instructions:
+                for n in ins.operand_names:
+                    users.setdefault(n, []).append(ins)
+            self.users[comp.name] = users
+        return self.users[comp.name]
+
+    def fusion_reads(self, instr: Instruction, operands: tuple[Shape, ...]) -> list[tuple[Shape, float]]:
+        """(operand, bytes read) for a fusion, applying the slice-only and in-place rules."""
+        body = self.module.fusion_body(instr)
+        if body is None:
+            return [(s, s.padded_bytes) for s in operands]
+        users = self.users_in(body)
+        params = {int(p.attrs.get("parameter_number", -1)): p for p in body.instructions
+                  if p.opcode == "parameter"}
+        inplace = {p for p, _ in _inplace_updates(body)}
+        out = []
+        for idx, shape in enumerate(operands):
+            p = params.get(idx)
+            if p is not None and p.name in inplace:
+                continue
+            uses = _through_bitcasts(p, users) if p is not None else []
+            if uses and all(u.opcode in ("slice", "dynamic-slice", "gather")
+                            and u.operand_names[0] in _alias_names(p, users) for u in uses):
+                share = shape.padded_bytes / max(shape.num_elements, 1)
+                out.append((shape, sum(_array(u.shape).num_elements for u in uses) * share))
+            else:
+                out.append((shape, shape.padded_bytes))
+        return out
+
+
+def _alias_names(p: Instruction, users: dict) -> set[str]:
+    names, todo = {p.name}, [p.name]
+    while todo:
+        for u in users.get(todo.pop(), []):
+            if u.opcode == "bitcast" and u.name not in names:
+                names.add(u.name)
+                todo.append(u.name)
+    return names
+
+
+def _through_bitcasts(p: Instruction, users: dict) -> list[Instruction]:
+    return [u for n in _alias_names(p, users) for u in users.get(n, []) if u.opcode != "bitcast"]
+
+
+def _inplace_updates(body: Computation) -> list[tuple[str, Instruction]]:
+    """(parameter name, dynamic-update-slice/scatter) pairs updating a parameter in place at the
+    fusion root (directly, through bitcasts, or as a root tuple element)."""
+    root = body.root
+    if root is None:
+        return []
+    outs = [body.by_name.get(n) for n in root.operand_names] if root.opcode == "tuple" else [root]
+    found = []
+    for ins in outs:
+        while ins is not None and ins.opcode == "bitcast":
+            ins = body.by_name.get(ins.operand_names[0])
+        if ins is None or ins.opcode not in ("dynamic-update-slice", "scatter"):
+            continue
+        buf = body.by_name.get(ins.operand_names[0])
+        while buf is not None and buf.opcode == "bitcast":
+            buf = body.by_name.get(buf.operand_names[0])
+        if buf is not None and buf.opcode == "parameter":
+            found.append((buf.name, ins))
+    return found
+
+
+def _add(acc: dict, shape: Shape, nbytes: float | None = None) -> None:
+    """Add a shape's padded bytes (or ``nbytes`` in its memory space) to ``acc`` by space."""
+    if shape.is_tuple and nbytes is None:
+        for e in shape.elements:
+            _add(acc, e)
+        return
+    space = 0 if shape.is_tuple else shape.memory_space
+    col = _SPACE_COLUMN.get(space, "other_bytes")
+    acc[col] = acc.get(col, 0.0) + (shape.padded_bytes if nbytes is None else nbytes)
+
+
+def _async_output(instr: Instruction) -> Shape:
+    """The buffer an async start writes: copy-start (dst, src, ctx) -> dst; all-gather-start,
+    collective-permute-start and async-start ((operands), output, ctx…) -> element 1."""
+    s = instr.shape
+    if not s.is_tuple:
+        return s
+    if instr.opcode == "copy-start":
+        return s.elements[0]
+    if instr.opcode in ("all-gather-start", "collective-permute-start", "async-start") \
+            and len(s.elements) > 1:
+        return s.elements[1]
+    return s
+
+
+def _bytes(costs: _Costs, instr: Instruction) -> dict:
+    op, module = instr.opcode, costs.module
+    acc: dict[str, float] = {}
+    if op in _FREE or op.endswith("-done"):
+        return acc
+    operands = module.resolve_operand_shapes(instr)
+    if op == "async-start":
+        body = module.fusion_body(instr)
+        inner = _main_instruction(body)
+        if inner is not None and inner.opcode in ("slice", "dynamic-slice", "gather"):
+            out = _async_output(instr)
+            _add(acc, operands[0], _array(out).num_elements * _share(operands[0]))
+            _add(acc, out)
+            return acc
+    if op.endswith("-start"):
+        for s in operands:
+            _add(acc, s)
+        _add(acc, _async_output(instr))
+        return acc
+    if op in ("slice", "dynamic-slice", "gather"):
+        out = _array(instr.shape)
+        _add(acc, operands[0], out.num_elements * _share(operands[0]))
+        for s in operands[1:]:
+            _add(acc, s)
+        _add(acc, instr.shape)
+        return acc
+    if op in ("dynamic-update-slice", "scatter"):
+        # In place: operand 0 is the buffer, only the update (and indices) move.
+        update = operands[2] if op == "scatter" else operands[1]
+        for s in operands[1:]:
+            _add(acc, s)
+        _add(acc, _array(instr.shape), update.num_elements * _share(_array(instr.shape)))
+        return acc
+    if op == "fusion":
+        for s, nbytes in costs.fusion_reads(instr, operands):
+            _add(acc, s, nbytes)
+        body = module.fusion_body(instr)
+        updates = dict((ins.name, ins) for _, ins in _inplace_updates(body)) if body else {}
+        if updates:
+            _add_fusion_output(acc, instr, body, updates, module)
+        else:
+            _add(acc, instr.shape)
+        return acc
+    if op == "custom-call" and _custom_call_kind(instr) in ("gemm", "conv"):
+        for s in operands:
+            _add(acc, s)
+        _add(acc, _array(instr.shape))
+        return acc
+    for s in operands:
+        _add(acc, s)
+    _add(acc, instr.shape)
+    return acc
+
+
+def _add_fusion_output(acc, instr, body, updates, module) -> None:
+    """Output bytes of a fusion whose root (or root tuple elements) update a buffer in place."""
+    root = body.root
+    outs = list(root.operand_names) if root.opcode == "tuple" else [root.name]
+    shapes = instr.shape.elements if instr.shape.is_tuple else (instr.shape,)
+    for name, shape in zip(outs, shapes):
+        ins = body.by_name.get(name)
+        while ins is not None and ins.opcode == "bitcast":
+            ins = body.by_name.get(ins.operand_names[0])
+        if ins is not None and ins.name in updates:
+            ops = module.resolve_operand_shapes(ins)
+            update = ops[2] if ins.opcode == "scatter" else ops[1]
+            _add(acc, shape, update.num_elements * _share(shape))
+        else:
+            _add(acc, shape)
+
+
+def _share(shape: Shape) -> float:
+    """Padded bytes per element, to price a part of a buffer."""
+    return shape.padded_bytes / max(shape.num_elements, 1)
+
+
+def _main_instruction(comp: Computation | None) -> Instruction | None:
+    if comp is None:
+        return None
+    plumbing = {"parameter", "tuple", "get-tuple-element", "bitcast", "constant"}
+    for ins in [comp.root, *comp.instructions]:
+        if ins is not None and ins.opcode not in plumbing:
+            return ins
+    return None
+
+
+def instruction_flops(instr: Instruction, module: HloModule) -> float:
+    """FLOPs of one instruction (NaN when unknown), fusions summed over their bodies."""
+    return _Costs(module).flops(instr)[0]
+
+
+def instruction_bytes(instr: Instruction, module: HloModule) -> dict:
+    """Bytes by memory space: keys hbm_bytes, vmem_bytes, host_bytes, other_bytes."""
+    acc = _bytes(_Costs(module), instr)
+    return {k: float(acc.get(k, 0.0)) for k in ("hbm_bytes", "vmem_bytes", "host_bytes",
+                                                 "other_bytes")}
+
+
+def top_level_computations(module: HloModule) -> list[str]:
+    """ENTRY plus while/conditional/call bodies: the computations whose instructions run as ops."""
+    roles = module.computation_roles()
+    return [name for name in module.computations if roles.get(name) in ("entry", "control")]
+
+
+_COLUMNS = ["name", "opcode", "computation", "flops", "flops_source", "flops_note",
+            "bytes_accessed", "hbm_bytes", "vmem_bytes", "host_bytes", "other_bytes", "dtype",
+            "is_matmul", "op_name", "source_file", "source_line"]
+
+
+def instruction_costs(module: HloModule, scope: str = "top") -> pd.DataFrame:
+    """One row per instruction of the top-level computations (``scope='all'``: every one).
+
+    Columns: name, opcode, computation, flops (NaN unknown), flops_source ('hlo'), flops_note,
+    bytes_accessed (= hbm + vmem + host + other), hbm_bytes, vmem_bytes, host_bytes,
+    other_bytes, dtype (a matmul's operand dtype, else the result's), is_matmul, op_name,
+    source_file, source_line.
+    """
+    costs = _Costs(module)
+    names = top_level_computations(module) if scope == "top" else list(module.computations)
+    rows = []
+    for cname in names:
+        for ins in module.computations[cname].instructions:
+            try:
+                # A top-level call's body is itself top level and has its own rows.
+                flops, note = costs.flops(ins) if ins.opcode != "call" else (0.0, "")
+            except (ValueError, IndexError, KeyError) as exc:  # odd dims/labels: keep the row
+                flops, note = math.nan, f"cannot count FLOPs: {exc}"
+            try:
+                acc = _bytes(costs, ins)
+            except (IndexError, KeyError):
+                acc = {}
+            mm = costs.matmul(ins)
+            if mm is not None and mm.operand_names:
+                dtype = module.resolve_operand_shapes(mm)[0].dtype
+            else:
+                dtype = _array(ins.shape).dtype
+            split = [float(acc.get(k, 0.0)) for k in ("hbm_bytes", "vmem_bytes", "host_bytes",
+                                                      "other_bytes")]
+            rows.append((ins.name, ins.opcode, cname, flops, "hlo", note, sum(split), *split,
+                         dtype, mm is not None, ins.op_name, ins.source_file, ins.source_line))
+    df = pd.DataFrame(rows, columns=_COLUMNS)
+    df["flops"] = df["flops"].astype(float)
+    df["source_line"] = df["source_line"].astype("Int64")
+    return df
