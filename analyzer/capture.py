@@ -79,6 +79,12 @@ def _op_name_from_text(name: pd.Series) -> pd.Series:
     return extracted.fillna(name)
 
 
+def _op_names(meta: pd.DataFrame) -> pd.Series:
+    """An op's name: the metadata display name, else parsed from its HLO text."""
+    display = meta["display_name"].fillna("")
+    return display.where(display != "", _op_name_from_text(meta["name"].fillna("")))
+
+
 def _split_module_names(names: pd.Series) -> tuple[pd.Series, pd.Series]:
     parts = names.str.extract(_MODULE_EVENT)
     module = parts["module"].fillna(names)
@@ -109,16 +115,18 @@ def _tpu_tables(space: XSpaceTables, device_base: int):
     meta = space.event_metadata[space.event_metadata["plane"].isin(planes["plane"])]
 
     ops_ev = space.events[space.events["line"].isin(_line_ids(space, planes["plane"], "XLA Ops"))]
-    ops_ev = ops_ev.merge(meta, on=["plane", "metadata_id"], how="left")
-    op_name = ops_ev["display_name"].where(ops_ev["display_name"].fillna("") != "", _op_name_from_text(ops_ev["name"]))
+    # Name and program are properties of the metadata: resolve them once per op, not per event.
+    op_meta = meta[["plane", "metadata_id", "program_id"]].assign(op_name=_op_names(meta))
+    key = pd.MultiIndex.from_arrays([ops_ev["plane"], ops_ev["metadata_id"]])
+    per_op = op_meta.set_index(["plane", "metadata_id"]).reindex(key)
     ops = pd.DataFrame(
         {
-            "device": ops_ev["plane"].map(plane_to_device),
-            "program_id": ops_ev["program_id"],
-            "op_name": op_name,
-            "start_ps": ops_ev["start_ps"],
-            "duration_ps": ops_ev["duration_ps"],
-            "span_ps": ops_ev["span_ps"],
+            "device": ops_ev["plane"].map(plane_to_device).to_numpy(),
+            "program_id": per_op["program_id"].to_numpy(),
+            "op_name": per_op["op_name"].to_numpy(),
+            "start_ps": ops_ev["start_ps"].to_numpy(),
+            "duration_ps": ops_ev["duration_ps"].to_numpy(),
+            "span_ps": ops_ev["span_ps"].to_numpy(),
             "line": "XLA Ops",
         }
     )
@@ -164,7 +172,7 @@ def _tpu_tables(space: XSpaceTables, device_base: int):
     )
 
     md = meta.copy()
-    md["op_name"] = md["display_name"].where(md["display_name"].fillna("") != "", _op_name_from_text(md["name"]))
+    md["op_name"] = _op_names(md)
     md = md.rename(columns={"name": "hlo_text", "hlo_category": "category"})
     # Ops appear once per device plane with identical metadata: keep one row per op.
     md = md[md["hlo_text"].str.startswith("%", na=False) | md["category"].notna()]

@@ -61,10 +61,10 @@ _LINES_WITHOUT_EVENT_STATS = {"XLA Ops", "XLA TraceMe", "Sparse Core Ops", "Over
 _MEMORY_SPACE_HBM = 1
 
 # TPU op events carry the device's own measurement. The host-timeline duration of an event
-# is sometimes clipped to 0 and its time given to the neighbouring op (45 of 1504 events on
-# one core of the real v6e sample); xprof reads device_duration_ps, and so do we for what an
-# op costs. The timeline itself (start, span) stays the host one, which is self-consistent
-# with module and step events (device_offset_ps is not on the same clock).
+# is sometimes clipped to 0 and its time given to a neighbouring op (45 of 1504 events on one
+# core of the real v6e sample, and others stretched); xprof reads device_duration_ps, and so
+# do we for what an op costs. The timeline itself (start, span) stays the host one,
+# consistent with module and step events (device_offset_ps is not on the same clock).
 _DEVICE_DURATION_STAT = "device_duration_ps"
 
 
@@ -106,6 +106,17 @@ def _int_stat(stats, metadata_id: int) -> int:
         if s.metadata_id == metadata_id:
             return s.int64_value or s.uint64_value
     return -1
+
+
+def _device_durations(events, span: np.ndarray, device_duration_id: int) -> np.ndarray:
+    """Each event's device_duration_ps, or its host span where it has none."""
+    # One flat comprehension (no call per event): when every event has the stat exactly once,
+    # the values line up with the events.
+    flat = [s.int64_value or s.uint64_value for e in events for s in e.stats if s.metadata_id == device_duration_id]
+    if len(flat) == len(span):
+        return np.asarray(flat, dtype=np.int64)
+    device = np.fromiter((_int_stat(e.stats, device_duration_id) for e in events), np.int64, len(span))
+    return np.where(device >= 0, device, span)
 
 
 def _stats_dict(stats, stat_names: dict[int, str]) -> dict:
@@ -181,8 +192,7 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTable
             span = np.fromiter((e.duration_ps for e in events), np.int64, n)
             duration = span
             if device_duration_id is not None and line_name == "XLA Ops":
-                device_duration = np.fromiter((_int_stat(e.stats, device_duration_id) for e in events), np.int64, n)
-                duration = np.where(device_duration >= 0, device_duration, span)
+                duration = _device_durations(events, span, device_duration_id)
             ev_start.append(start)
             ev_span.append(span)
             ev_dur.append(duration)
