@@ -401,6 +401,10 @@ def build_capture(spaces: list[XSpaceTables]) -> Capture:
             )
 
     ops = ops[OP_COLUMNS].sort_values(["device", "start_ps"], kind="stable").reset_index(drop=True)
+    # Few distinct names over millions of events: categoricals make every later groupby cheap.
+    ops["program_id"] = ops["program_id"].fillna("")
+    for col in ("module", "program_id", "op_name", "line"):
+        ops[col] = ops[col].astype("category")
     return Capture(
         platform=platform,
         hosts=tuple(s.hostname for s in spaces),

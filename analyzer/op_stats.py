@@ -39,8 +39,8 @@ def op_statistics(step_ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     if step_ops.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
     device_steps = max(len(steps.measured), 1)
-    keyed = step_ops.assign(program_id=step_ops["program_id"].fillna(""), duration_s=step_ops["duration_ps"] / PS_PER_S)
-    g = keyed.groupby(OP_KEY, sort=False)
+    keyed = step_ops.assign(duration_s=step_ops["duration_ps"] / PS_PER_S)
+    g = keyed.groupby(OP_KEY, sort=False, observed=True)
     stats = g.agg(
         occurrences=("duration_s", "size"),
         total_s=("duration_s", "sum"),
@@ -64,8 +64,8 @@ def _other_program_ops(capture: Capture, steps: Steps, step_table: pd.DataFrame)
     others = capture.ops[capture.ops["module"] != steps.program]
     if others.empty:
         return step_table.iloc[0:0]
-    d = others.assign(program_id=others["program_id"].fillna(""), duration_s=others["duration_ps"] / PS_PER_S)
-    stats = d.groupby(OP_KEY, sort=False).agg(
+    d = others.assign(duration_s=others["duration_ps"] / PS_PER_S)
+    stats = d.groupby(OP_KEY, sort=False, observed=True).agg(
         occurrences=("duration_s", "size"), total_s=("duration_s", "sum"), mean_s=("duration_s", "mean"),
         min_s=("duration_s", "min"), max_s=("duration_s", "max"), devices=("device", "nunique"),
     ).reset_index()
@@ -82,8 +82,10 @@ def measure(capture: Capture, steps: Steps) -> tuple[pd.DataFrame, pd.DataFrame,
     step_ops = assign_steps(capture.ops, steps)
     table = op_statistics(step_ops, steps)
     table["in_step"] = True
+    for col in OP_KEY:
+        table[col] = table[col].astype(str)
     others = _other_program_ops(capture, steps, table)
     if len(others):
-        others = others.assign(in_step=False)
+        others = others.assign(in_step=False, **{c: others[c].astype(str) for c in OP_KEY})
         table = pd.concat([table, others], ignore_index=True)
     return step_ops, table, step_device_times(step_ops, steps)
