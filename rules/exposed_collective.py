@@ -1,0 +1,323 @@
+"""Communication the step waits for instead of hiding it behind compute.
+
+What it finds:
+    Time per step in which a device waits for a transfer: on TPU the `*-done` ops of collectives,
+    host-offload copies (`copy-start`/`copy-done` to host memory `S(5)`) and send/recv, plus synchronous
+    collectives on the op line; on GPU the part of communication kernels that no compute kernel on another
+    stream overlaps; on CPU the synchronous collective ops. One finding per kind (all-gather,
+    reduce-scatter, all-reduce, all-to-all, collective-permute, send/recv, host offload), each op listed
+    with the fraction of its time in flight that was hidden.
+Why it costs time:
+    While a done op waits, the core issues no work: the rest of the transfer adds straight to the step.
+    A transfer started early enough, behind compute that does not need its result, costs nothing.
+How the cost is estimated:
+    Cost = exposed seconds per step. Hidden fraction of an async op = 1 - exposed / (start-to-done span).
+    Collectives: savings = cost minus what no schedule can hide; the transfers of a kind need at least
+    min(predicted, measured) seconds on their link, and whatever of that exceeds the step's compute (the
+    union of the non-transfer ops) stays exposed. Kinds are estimated independently. Host offload: the
+    fix is to offload less, which removes the transfer, so savings = cost (confidence medium: whether the
+    arrays fit in HBM is not known); what overlap alone could recover is in the details. Without a trace
+    the predicted transfer times stand in for the exposed time (confidence low).
+Fix:
+    By cause. All-gathers of FSDP weights hide once the per-device batch exceeds C/W tokens: raise the
+    batch or use fewer FSDP shards. Async collective fusion flags, and on TPU7x SparseCore collective
+    offload. Lower the tensor-parallel degree when the MLP dimension is below Y*C/W. Exposed host offload:
+    offload fewer tensors, or earlier, so the copies overlap (MaxText `remat_policy` offload choices, the
+    `pinned_host` memory kind).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..analyzer.collectives import normalize_kind
+from ..analyzer.steps import PS_PER_S, assign_steps, interval_union_ps
+from .base import OpEvidence, format_seconds, make_finding
+
+RULE_ID = "exposed-collective"
+MIN_FRACTION = 0.005  # measured exposure under half a percent of the step is noise, not a finding
+KIND_ORDER = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute", "send-recv",
+              "host-offload")
+_KEY = ["module", "program_id", "op_name"]
+
+
+def _kind_or_none(text: str):
+    try:
+        return normalize_kind(text)
+    except ValueError:
+        return None
+
+
+def transfer_kinds(ops: pd.DataFrame) -> pd.Series:
+    """Per op: the transfer it performs (a collective kind, 'send-recv', 'host-offload') or None."""
+    kind = ops["collective_kind"].astype(object).where(ops["collective_kind"].notna(), None)
+    category = ops["category"].astype(str)
+    # TPU collective fusions ('all-reduce fusion', 'all-reduce-scatter fusion') carry no opcode kind.
+    fused = kind.isna() & category.str.match(r"(all-|reduce-scatter|collective-).* fusion$")
+    kind[fused] = category[fused].map(_kind_or_none)
+    kind[ops["opcode"].isin(["send-done", "recv-done"])] = "send-recv"
+    kind[ops["is_host_transfer"].fillna(False).astype(bool)] = "host-offload"
+    return kind
+
+
+def _flags(ops: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    start = ops["is_async_start"].fillna(False).astype(bool) | ops["opcode"].isin(["send", "recv"])
+    return start, ops["is_async_done"].fillna(False).astype(bool)
+
+
+def _op_positions(analysis) -> np.ndarray:
+    """Row position in analysis.ops of each step_ops event (-1 if none), joining on the op key."""
+    ops, ev = analysis.ops, analysis.step_ops
+    # Factorize each key column (categorical codes are free), combine, and join only the distinct keys.
+    codes, uniques = zip(*(pd.factorize(ev[k], use_na_sentinel=False) for k in _KEY))
+    combined = (codes[0].astype(np.int64) * len(uniques[1]) + codes[1]) * len(uniques[2]) + codes[2]
+    distinct, inverse = np.unique(combined, return_inverse=True)
+    parts = [distinct // (len(uniques[1]) * len(uniques[2])), distinct // len(uniques[2]) % len(uniques[1]),
+             distinct % len(uniques[2])]
+    keys = pd.MultiIndex.from_arrays([pd.Series(np.asarray(u, dtype=object)[c]).fillna("").astype(str)
+                                      for u, c in zip(uniques, parts)])
+    # In-step rows only: a kernel of no program can be listed a second time as an 'other program' op.
+    mine = ops[ops["in_step"].fillna(False).astype(bool)].drop_duplicates(_KEY)
+    found = pd.MultiIndex.from_frame(mine[_KEY].astype(str)).get_indexer(keys)
+    pos = np.where(found >= 0, ops.index.get_indexer(mine.index)[np.maximum(found, 0)], -1)
+    return pos[inverse]
+
+
+def _event_table(analysis, kinds: pd.Series) -> pd.DataFrame:
+    """step_ops with each event's transfer kind, async flag and op row position."""
+    pos = _op_positions(analysis)
+    start, done = _flags(analysis.ops)
+    take = np.maximum(pos, 0)
+    ev = analysis.step_ops
+    length = ev["span_ps"] if "span_ps" in ev else ev["duration_ps"]  # timeline extent, for overlaps
+    return pd.DataFrame({"device": ev["device"].to_numpy(), "step": ev["step"].to_numpy(),
+                         "start_ps": ev["start_ps"].to_numpy(), "duration_ps": length.to_numpy(),
+                         "kind": np.where(pos >= 0, kinds.to_numpy(dtype=object)[take], None),
+                         "is_async": np.where(pos >= 0, (start | done).to_numpy()[take], False), "op_pos": pos},
+                        index=ev.index)
+
+
+def covered_ps(query_start, query_end, start, end) -> np.ndarray:
+    """For each query interval, how much of it the union of the [start, end) intervals covers."""
+    qs, qe = np.asarray(query_start, np.int64), np.asarray(query_end, np.int64)
+    if len(start) == 0 or len(qs) == 0:
+        return np.zeros(len(qs), np.int64)
+    order = np.argsort(np.asarray(start), kind="stable")
+    s, e = np.asarray(start, np.int64)[order], np.asarray(end, np.int64)[order]
+    first = np.ones(len(s), dtype=bool)
+    first[1:] = s[1:] > np.maximum.accumulate(e)[:-1]  # a start after every earlier end opens a block
+    idx = np.flatnonzero(first)
+    bs, be = s[idx], np.maximum.reduceat(e, idx)
+    cum = np.concatenate([[0], np.cumsum(be - bs)])
+
+    def covered_until(t):  # covered time in (-inf, t]: whole blocks before t plus the part of t's block
+        i = np.searchsorted(bs, t, side="right") - 1
+        j = np.maximum(i, 0)
+        return np.where(i >= 0, cum[j] + np.clip(t - bs[j], 0, be[j] - bs[j]), 0)
+
+    return covered_until(qe) - covered_until(qs)
+
+
+def _gpu_exposed_ps(ev: pd.DataFrame) -> pd.Series:
+    """Per communication event: the part no compute kernel on the same device overlaps (any stream)."""
+    out = []
+    for _, dev in ev.groupby("device", sort=False):
+        comm, compute = dev[dev["kind"].notna()], dev[dev["kind"].isna()]
+        hidden = covered_ps(comm["start_ps"], comm["start_ps"] + comm["duration_ps"], compute["start_ps"],
+                            compute["start_ps"] + compute["duration_ps"])
+        out.append(pd.Series(comm["duration_ps"].to_numpy() - hidden, index=comm.index))
+    return pd.concat(out) if out else pd.Series(dtype="int64")
+
+
+def _spans_in_steps(analysis) -> pd.DataFrame:
+    """TPU 'Async XLA Ops' spans whose done ends inside a measured step, with that step."""
+    spans = analysis.async_spans
+    if spans is None or spans.empty or analysis.steps is None:
+        return pd.DataFrame(columns=["device", "step", "program_id", "done_op", "start_ps", "duration_ps"])
+    s = pd.DataFrame({"device": spans["device"], "program_id": spans["program_id"].fillna("").astype(str),
+                      "done_op": spans["done_op"], "span_start_ps": spans["start_ps"],
+                      "span_end_ps": spans["end_ps"], "start_ps": spans["end_ps"] - 1})
+    s = assign_steps(s, analysis.steps)
+    return s.assign(start_ps=s["span_start_ps"], duration_ps=s["span_end_ps"] - s["span_start_ps"])
+
+
+def _span_device_steps(analysis, spans: pd.DataFrame) -> int:
+    """Measured device-steps on the devices that recorded spans (a capture may record them for one only)."""
+    return max(int(analysis.steps.measured["device"].isin(spans["device"].unique()).sum()), 1)
+
+
+def exposure_by_op(analysis) -> pd.DataFrame:
+    """One row per transfer op of the step: kind, exposed and in-flight seconds per step, hidden fraction."""
+    ops = analysis.ops
+    kinds = transfer_kinds(ops)
+    start, done = _flags(ops)
+    gpu = analysis.platform == "gpu"  # GPU: the start kernel does the transfer; TPU: starts only issue it
+    rows = ops["in_step"].fillna(False).astype(bool) & kinds.notna() & (start | ~start if gpu else ~start)
+    out = ops.loc[rows, _KEY + ["measured_s_per_step", "predicted_s_per_step", "replica_group_size"]].copy()
+    out["kind"], out["is_async"] = kinds[rows], (start | done)[rows]
+    out["bytes"] = ops.loc[rows, "collective_bytes"].astype(float).fillna(ops.loc[rows, "host_bytes"].astype(float))
+    if not analysis.measured:
+        out["exposed_s_per_step"], out["span_s_per_step"] = out["predicted_s_per_step"].fillna(0.0), np.nan
+    elif gpu:
+        ev = _event_table(analysis, kinds)
+        comm = ev[ev["kind"].notna()]
+        per_pos = _gpu_exposed_ps(ev).groupby(comm["op_pos"]).sum() / PS_PER_S / len(analysis.steps.measured)
+        out["exposed_s_per_step"] = pd.Series(per_pos.to_numpy(), index=ops.index[per_pos.index.to_numpy()]) \
+            .reindex(out.index).fillna(0.0)
+        out["span_s_per_step"] = out["measured_s_per_step"]
+    else:
+        out["exposed_s_per_step"] = out["measured_s_per_step"].fillna(0.0)
+        spans = _spans_in_steps(analysis)
+        span = spans.groupby(["program_id", "done_op"])["duration_ps"].sum() / PS_PER_S \
+            / _span_device_steps(analysis, spans)
+        keys = pd.MultiIndex.from_arrays([out["program_id"].astype(str), out["op_name"]])
+        out["span_s_per_step"] = span.reindex(keys).to_numpy() if len(span) else np.nan
+        out.loc[~out["is_async"], "span_s_per_step"] = out["exposed_s_per_step"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        hidden = (1.0 - out["exposed_s_per_step"] / out["span_s_per_step"]).clip(0.0, 1.0)
+    out["hidden_fraction"] = hidden.where(out["span_s_per_step"] > 0)
+    return out.sort_values("exposed_s_per_step", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _step_terms(analysis, exposure: pd.DataFrame) -> tuple[float, dict[str, float]]:
+    """(compute seconds per step that transfers could hide behind, measured transfer seconds per kind)."""
+    kinds = transfer_kinds(analysis.ops)
+    if not analysis.measured:
+        start, done = _flags(analysis.ops)
+        return float(analysis.ops.loc[kinds.isna() & ~start & ~done, "predicted_s_per_step"].sum()), {}
+    n = max(len(analysis.steps.measured), 1)
+    if analysis.platform == "tpu":  # one op at a time on the op line: the union is the plain sum
+        start, done = _flags(analysis.ops)
+        plain = analysis.ops["in_step"].fillna(False).astype(bool) & kinds.isna() & ~start & ~done
+        compute_s = float(analysis.ops.loc[plain, "measured_s_per_step"].sum())
+    else:
+        ev = _event_table(analysis, kinds)
+        compute = ev[ev["kind"].isna() & ~ev["is_async"].astype(bool)]
+        compute_s = float(interval_union_ps(compute, ["device", "step"]).sum()) / PS_PER_S / n
+    if analysis.platform == "gpu":
+        parts = ev[ev["kind"].notna()]
+    else:
+        parts = _spans_in_steps(analysis)
+        n = _span_device_steps(analysis, parts) if len(parts) else n
+        kind_of = exposure.set_index([exposure["program_id"].astype(str), "op_name"])["kind"]
+        parts = parts.assign(kind=kind_of.reindex(pd.MultiIndex.from_arrays(
+            [parts["program_id"], parts["done_op"]])).to_numpy() if len(parts) else None)
+    measured = {k: float(interval_union_ps(p, ["device", "step"]).sum()) / PS_PER_S / n
+                for k, p in parts.dropna(subset=["kind"]).groupby("kind")}
+    for kind, part in exposure[~exposure["is_async"]].groupby("kind"):  # synchronous: the time is the transfer
+        measured[kind] = measured.get(kind, 0.0) + float(part["exposed_s_per_step"].sum())
+    return compute_s, measured
+
+
+def _fix(kind: str, analysis, part: pd.DataFrame, needed_s: float, compute_s: float) -> str:
+    chip, platform = analysis.chip, analysis.platform
+    w1 = chip.ici_link_bytes_per_s_oneway if chip.interconnect != "none" else None
+    # W of C/W: both directions of one torus axis, or a switch port's whole bandwidth.
+    w = (w1 * (chip.ici_links or 1) if chip.interconnect == "switch" else 2 * w1) if w1 else None
+    c_over_w = chip.peak_bf16_flops_per_s / w if w else None
+    if kind == "host-offload":
+        return (f"Host offload is exposed: {part['bytes'].sum() / 1e9:.3g} GB per step cross PCIe to or from host "
+                f"memory (S(5)) and need about {format_seconds(needed_s)}, against {format_seconds(compute_s)} of "
+                "compute to hide them behind. Offload fewer or smaller tensors, or issue the offload earlier and the "
+                "reload later so the copies run under compute: in MaxText, with remat_policy='custom', set the "
+                "largest 'offload' entries (e.g. decoder_layer_input, mlpwi, query_proj) to 'device' where HBM "
+                "allows, or 'remat'; with jax.checkpoint, jax.checkpoint_policies.save_and_offload_only_these_names"
+                "(names_which_can_be_saved=[...], names_which_can_be_offloaded=[the few largest], offload_src="
+                "'device', offload_dst='pinned_host'); keep arrays placed with memory_kind='pinned_host' in device "
+                "memory when they fit. On TPU, MaxText's HOST_OFFLOAD_FLAGS in LIBTPU_INIT_ARGS (e.g. "
+                "--xla_tpu_host_transfer_overlap_limit=24) let more transfers overlap.")
+    parts = []
+    if kind == "all-gather" and c_over_w:
+        parts.append(f"If these gather FSDP weights, they hide once the per-device batch exceeds C/W = "
+                     f"{c_over_w:,.0f} tokens on {chip.name} (one mesh axis; over k axes C/(k*W)): raise "
+                     "per_device_batch_size, or shard the weights over fewer devices (smaller FSDP axis).")
+    if kind in ("all-reduce", "reduce-scatter") and c_over_w:
+        group = part["replica_group_size"].dropna()
+        y = int(group.mode().iloc[0]) if len(group) else analysis.num_devices
+        parts.append(f"If these are tensor-parallel reductions (group of Y = {y}), TP is ICI-bound unless the MLP "
+                     f"dimension exceeds Y*C/W = {y * c_over_w:,.0f}: lower the TP degree "
+                     "(ici_tensor_parallelism) and prefer FSDP.")
+    if platform == "gpu":
+        parts.append("XLA_FLAGS: --xla_gpu_enable_latency_hiding_scheduler=true "
+                     "--xla_gpu_enable_pipelined_all_gather=true --xla_gpu_enable_pipelined_reduce_scatter=true "
+                     "--xla_gpu_enable_pipelined_all_reduce=true.")
+    elif platform in ("tpu", "hlo"):
+        flag = {"all-gather": " --xla_enable_async_all_gather=true "
+                              "--xla_tpu_enable_async_collective_fusion_fuse_all_gather=true",
+                "all-reduce": " --xla_enable_async_all_reduce=true "
+                              "--xla_tpu_enable_async_collective_fusion_fuse_all_reduce=true",
+                "all-to-all": " --xla_tpu_enable_async_all_to_all=true",
+                "collective-permute": " --xla_enable_async_collective_permute=true"}.get(kind, "")
+        parts.append("LIBTPU_INIT_ARGS: --xla_tpu_enable_async_collective_fusion=true "
+                     f"--xla_tpu_overlap_compute_collective_tc=true{flag}.")
+        sc = {"all-gather": "all_gather", "reduce-scatter": "reduce_scatter", "all-reduce": "all_reduce"}.get(kind)
+        if sc:
+            parts.append(("" if chip.key == "tpu7x" else "On TPU7x, ") + "SparseCore collective offload: "
+                         f"--xla_tpu_enable_sparse_core_collective_offload_{sc}=true.")
+    else:
+        parts.append("CPU collectives are synchronous rendezvous and overlap nothing; tune on the target "
+                     "accelerator.")
+    return " ".join(parts)
+
+
+def _num(x) -> float | None:
+    return None if x is None or x != x else float(x)
+
+
+def check(analysis) -> list:
+    exposure = exposure_by_op(analysis) if len(analysis.ops) else pd.DataFrame()
+    if exposure.empty:
+        return []
+    step_s = analysis.step_s
+    compute_s, measured = _step_terms(analysis, exposure)
+    findings = []
+    for kind in sorted(exposure["kind"].unique(), key=lambda k: KIND_ORDER.index(k) if k in KIND_ORDER else 99):
+        part = exposure[exposure["kind"] == kind]
+        exposed_s = float(part["exposed_s_per_step"].sum())
+        if analysis.measured and not (step_s > 0 and exposed_s / step_s >= MIN_FRACTION):
+            continue
+        predicted_s = float(part["predicted_s_per_step"].fillna(0.0).sum())
+        measured_s = measured.get(kind, np.nan)
+        needed_s = min([t for t in (predicted_s, measured_s) if t == t and t > 0] or [exposed_s])
+        overlap_s = max(0.0, exposed_s - max(0.0, needed_s - compute_s))  # what a better schedule can hide
+        savings_s = exposed_s if kind == "host-offload" else overlap_s
+        span_s = float(part["span_s_per_step"].sum()) if part["span_s_per_step"].notna().any() else np.nan
+        hidden = 1.0 - exposed_s / span_s if span_s > 0 else np.nan
+        n, noun = len(part), {"host-offload": "host-offload copy", "send-recv": "send/recv"}.get(kind, kind)
+        what = f"{n} {noun} op{'s leave' if n != 1 else ' leaves'}"
+        if analysis.measured:
+            hidden_text = (f", {hidden:.0%} of their {format_seconds(span_s)} in flight hidden"
+                           if hidden == hidden and part["is_async"].any() else "")
+            rest = " and the rest needs fewer bytes offloaded." if kind == "host-offload" else "."
+            evidence = (f"{what} {format_seconds(exposed_s)} per step exposed ({exposed_s / step_s:.1%} of the "
+                        f"{format_seconds(step_s)} step){hidden_text}; the transfers need at least "
+                        f"{format_seconds(needed_s)} against {format_seconds(compute_s)} of compute per step, so "
+                        f"overlap can recover about {format_seconds(overlap_s)}{rest}")
+            confidence = "medium" if kind == "host-offload" or analysis.platform == "cpu" else "high"
+        else:
+            evidence = (f"{n} {noun} ops are predicted (no trace: times are predicted, not measured) to take "
+                        f"{format_seconds(exposed_s)} per step if nothing overlaps them, against "
+                        f"{format_seconds(compute_s)} of predicted compute.")
+            confidence = "low"
+        ops = tuple(OpEvidence(str(r.op_name), float(r.exposed_s_per_step), _num(r.predicted_s_per_step),
+                               "synchronous" if not r.is_async else
+                               f"{r.hidden_fraction:.0%} of {format_seconds(r.span_s_per_step)} in flight hidden"
+                               if r.hidden_fraction == r.hidden_fraction else "async")
+                    for r in part.head(10).itertuples())
+        details = {
+            "kind": kind, "platform": analysis.platform, "exposed_s_per_step": exposed_s,
+            "in_flight_s_per_step": _num(span_s), "hidden_fraction": _num(hidden),
+            "predicted_transfer_s_per_step": predicted_s, "measured_transfer_s_per_step": _num(measured_s),
+            "needed_transfer_s_per_step": needed_s, "compute_s_per_step": compute_s,
+            "overlap_recoverable_s_per_step": overlap_s, "bytes_per_step": float(part["bytes"].fillna(0.0).sum()),
+            "ops": [{"op": str(r.op_name), "exposed_s_per_step": float(r.exposed_s_per_step),
+                     "in_flight_s_per_step": _num(r.span_s_per_step), "hidden_fraction": _num(r.hidden_fraction),
+                     "synchronous": not bool(r.is_async)} for r in part.itertuples()],
+        }
+        label = {"host-offload": "host-offload transfers", "send-recv": "send/recv"}.get(kind, kind + "s")
+        findings.append(make_finding(
+            rule=RULE_ID, title=f"Exposed {label}: {format_seconds(exposed_s)} per step not hidden behind compute",
+            time_s_per_step=exposed_s, est_savings_s_per_step=savings_s, step_s=step_s, confidence=confidence,
+            ops=ops, evidence=evidence, fix=_fix(kind, analysis, part, needed_s, compute_s), details=details))
+    return findings

@@ -1,0 +1,144 @@
+"""Collectives so small that hop latency, not bandwidth, sets their time.
+
+What it finds:
+    Collectives (all-gathers listed first) whose per-hop payload is below the latency threshold W1 x T_min
+    of the interconnect (TPU v5e: 45 kB, v6e: 90 kB), so each costs about hops x T_min whatever its size:
+    their count per step, their total time, and the time the same bytes would take as one collective per
+    kind and replica group. Without a trace the payloads are classified from the HLO alone.
+Why it costs time:
+    A ring collective over N devices takes N-1 (or N/2) hops; below the threshold each hop costs its
+    latency, so sixteen 128 kB gathers cost sixteen times what one 2 MB gather costs.
+How the cost is estimated:
+    Cost = measured seconds per step of the latency-bound collectives (done and synchronous ops plus the
+    start ops that carry time on GPU; predicted time without a trace, confidence low). Savings = cost minus
+    the predicted time of one combined collective per (kind, replica group) carrying their summed bytes
+    (`predict_collective`), never below zero.
+Fix:
+    Combine them: raise XLA's combiner thresholds (GPU `--xla_gpu_all_gather_combine_threshold_bytes`,
+    `--xla_gpu_reduce_scatter_combine_threshold_bytes`, `--xla_gpu_all_reduce_combine_threshold_bytes`);
+    bucket small parameters into one array per layer; or replicate arrays too small to be worth sharding.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..analyzer.collectives import latency_threshold_bytes, predict_collective
+from .base import OpEvidence, format_seconds, make_finding
+
+RULE_ID = "latency-bound-collective"
+MIN_FRACTION = 0.005
+_KIND_ORDER = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
+_START_OPERAND = re.compile(r"-done\(.*?%([\w.\-]+)")  # shapes hold no '%': the first name is the start
+_GPU_FLAG = {"all-gather": "--xla_gpu_all_gather_combine_threshold_bytes",
+             "reduce-scatter": "--xla_gpu_reduce_scatter_combine_threshold_bytes",
+             "all-reduce": "--xla_gpu_all_reduce_combine_threshold_bytes",
+             "collective-permute": "--xla_gpu_collective_permute_combine_threshold_bytes"}
+
+
+def classify_collectives(analysis) -> pd.DataFrame:
+    """Every modelled collective of the step (done or synchronous op) with its per-hop payload and class."""
+    ops = analysis.ops
+    keep = ops["in_step"].fillna(False).astype(bool) & ops["collective_kind"].notna() \
+        & ~ops["is_async_start"].fillna(False).astype(bool) & (ops["collective_bytes"].astype(float) > 0)
+    out = ops.loc[keep, ["module", "program_id", "op_name", "collective_kind", "replica_group_size",
+                         "collective_bytes", "collective_per_hop_bytes", "collective_bound_by",
+                         "collective_predicted_s", "occurrences_per_step", "measured_s_per_step",
+                         "predicted_s_per_step", "hlo_text", "tf_op"]].copy()
+    threshold = latency_threshold_bytes(analysis.chip)
+    per_hop = out["collective_per_hop_bytes"].astype(float)
+    out["latency_bound"] = (per_hop < threshold) | (out["collective_bound_by"] == "latency")
+    if analysis.measured:
+        # An async collective's time is its done wait plus its start (GPU: the start kernel moves the data).
+        starts = ops[ops["is_async_start"].fillna(False).astype(bool)]
+        start_s = dict(zip(zip(starts["program_id"].astype(str), starts["op_name"]), starts["measured_s_per_step"]))
+        partner = out["hlo_text"].astype(str).str.extract(_START_OPERAND, expand=False)
+        extra = [start_s.get((p, s), 0.0) if isinstance(s, str) else 0.0
+                 for p, s in zip(out["program_id"].astype(str), partner)]
+        out["time_s"] = out["measured_s_per_step"].fillna(0.0) + np.nan_to_num(np.asarray(extra, dtype=float))
+    else:
+        out["time_s"] = out["predicted_s_per_step"].fillna(0.0)
+    return out
+
+
+def _combined(group: pd.DataFrame, kind: str, chip):
+    size = int(group["replica_group_size"].iloc[0])
+    total = float((group["collective_bytes"].astype(float) * group["occurrences_per_step"].fillna(1.0)).sum())
+    try:
+        return predict_collective(kind, total, size, chip), total, size
+    except ValueError:
+        return None, total, size
+
+
+def check(analysis) -> list:
+    if analysis.ops.empty:
+        return []
+    table = classify_collectives(analysis)
+    bound = table[table["latency_bound"]]
+    if bound.empty:
+        return []
+    step_s = analysis.step_s
+    time_s = float(bound["time_s"].sum())
+    if analysis.measured and not (step_s > 0 and time_s / step_s >= MIN_FRACTION):
+        return []
+    chip = analysis.chip
+    threshold = latency_threshold_bytes(chip)
+    groups, combined_s = [], 0.0
+    rank = {k: i for i, k in enumerate(_KIND_ORDER)}
+    by_group = dict(list(bound.groupby(["collective_kind", "replica_group_size"])))
+    for kind, size in sorted(by_group, key=lambda k: (rank.get(k[0], 9), -by_group[k]["time_s"].sum())):
+        part = by_group[(kind, size)]
+        pred, total, n = _combined(part, kind, chip)
+        one_s = pred.predicted_s if pred is not None else np.nan
+        combined_s += 0.0 if one_s != one_s else one_s
+        groups.append({"kind": kind, "replica_group_size": n,
+                       "count_per_step": float(part["occurrences_per_step"].sum()),
+                       "time_s_per_step": float(part["time_s"].sum()), "bytes_per_step": total,
+                       "combined_predicted_s": None if one_s != one_s else float(one_s),
+                       "combined_bound_by": pred.bound_by if pred is not None else None})
+    savings_s = max(0.0, time_s - combined_s)
+    count = float(bound["occurrences_per_step"].sum())
+    first = groups[0]
+    measured = "" if analysis.measured else " (no trace: times are predicted, not measured)"
+    evidence = (f"{count:g} collectives per step move under {threshold / 1e3:.3g} kB per hop (the {chip.name} "
+                f"latency threshold) and take {format_seconds(time_s)} per step{measured} "
+                f"({time_s / step_s:.1%} of the {format_seconds(step_s)} step); the largest group, "
+                f"{first['count_per_step']:g} {first['kind']}s over {first['replica_group_size']} devices carrying "
+                f"{first['bytes_per_step'] / 1e6:.3g} MB, would take {format_seconds(first['combined_predicted_s'])} "
+                f"as one collective. Of {len(table)} modelled collectives, {len(bound)} are latency-bound.")
+    sizes = ", ".join(f"{g['kind']} over {g['replica_group_size']}: {int(g['bytes_per_step']):,} B" for g in groups)
+    if analysis.platform == "gpu":
+        flags = " ".join(f"{_GPU_FLAG[g['kind']]}={int(g['bytes_per_step'])}" for g in groups if g["kind"] in _GPU_FLAG)
+        combine = f"Raise XLA's combiner thresholds so these merge: XLA_FLAGS='{flags}'. Also "
+    elif analysis.platform in ("tpu", "hlo"):
+        combine = (f"Let XLA combine them (combined sizes per group: {sizes}); on TPU the combiner thresholds are "
+                   "libtpu flags (LIBTPU_INIT_ARGS) that the open XLA sources do not document, so also combine "
+                   "in the model: ")
+    else:
+        combine = f"Combine them in the model (combined sizes per group: {sizes}): "
+    min_array = int(threshold * max(g["replica_group_size"] for g in groups))
+    fix = (combine + "gather or reduce the small parameters of a layer as one bucket (e.g. stack norm scales "
+           "and biases into one array before sharding, or use one flattened gradient bucket), and inside a "
+           "scanned layer stack (MaxText scan_layers=true) remember that collectives of different layers cannot "
+           f"merge. Arrays under about {min_array:,} bytes gain nothing from sharding over these groups: replicate "
+           "them (PartitionSpec() / a MaxText logical_axis_rules entry mapping their axes to no mesh axis).")
+    top = bound.sort_values("time_s", ascending=False).head(10)
+    ops = tuple(OpEvidence(str(r.op_name), float(r.time_s),
+                           None if r.predicted_s_per_step != r.predicted_s_per_step else float(r.predicted_s_per_step),
+                           f"{r.collective_kind} of {int(r.collective_bytes):,} B over {int(r.replica_group_size)}, "
+                           f"{int(r.collective_per_hop_bytes):,} B per hop") for r in top.itertuples())
+    details = {"latency_threshold_bytes": threshold, "latency_bound_count_per_step": count,
+               "latency_bound_s_per_step": time_s, "combined_predicted_s_per_step": combined_s,
+               "classified": {"latency": int(len(bound)), "bandwidth": int(len(table) - len(bound))},
+               "groups": groups, "times_are": "measured" if analysis.measured else "predicted",
+               "ops": [{"op": str(r.op_name), "kind": r.collective_kind, "bytes": float(r.collective_bytes),
+                        "per_hop_bytes": float(r.collective_per_hop_bytes), "s_per_step": float(r.time_s)}
+                       for r in bound.itertuples()]}
+    return [make_finding(
+        rule=RULE_ID, title=f"{count:g} latency-bound collectives: {format_seconds(time_s)} per step",
+        time_s_per_step=time_s, est_savings_s_per_step=savings_s, step_s=step_s,
+        confidence="low" if not analysis.measured else ("medium" if analysis.platform == "cpu" else "high"),
+        ops=ops, evidence=evidence, fix=fix, details=details)]

@@ -1,0 +1,198 @@
+"""Recomputation in the backward pass, and whether a lighter remat policy fits in memory.
+
+What it finds:
+    Ops the backward pass recomputes: XLA's rematerialization clones (`.remat`, `.remat2` in the op name)
+    and `jax.checkpoint` recomputation (`rematted_computation` in the op's JAX name path, the trace's
+    `tf_op` or the dump's `op_name`): their time per step, share of the step and share of the FLOPs.
+Why it costs time:
+    Recomputed ops redo forward work to save HBM. A full policy costs about 25-30 % extra FLOPs per
+    transformer block; when the step is compute-bound that is 25-30 % more step time, and if HBM has room
+    to keep the activations the recomputation buys nothing.
+How the cost is estimated:
+    Cost = measured seconds per step of the recomputed ops (predicted without a trace, confidence low).
+    Keeping their results instead needs their output bytes (padded HLO shapes, times occurrences per step)
+    in HBM. Headroom = chip HBM capacity minus the peak of the HLO memory-usage report when the dump has
+    one. Savings = the cost when the outputs fit (or the headroom is unknown, confidence medium);
+    otherwise the time of the recomputed ops whose outputs fit, most seconds per byte first. Confidence
+    is low when the step is not compute-bound.
+Fix:
+    A lighter policy: MaxText `remat_policy` full -> save_dot_with_context_except_mlp -> save_qkv_proj ->
+    minimal (each keeps more activations), or `custom` with per-tensor 'device' / 'offload'; with
+    `jax.checkpoint`, a policy such as `jax.checkpoint_policies.dots_with_no_batch_dims_saveable`. When HBM
+    is short, offload the largest saved activations to host memory instead of recomputing them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..parsers.hlo_text import parse_shape
+from .base import OpEvidence, format_seconds, make_finding
+
+RULE_ID = "remat-overhead"
+FULL_POLICY_EXTRA_FLOPS = (0.25, 0.30)
+_REMAT_NAME = re.compile(r"\.remat\d*(?:\.|$)")
+_RESULT_SHAPE = re.compile(r"^%?[^\s=]+\s*=\s*(.+?)\s+[a-z][a-z0-9\-_]*\(")
+_TOTAL_BYTES = re.compile(r"^Total bytes:\s*(\d+)", re.M)
+
+
+def is_remat(op_names: pd.Series, jax_names: pd.Series) -> pd.Series:
+    """Recomputed ops: XLA remat clones by name, jax.checkpoint recomputation by JAX name path."""
+    by_name = op_names.astype(str).str.contains(_REMAT_NAME)
+    by_path = jax_names.fillna("").astype(str).str.contains("rematted_computation", regex=False)
+    return by_name | by_path
+
+
+def result_bytes(hlo_text: str) -> float:
+    """Padded bytes of an instruction's result (tuples summed); NaN when the text has no parsable shape."""
+    m = _RESULT_SHAPE.match(hlo_text or "")
+    if not m:
+        return np.nan
+    try:
+        return float(parse_shape(m.group(1)).padded_bytes)
+    except (ValueError, KeyError, IndexError):
+        return np.nan
+
+
+def remat_instructions(hlo_modules) -> int:
+    """Instructions in the dump (every computation, fused ones included) that belong to recomputation."""
+    count = 0
+    for module in hlo_modules:
+        inst = module.instructions()
+        count += int(is_remat(inst["name"], inst["op_name"]).sum())
+    return count
+
+
+def peak_memory_bytes(analysis) -> float | None:
+    """Largest 'Total bytes' (default memory space) of the HLO memory-usage reports next to the dump."""
+    totals = []
+    for hlo in analysis.files.hlo_files:
+        hlo = Path(hlo)
+        reports = sorted(hlo.parent.glob(hlo.name.removesuffix(".txt") + "*memory-usage-report*"))
+        for report in reports or sorted(hlo.parent.glob("*memory-usage-report*")):
+            try:
+                m = _TOTAL_BYTES.search(report.read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                continue
+            if m:  # the first total is memory space 'default' (HBM)
+                totals.append(float(m.group(1)))
+    return max(totals) if totals else None
+
+
+def _size(nbytes: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(nbytes) >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def _bound(analysis) -> str:
+    b = analysis.breakdown or {}
+    buckets = {k: b.get(k, 0.0) for k in ("compute", "memory", "collective", "host_transfer")}
+    return max(buckets, key=buckets.get) if any(buckets.values()) else "unknown"
+
+
+def check(analysis) -> list:
+    ops = analysis.ops
+    if ops.empty:
+        return []
+    in_step = ops["in_step"].fillna(False).astype(bool)
+    remat = ops[in_step & is_remat(ops["op_name"], ops["tf_op"])].copy()
+    dump_count = remat_instructions(analysis.hlo_modules)
+    if remat.empty and not (not analysis.measured and dump_count):
+        return []
+    measured = analysis.measured
+    time_col = "measured_s_per_step" if measured else "predicted_s_per_step"
+    remat["time_s"] = remat[time_col].fillna(0.0)
+    remat["bytes"] = remat["hlo_text"].map(result_bytes) * remat["occurrences_per_step"].fillna(1.0)
+    time_s = float(remat["time_s"].sum())
+    if measured and time_s <= 0:
+        return []
+    step_s = analysis.step_s
+    flops = (ops["flops"].fillna(0.0) * ops["occurrences_per_step"].fillna(0.0))[in_step]
+    remat_flops = float(flops[remat.index].sum())
+    extra_flops = remat_flops / (flops.sum() - remat_flops) if flops.sum() > remat_flops else np.nan
+    extra_bytes = float(np.nansum(remat["bytes"]))
+
+    capacity = analysis.chip.hbm_capacity_bytes
+    peak = peak_memory_bytes(analysis)
+    headroom = capacity - peak if capacity and peak is not None else None
+    bound = _bound(analysis)
+    if headroom is None or extra_bytes <= headroom:
+        savings_s, kept = time_s, remat
+    else:  # greedy: most recomputation seconds per byte first, skipping what no longer fits
+        by_value = remat.assign(rate=remat["time_s"] / remat["bytes"]).sort_values("rate", ascending=False)
+        room, keep = max(headroom, 0.0), []
+        for index, nbytes in by_value["bytes"].items():  # a few hundred ops at most
+            if nbytes == nbytes and nbytes <= room:
+                keep.append(index)
+                room -= nbytes
+        kept = by_value.loc[keep]
+        savings_s = float(kept["time_s"].sum())
+    confidence = "low" if not measured or bound != "compute" else ("medium" if headroom is None else "high")
+
+    share = time_s / step_s if step_s and step_s > 0 else np.nan
+    flop_text = (f"; they are {extra_flops:.0%} extra FLOPs on top of the rest of the step (a full policy costs "
+                 f"{FULL_POLICY_EXTRA_FLOPS[0]:.0%}-{FULL_POLICY_EXTRA_FLOPS[1]:.0%})" if extra_flops == extra_flops
+                 else "")
+    mem_text = (f"Keeping their outputs needs about {_size(extra_bytes)} more HBM per device"
+                + (f" against {_size(headroom)} free ({_size(peak)} used of {_size(capacity)} "
+                   "by the memory-usage report)" if headroom is not None else " (HBM headroom unknown: no "
+                   "memory-usage report next to the HLO dump)"))
+    if measured:
+        evidence = (f"{len(remat)} recomputed ops take {format_seconds(time_s)} per step ({share:.1%} of the "
+                    f"{format_seconds(step_s)} step){flop_text}. The step is {bound}-bound. {mem_text}.")
+    elif len(remat):
+        evidence = (f"The dump holds {dump_count} instructions under recomputation; the {len(remat)} scheduled "
+                    f"ones are predicted (no trace: times are predicted, not measured) to take "
+                    f"{format_seconds(time_s)} per step{flop_text}. {mem_text}.")
+    else:
+        evidence = (f"The dump holds {dump_count} instructions under recomputation (no trace: times are predicted, "
+                    "not measured), but none is a scheduled op of its own: they sit inside fusions or in "
+                    "computations the dump's scheduled ops do not reach (a truncated dump?), so no time is "
+                    "predicted for them.")
+
+    matmul_share = float(remat.loc[remat["category"].astype(str).str.contains("convolution|dot")
+                                   | remat["is_matmul"].fillna(False).astype(bool), "time_s"].sum()) / time_s \
+        if time_s > 0 else 0.0
+    if bound not in ("compute", "unknown") and measured:
+        fix = (f"The step is {bound}-bound, so recomputation is not what limits it; keep the policy unless "
+               "profiling after the other fixes shows compute-bound steps. ")
+    else:
+        fix = ""
+    if headroom is None or extra_bytes <= headroom:
+        fix += (f"Use a lighter remat policy (needs ~{_size(extra_bytes)} more HBM per device): MaxText "
+                "remat_policy full -> save_dot_with_context_except_mlp -> save_qkv_proj -> minimal, stopping at "
+                "the first that fits; with jax.checkpoint, policy=jax.checkpoint_policies."
+                + ("dots_with_no_batch_dims_saveable (matmuls are "
+                   f"{matmul_share:.0%} of the recomputed time)." if matmul_share >= 0.5
+                   else "save_only_these_names(...) for the recomputed activations (checkpoint_name them)."))
+    else:
+        pcie, rest_bytes = analysis.chip.pcie_bytes_per_s, extra_bytes - float(np.nansum(kept["bytes"]))
+        fix += (f"HBM cannot hold all recomputed outputs ({_size(extra_bytes)} needed, "
+                f"{_size(max(headroom, 0))} free): save the {len(kept)} ops worth most seconds per byte "
+                "(MaxText remat_policy='custom' with those tensors set to 'device'), and offload the rest "
+                "('offload', or remat_policy='minimal_offloaded'; jax: save_and_offload_only_these_names(..., "
+                "offload_src='device', offload_dst='pinned_host'))"
+                + (f": the PCIe round trip of the rest takes ~{format_seconds(2 * rest_bytes / pcie)} per step and "
+                   "must overlap compute." if pcie else "."))
+    top = remat.sort_values("time_s", ascending=False).head(10)
+    return [make_finding(
+        rule=RULE_ID,
+        title=(f"Recomputation (remat) takes {format_seconds(time_s)} per step"
+               + (f" ({share:.0%})" if share == share else "")) if len(remat)
+        else f"{dump_count} recomputed instructions in the dump (no time predicted)",
+        time_s_per_step=time_s, est_savings_s_per_step=savings_s, step_s=step_s, confidence=confidence,
+        ops=tuple(OpEvidence(str(r.op_name), float(r.time_s), None if r.predicted_s_per_step != r.predicted_s_per_step
+                             else float(r.predicted_s_per_step), str(r.tf_op or "")) for r in top.itertuples()),
+        evidence=evidence, fix=fix,
+        details={"remat_s_per_step": time_s, "remat_ops": int(len(remat)), "remat_instructions_in_dump": dump_count,
+                 "remat_flops_per_step": remat_flops, "extra_flops_fraction": None if extra_flops != extra_flops
+                 else float(extra_flops), "extra_hbm_bytes": extra_bytes, "hbm_capacity_bytes": capacity,
+                 "peak_memory_bytes": peak, "hbm_headroom_bytes": headroom, "step_bound_by": bound,
+                 "matmul_share_of_remat": matmul_share, "ops_that_fit": [str(n) for n in kept["op_name"]],
+                 "times_are": "measured" if measured else "predicted"})]

@@ -1,0 +1,227 @@
+"""Copies and transposes that only change how an array is laid out in memory.
+
+What it finds:
+    `copy` and `transpose` ops, and fusions made only of copies, transposes, bitcasts and reshapes, whose
+    result holds the same elements as the operand in another layout or tiling (e.g. `{1,0:T(8,128)}` ->
+    `{0,1:T(8,128)}`, or `T(8,128)(2,1)` -> `T(4,128)`), or in transposed order. Layouts come from the HLO
+    text (trace metadata or dump); GPU captures without HLO (e.g. MI300) are recognised by name
+    (`*transpose_fusion*`, `copy*fusion`) and tied to the convolutions and matmuls they sit around. Each op
+    comes with where it is from (JAX op name, source line).
+Why it costs time:
+    A relayout reads and writes the whole array through HBM and does no arithmetic; it exists because a
+    producer and a consumer (or the caller and the program) disagree on the layout.
+How the cost is estimated:
+    Cost = measured seconds per step of those ops (predicted from their bytes without a trace, confidence
+    low). Savings = the cost: a layout XLA may choose, or a producer that writes the consumer's layout,
+    removes the op. Confidence high when the layouts were read from HLO, medium when matched by name.
+Fix:
+    Let XLA choose the layouts of program inputs (`jax.jit(f, in_shardings=Format(Layout.AUTO))` with
+    `from jax.experimental.layout import Format, Layout`, then place arguments in `compiled.input_formats`);
+    reorder einsum dimensions so producer and consumer agree; pad dimensions to multiples of 128 (256 on
+    v6e / TPU7x); for convolutions on GPU keep activations channels-last (NHWC / NDHWC dimension numbers).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..parsers.hlo_text import HloParseError, parse_instruction
+from .base import OpEvidence, format_seconds, make_finding
+
+RULE_ID = "retiling-copy"
+_MOVE_OPCODES = {"parameter", "copy", "transpose", "bitcast", "reshape", "tuple", "get-tuple-element"}
+_MOVE_WORDS = {"copy", "transpose", "bitcast", "reshape", "fusion", "wrapped", "input", "loop", "kd"}
+
+
+def _name_is_relayout(name: str) -> bool:
+    """Op names XLA gives pure data-movement fusions: 'input_transpose_fusion', 'copy_bitcast_fusion.3'."""
+    words = {w for w in re.split(r"[^a-z]+", name.lower()) if w}
+    return bool(words) and words <= _MOVE_WORDS and bool(words & {"copy", "transpose"})
+
+
+def layout_change(result, operand) -> str | None:
+    """'layout' | 'tiling' | 'transpose' | 'relayout' when result holds the operand's elements moved; else None.
+
+    A TPU copy may also convert (f32 -> bf16): then only a changed dimension order counts, since the
+    tiling follows the element type.
+    """
+    if result is None or operand is None or result.is_tuple or operand.is_tuple:
+        return None
+    if result.num_elements != operand.num_elements:
+        return None
+    if tuple(result.dims) == tuple(operand.dims):
+        if result.layout is not None and operand.layout is not None and tuple(result.layout) != tuple(operand.layout):
+            return "layout"
+        if result.dtype == operand.dtype and tuple(result.tiles) != tuple(operand.tiles):
+            return "tiling"
+        return None  # same layout: a convert, a memory-space move or a plain copy
+    return "transpose" if sorted(result.dims) == sorted(operand.dims) else "relayout"
+
+
+def dump_layout_changes(hlo_modules) -> pd.DataFrame:
+    """Every copy / transpose in the dump (fused ones included) that changes a layout, with its origin."""
+    rows = []
+    for module in hlo_modules:
+        inst = module.instructions()
+        for comp, name in inst.loc[inst["opcode"].isin(["copy", "transpose"]), ["computation", "name"]].itertuples(
+                index=False):
+            try:
+                ins = module.instruction(name)
+                operands = [s for s in module.resolve_operand_shapes(ins) if not s.is_tuple]
+            except (KeyError, ValueError):
+                continue
+            kind = layout_change(ins.shape, operands[0]) if operands else None
+            if kind is not None:
+                rows.append((module.name, comp, name, kind, operands[0].layout_str, ins.shape.layout_str,
+                             ins.op_name, float(ins.shape.padded_bytes)))
+    return pd.DataFrame(rows, columns=["module", "computation", "name", "change", "operand_layout", "result_layout",
+                                       "op_name", "result_bytes"])
+
+
+def _instruction(analysis, module_name: str, op_name: str, hlo_text: str):
+    """(Instruction, operand shapes, fused opcodes or None) from the dump, else from the trace's HLO text."""
+    modules = analysis.hlo_modules
+    module = next((m for m in modules if m.name == module_name), modules[0] if len(modules) == 1 else None)
+    if module is not None:
+        try:
+            ins = module.instruction(op_name)
+            body = module.fusion_body(ins) if ins.opcode == "fusion" else None
+            fused = {i.opcode for i in body.instructions} if body is not None else None
+            return ins, module.resolve_operand_shapes(ins), fused
+        except KeyError:
+            pass
+    if isinstance(hlo_text, str) and hlo_text.startswith("%"):
+        try:
+            ins = parse_instruction(hlo_text)
+            return ins, ins.operand_shapes, None
+        except (HloParseError, ValueError):
+            return None, (), None
+    return None, (), None
+
+
+def relayout_ops(analysis) -> pd.DataFrame:
+    """The step's layout-only ops: op key, change kind, how it was recognised, time, predicted, origin."""
+    ops = analysis.ops
+    ops = ops[ops["in_step"].fillna(False).astype(bool) & ~ops["opcode"].isin(["copy-start", "copy-done"])]
+    rows = []
+    for r in ops.itertuples():
+        named = _name_is_relayout(str(r.op_name))
+        if not (r.opcode in ("copy", "transpose") or named or r.opcode == "fusion" and analysis.hlo_modules):
+            continue  # a fusion's body is only known from a dump; without one its name must say relayout
+        ins, operand_shapes, fused = _instruction(analysis, r.module, str(r.op_name), r.hlo_text)
+        if ins is None:
+            if named:
+                rows.append((r.Index, "transpose" if "transpose" in str(r.op_name) else "relayout", "name"))
+            continue
+        if ins.opcode == "fusion" and not (fused is not None and fused <= _MOVE_OPCODES
+                                           and fused & {"copy", "transpose"} or fused is None and named):
+            continue
+        if ins.opcode not in ("copy", "transpose", "fusion"):
+            continue
+        operands = [s for s in operand_shapes if not s.is_tuple]
+        operand = max(operands, key=lambda s: s.num_elements) if operands else None
+        kind = layout_change(ins.shape, operand)
+        if kind is not None:
+            rows.append((r.Index, kind, "hlo"))
+    index, change, how = zip(*rows) if rows else ((), (), ())
+    out = ops.loc[list(index), ["module", "op_name", "operand_layout", "result_layout", "tf_op", "source",
+                                "measured_s_per_step", "predicted_s_per_step", "bytes_accessed"]].copy()
+    out["change"], out["recognised_by"] = change, how
+    col = "measured_s_per_step" if analysis.measured else "predicted_s_per_step"
+    out["time_s"] = out[col].fillna(0.0)
+    return out.sort_values("time_s", ascending=False, kind="stable")
+
+
+def _neighbours(analysis, found: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Convolutions / matmuls of the step (time per step) and, per layout op, whether it runs before or after
+    the first of them in its device-step."""
+    ops = analysis.ops[analysis.ops["in_step"].fillna(False).astype(bool)]
+    is_conv = ops["category"].astype(str).str.contains("convolution") | ops["opcode"].isin(["convolution", "dot"]) \
+        | ops["is_matmul"].fillna(False).astype(bool)
+    convs = ops[is_conv & ~ops.index.isin(found.index)]
+    where: dict[str, str] = {}
+    if analysis.measured and len(convs) and len(analysis.step_ops):
+        ev = analysis.step_ops
+        first = ev[ev["op_name"].isin(convs["op_name"])].groupby(["device", "step"])["start_ps"].min()
+        mine = ev[ev["op_name"].isin(found["op_name"])].join(first.rename("conv_ps"), on=["device", "step"])
+        before = (mine["start_ps"] < mine["conv_ps"]).groupby(mine["op_name"]).mean()
+        where = {n: "before" if f >= 0.5 else "after" for n, f in before.items()}
+    return convs, where
+
+
+def _layouts(r) -> str:
+    ok = isinstance(r.operand_layout, str) and isinstance(r.result_layout, str)
+    return f" {r.operand_layout} -> {r.result_layout}" if ok else ""
+
+
+def check(analysis) -> list:
+    if analysis.ops.empty:
+        return []
+    found = relayout_ops(analysis)
+    in_dump = dump_layout_changes(analysis.hlo_modules) if analysis.hlo_modules else pd.DataFrame()
+    time_s = float(found["time_s"].sum()) if len(found) else 0.0
+    if time_s <= 0 and (analysis.measured or in_dump.empty):
+        return []
+    step_s = analysis.step_s
+    col = "measured_s_per_step" if analysis.measured else "predicted_s_per_step"
+    convs, where = _neighbours(analysis, found)
+    conv_s = float(convs[col].fillna(0.0).sum())
+    by_name = len(found) > 0 and bool((found["recognised_by"] == "name").all())
+    origin = found.assign(origin=found["source"].fillna(found["tf_op"]).fillna("unknown"))
+    by_origin = origin.groupby("origin", sort=False)["time_s"].sum().sort_values(ascending=False)
+    share = time_s / step_s if step_s > 0 else np.nan
+    names = ", ".join(found["op_name"].astype(str).head(4)) + (", ..." if len(found) > 4 else "")
+    evidence = (f"{len(found)} layout-only ops ({names}) take {format_seconds(time_s)} per step ({share:.1%} of "
+                f"the {format_seconds(step_s)} step)" if len(found) else "No scheduled op is layout-only")
+    if conv_s > 0 and time_s > 0:
+        top_conv = convs.sort_values(col, ascending=False)["op_name"].astype(str).head(3)
+        evidence += (f", {time_s / conv_s:.2g}x the {format_seconds(conv_s)} of the convolutions / matmuls they "
+                     f"surround ({', '.join(top_conv)})")
+    if len(by_origin) and by_origin.index[0] != "unknown":
+        evidence += f"; most from {by_origin.index[0]} ({format_seconds(by_origin.iloc[0])})"
+    if not analysis.measured:
+        evidence += " (no trace: times are predicted from the bytes, not measured)"
+        if len(in_dump):
+            first = in_dump.sort_values("result_bytes", ascending=False).iloc[0]
+            origin = str(first["op_name"] or "unknown").replace("\\'", "'")
+            evidence += (f". The dump holds {len(in_dump)} layout-changing copies / transposes, fused ones "
+                         f"included (inside a fusion their time is the fusion's), e.g. {first['name']} "
+                         f"{first['operand_layout']} -> {first['result_layout']} ({first['result_bytes'] / 1e6:.3g} "
+                         f"MB) from {origin}")
+    evidence += "."
+    fix = ("Let XLA pick the layouts of the program's inputs instead of forcing the default: "
+           "from jax.experimental.layout import Format, Layout; jax.jit(f, in_shardings=Format(Layout.AUTO)) "
+           "(then put the arguments in compiled.input_formats once, outside the step). Inside the program, "
+           "reorder einsum dimensions so the producer writes what the consumer reads (contracting dimension "
+           "minor-most on both sides), and pad dimensions to multiples of 128 (256 on v6e / TPU7x) so tiles "
+           "need no retiling.")
+    if analysis.platform == "gpu" and convs["category"].astype(str).str.contains("convolution").any():
+        fix = ("The convolution library wants another layout than the arrays have, so XLA transposes around it: "
+               "keep activations channels-last (jax.lax.conv_general_dilated with dimension_numbers such as "
+               "('NDHWC', 'DHWIO', 'NDHWC') or ('NHWC', 'HWIO', 'NHWC')) from the input pipeline on, so no "
+               "transpose is needed before or after the convolution. " + fix)
+    ops = tuple(OpEvidence(str(r.op_name), float(r.time_s),
+                           None if r.predicted_s_per_step != r.predicted_s_per_step else float(r.predicted_s_per_step),
+                           r.change + _layouts(r) + (f", {where[r.op_name]} the convolution" if r.op_name in where
+                                                     else "")) for r in found.head(10).itertuples())
+    text = lambda v: v if isinstance(v, str) else None  # noqa: E731
+    details = {
+        "layout_s_per_step": time_s, "convolution_s_per_step": conv_s, "recognised_by": "name" if by_name else "hlo",
+        "times_are": "measured" if analysis.measured else "predicted",
+        "convolutions": [{"op": str(n), "s_per_step": float(t)}
+                         for n, t in zip(convs["op_name"], convs[col].fillna(0.0))],
+        "ops": [{"op": str(r.op_name), "s_per_step": float(r.time_s), "change": r.change,
+                 "operand_layout": text(r.operand_layout), "result_layout": text(r.result_layout),
+                 "tf_op": text(r.tf_op), "source": text(r.source), "relative_to_convolution": where.get(r.op_name)}
+                for r in found.itertuples()],
+        "by_origin": [{"origin": str(k), "s_per_step": float(v)} for k, v in by_origin.items()],
+        "dump_layout_changes": in_dump.head(50).to_dict("records") if len(in_dump) else [],
+    }
+    return [make_finding(
+        rule=RULE_ID, title=f"Layout-only copies and transposes: {format_seconds(time_s)} per step",
+        time_s_per_step=time_s, est_savings_s_per_step=time_s, step_s=step_s,
+        confidence="low" if not analysis.measured else ("medium" if by_name else "high"), ops=ops,
+        evidence=evidence, fix=fix, details=details)]
