@@ -44,6 +44,14 @@ _COLLECTIVE_NAME_PATTERNS = [
     (re.compile(r"all[-_]?to[-_]?all", re.I), "all-to-all"),
     (re.compile(r"collective[-_]?permute|ppermute", re.I), "collective-permute"),
 ]
+# TPU trace categories of collectives fused with compute (the op is a fusion, not a collective opcode).
+_COLLECTIVE_CATEGORIES = {
+    "all-reduce fusion": "all-reduce",
+    "all-gather fusion": "all-gather",
+    "all-reduce-scatter fusion": "reduce-scatter",
+    "reduce-scatter fusion": "reduce-scatter",
+    "all-to-all fusion": "all-to-all",
+}
 _CATEGORY_BY_FUSION_KIND = {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion",
                             "kCustom": "custom fusion"}
 _DATA_FORMATTING = {"copy", "transpose", "bitcast-convert", "reshape", "pad", "slice", "concatenate",
@@ -210,8 +218,10 @@ def attach_hlo_facts(
     texts = dict(zip(zip(ops["program_id"], ops["op_name"]), ops["hlo_text"]))
     facts = [
         _instruction_facts(ins, mod, text, name, chip, num_devices,
-                           lambda n, pid=pid: _parse_trace_text(texts.get((pid, n))))
-        for ins, mod, text, name, pid in zip(instructions, dump_modules, ops["hlo_text"], ops["op_name"], ops["program_id"])
+                           lambda n, pid=pid: _parse_trace_text(texts.get((pid, n))),
+                           _COLLECTIVE_CATEGORIES.get(str(category)))
+        for ins, mod, text, name, pid, category in zip(
+            instructions, dump_modules, ops["hlo_text"], ops["op_name"], ops["program_id"], ops["category"])
     ]
     fact_frame = pd.DataFrame(facts, index=ops.index)
     for col in fact_frame.columns:
@@ -250,12 +260,13 @@ def _parse_trace_text(text) -> Instruction | None:
         return None
 
 
-def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, num_devices: int, trace_lookup) -> dict:
+def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, num_devices: int, trace_lookup,
+                       kind_from_category: str | None = None) -> dict:
     if ins is None:
         ins = _parse_trace_text(trace_text)
     facts: dict = {"is_async_start": False, "is_async_done": False, "is_host_transfer": False, "host_bytes": 0.0}
     if ins is None:
-        kind = _kind_from_name(op_name)
+        kind = kind_from_category or _kind_from_name(op_name)
         facts.update(collective_kind=kind, category=_category(None, op_name, kind, False), is_matmul=False)
         return facts
 
@@ -265,7 +276,7 @@ def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, num_de
         body = module.fusion_body(ins)
         if body is not None and body.root is not None:
             wrapped = body.root.opcode
-    kind = _collective_kind(ins.opcode, wrapped)
+    kind = _collective_kind(ins.opcode, wrapped) or kind_from_category
     is_matmul = ins.opcode in ("dot", "convolution")
     facts.update(
         opcode=ins.opcode,

@@ -57,11 +57,13 @@ def op_statistics(step_ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     return stats[columns]
 
 
-def _other_program_ops(capture: Capture, steps: Steps, step_table: pd.DataFrame) -> pd.DataFrame:
-    """Ops of programs that are not the step (e.g. a one-off ``jit__psum``): listed, but not per step."""
+def _other_program_ops(capture: Capture, steps: Steps, step_ops: pd.DataFrame, step_table: pd.DataFrame) -> pd.DataFrame:
+    """Ops outside the measured steps that are not the step program's (e.g. a one-off ``jit__psum``,
+    driver copies before the first step): listed, but not per step."""
     if not steps.program:
         return step_table.iloc[0:0]
-    others = capture.ops[capture.ops["module"] != steps.program]
+    outside = capture.ops.drop(index=step_ops["event"].to_numpy())
+    others = outside[outside["module"] != steps.program]
     if others.empty:
         return step_table.iloc[0:0]
     d = others.assign(duration_s=others["duration_ps"] / PS_PER_S)
@@ -84,7 +86,7 @@ def measure(capture: Capture, steps: Steps) -> tuple[pd.DataFrame, pd.DataFrame,
     table["in_step"] = True
     for col in OP_KEY:
         table[col] = table[col].astype(str)
-    others = _other_program_ops(capture, steps, table)
+    others = _other_program_ops(capture, steps, step_ops, table)
     if len(others):
         others = others.assign(in_step=False, **{c: others[c].astype(str) for c in OP_KEY})
         table = pd.concat([table, others], ignore_index=True)

@@ -83,11 +83,11 @@ def find_steps(capture: Capture) -> Steps:
 
 
 def assign_steps(ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
-    """``ops`` restricted to measured steps, with a ``step`` column (vectorized as-of join)."""
+    """``ops`` restricted to measured steps, with ``step`` and ``event`` (row in ``ops``) columns."""
     measured = steps.measured
     if measured.empty or ops.empty:
-        return ops.iloc[0:0].assign(step=pd.Series(dtype="int64"))
-    left = ops.sort_values("start_ps", kind="stable")
+        return ops.iloc[0:0].assign(step=pd.Series(dtype="int64"), event=pd.Series(dtype="int64"))
+    left = ops.rename_axis("event").reset_index().sort_values("start_ps", kind="stable")
     right = measured[["device", "step", "start_ps", "end_ps"]].sort_values("start_ps", kind="stable")
     right = right.rename(columns={"start_ps": "step_start_ps"})
     joined = pd.merge_asof(
