@@ -212,7 +212,8 @@ def analyze(
     ops["predicted_s_per_step"] = ops["predicted_s"] * ops["occurrences_per_step"]
     ops["time_class"] = _time_class(ops)
 
-    ideal = float(np.nansum(ops.loc[ops["in_step"].astype(bool), "predicted_s_per_step"])) if len(ops) else None
+    step_predictions = ops.loc[ops["in_step"].astype(bool), "predicted_s_per_step"]
+    ideal = float(np.nansum(step_predictions)) if step_predictions.notna().any() else None
     step_s = steps.mean_s if steps is not None else (ideal or float("nan"))
     model_flops = ops["model_flops"].where(ops["model_flops"].notna() & (ops["model_flops"] > 0), ops["flops"])
     in_step = ops["in_step"].astype(bool)

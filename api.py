@@ -1,0 +1,173 @@
+"""The Python API: diagnose a capture in-process, or profile a block of JAX code and diagnose it.
+
+    import xladiag
+    report = xladiag.diagnose("/tmp/logdir")            # or diagnose(hlo_dir=..., chip="v6e")
+    report.findings[0].fix, report.ops.head(), report.to_html("report.html")
+
+    with xladiag.profile("/tmp/logdir") as session:
+        for _ in range(5):
+            train_step(state, batch).block_until_ready()
+    print(session.report.headline)
+
+JAX is imported only inside :func:`profile`, so ``import xladiag`` works without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from .report import model as _model
+
+__all__ = ["Report", "ProfileSession", "diagnose", "profile"]
+
+
+class Report(_model.Report):
+    """:class:`xladiag.report.model.Report` plus conveniences for notebooks and scripts.
+
+    ``findings`` (ranked, biggest saving first), ``summary`` and ``headline`` are the model's;
+    ``ops`` is the per-op table (one row per HLO op; columns in docs/json_schema.md and
+    ``xladiag.analyzer.analysis``); ``to_html``/``to_markdown``/``to_json`` render the same
+    report as the ``diagnose`` command.
+    """
+
+    @property
+    def ops(self) -> pd.DataFrame:
+        return self.analysis.ops
+
+    def to_dict(self) -> dict:
+        from .report.json_out import report_to_dict
+
+        return report_to_dict(self)
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        from .report.json_out import render_json
+
+        return _written(render_json(self), path)
+
+    def to_markdown(self, path: str | Path | None = None) -> str:
+        from .report.markdown import render_markdown
+
+        return _written(render_markdown(self), path)
+
+    def to_html(self, path: str | Path | None = None) -> str:
+        from .report.html import render_html
+
+        return _written(render_html(self), path)
+
+    def _repr_html_(self) -> str:  # Jupyter shows the headline, not the whole report
+        from html import escape
+
+        return f"<b>xladiag</b>: {escape(self.headline)} ({len(self.findings)} findings; <code>.to_html(path)</code> for the report)"
+
+
+def _written(text: str, path: str | Path | None) -> str:
+    if path is not None:
+        Path(path).write_text(text, encoding="utf-8")
+    return text
+
+
+def _as_api_report(report: _model.Report) -> Report:
+    # Field by field so that new fields on the model's Report carry over without a change here.
+    return Report(**{f.name: getattr(report, f.name) for f in dataclasses.fields(report)})
+
+
+def diagnose(
+    path: str | Path | None = None,
+    *,
+    chip: str | None = None,
+    hlo_dir: str | Path | None = None,
+    run: str | None = None,
+    chip_file: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Report:
+    """Analyse a capture (log dir, run folder or .xplane.pb) and/or an HLO dump; run every rule.
+
+    Raises the same errors the CLI reports as bad input (``AnalysisError``, ``DiscoveryError``, ...).
+    """
+    from .analyzer.analysis import analyze
+    from .report.model import build_report
+
+    analysis = analyze(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, progress=progress)
+    return _as_api_report(build_report(analysis))
+
+
+def _run_dirs(logdir: Path) -> dict[str, float]:
+    root = logdir / "plugins" / "profile"
+    if not root.is_dir():
+        return {}
+    return {p.name: p.stat().st_mtime for p in root.iterdir() if p.is_dir()}
+
+
+class ProfileSession:
+    """A ``jax.profiler.trace`` over the ``with`` block, diagnosed when the block ends.
+
+    After the block: ``report`` (a :class:`Report`), ``run`` (the run folder the trace wrote),
+    ``warnings``. Inside: ``with session.step(i):`` marks one training step for the trace.
+    If the block raises, the trace is stopped and nothing is diagnosed.
+    """
+
+    def __init__(self, logdir, *, steps: int | None = None, chip: str | None = None,
+                 hlo_dir: str | Path | None = None, chip_file: str | Path | None = None):
+        self.logdir = Path(logdir)
+        self.steps = steps  # executions of the step the caller runs; checked against what was found
+        self.chip, self.hlo_dir, self.chip_file = chip, hlo_dir, chip_file
+        self.report: Report | None = None
+        self.run: str | None = None
+        self.warnings: list[str] = []
+        self._trace = None
+        self._runs_before: dict[str, float] = {}
+
+    def __enter__(self) -> ProfileSession:
+        try:
+            import jax
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("xladiag.profile needs JAX (pip install 'xladiag[jax]')") from exc
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        self._runs_before = _run_dirs(self.logdir)
+        self._trace = jax.profiler.trace(str(self.logdir))
+        self._trace.__enter__()
+        return self
+
+    def step(self, number: int, name: str = "train"):
+        """Context manager marking step ``number`` (a ``jax.profiler.StepTraceAnnotation``)."""
+        import jax
+
+        return jax.profiler.StepTraceAnnotation(name, step_num=number)
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        trace, self._trace = self._trace, None
+        suppressed = bool(trace.__exit__(exc_type, exc, tb)) if trace is not None else False
+        if exc_type is not None:
+            return suppressed
+        after = _run_dirs(self.logdir)
+        new = [name for name in after if name not in self._runs_before] or list(after)
+        if not new:
+            raise RuntimeError(f"{self.logdir}: the profiler wrote no run folder under plugins/profile/")
+        self.run = max(new, key=lambda name: (after[name], name))
+        self.report = diagnose(self.logdir, run=self.run, chip=self.chip, hlo_dir=self.hlo_dir,
+                               chip_file=self.chip_file)
+        steps = self.report.analysis.steps
+        if self.steps is not None and steps is not None:
+            # The first execution is counted as warm-up when there is more than one.
+            expected = self.steps - 1 if self.steps > 1 and steps.warmup_excluded else self.steps
+            if steps.count != expected:
+                self.warnings.append(
+                    f"expected {self.steps} step executions, the trace shows {steps.count} measured "
+                    f"({steps.source}); per-step numbers average over what was found"
+                )
+        return False
+
+
+def profile(logdir, *, steps: int | None = None, chip: str | None = None, hlo_dir: str | Path | None = None,
+            chip_file: str | Path | None = None) -> ProfileSession:
+    """``with xladiag.profile(logdir) as session: ...`` then ``session.report``.
+
+    ``steps``: how many step executions the block runs (optional; a mismatch with what the trace
+    shows lands in ``session.warnings``). ``hlo_dir``: the ``--xla_dump_to`` folder, for FLOPs and
+    bytes from the HLO (XLA_FLAGS must be set before JAX starts, so this wrapper cannot set it).
+    """
+    return ProfileSession(logdir, steps=steps, chip=chip, hlo_dir=hlo_dir, chip_file=chip_file)

@@ -1,0 +1,254 @@
+"""The JSON report: the public, versioned contract (documented in docs/json_schema.md).
+
+:func:`report_to_dict` is also what the HTML and Markdown renderers read, so every format shows the
+same numbers. Everything in it is plain Python: NaN and infinities become ``None`` (JSON has no NaN,
+and ``json.loads`` in other languages rejects it), numpy and pandas scalars become ``int``/``float``/
+``bool``, paths become strings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+SCHEMA_VERSION = 1
+
+# Where the time numbers come from, in the words the report uses everywhere.
+SOURCE_MEASURED = "measured (trace)"
+SOURCE_PREDICTED = "predicted (roofline: HLO costs and chip table)"
+
+# ops-table columns of the contract -> analysis.ops column they come from.
+_OP_FIELDS = {
+    "name": "op_name",
+    "module": "module",
+    "program_id": "program_id",
+    "category": "category",
+    "opcode": "opcode",
+    "time_class": "time_class",
+    "in_step": "in_step",
+    "occurrences": "occurrences",
+    "occurrences_per_step": "occurrences_per_step",
+    "measured_s_per_step": "measured_s_per_step",
+    "share_of_step": "share_of_step",
+    "mean_s": "mean_s",
+    "min_s": "min_s",
+    "max_s": "max_s",
+    "predicted_s": "predicted_s",
+    "predicted_s_per_step": "predicted_s_per_step",
+    "efficiency": "efficiency",
+    "bound_by": "bound_by",
+    "flops": "flops",
+    "flops_source": "flops_source",
+    "bytes": "bytes_accessed",
+    "bytes_source": "bytes_source",
+    "hbm_bytes": "hbm_bytes",
+    "host_bytes": "host_bytes",
+    "arithmetic_intensity": "arithmetic_intensity",
+    "dtype": "dtype",
+    "collective_kind": "collective_kind",
+    "replica_group_size": "replica_group_size",
+    "collective_bytes": "collective_bytes",
+    "source": "source",
+    "tf_op": "tf_op",
+    "hlo_text": "hlo_text",
+}
+
+
+def clean(value: Any) -> Any:
+    """A JSON-safe copy: NaN/inf -> None, numpy/pandas scalars -> Python, containers recursively."""
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    if isinstance(value, Mapping):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [clean(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [clean(v) for v in value.tolist()]
+    if isinstance(value, pd.Series):
+        return [clean(v) for v in value.tolist()]
+    if isinstance(value, pd.DataFrame):
+        return [clean(r) for r in value.to_dict("records")]
+    if isinstance(value, PurePath):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return clean({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
+    if value is pd.NA or value is pd.NaT:
+        return None
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return str(value)
+
+
+def _text(value: Any) -> str | None:
+    """A text cell: None for missing (NaN, None, '')."""
+    v = clean(value)
+    if v is None or v == "":
+        return None
+    return str(v)
+
+
+def chip_dict(analysis) -> dict:
+    chip = analysis.chip
+    sources = dict(chip.number_sources)
+    peak = chip.peak_flops_per_s("bf16")
+    return {
+        "name": chip.name,
+        "key": chip.key,
+        "vendor": chip.vendor,
+        "peak_flops_per_s": clean(peak),
+        "hbm_bytes_per_s": clean(chip.hbm_bytes_per_s),
+        "ridge_flops_per_byte": clean(peak / chip.hbm_bytes_per_s) if peak and chip.hbm_bytes_per_s else None,
+        "detected_as": analysis.chip_note,
+        # Per-number provenance: 'trace' | 'chip table (<reference>)' | 'user file (<path>)'.
+        "source": {
+            "peak_flops_per_s": sources.get("peak_bf16_flops_per_s", "chip table"),
+            "hbm_bytes_per_s": sources.get("hbm_bytes_per_s", "chip table"),
+            **{k: v for k, v in sources.items() if k not in ("peak_bf16_flops_per_s", "hbm_bytes_per_s")},
+        },
+        # The chip's other numbers (interconnect, capacity...), each with its entry in "source".
+        "other_numbers": {
+            k: clean(getattr(chip, k, None))
+            for k in sources
+            if k not in ("peak_bf16_flops_per_s", "hbm_bytes_per_s") and getattr(chip, k, None) is not None
+        },
+    }
+
+
+def steps_dict(analysis) -> dict:
+    steps = analysis.steps
+    if steps is None:
+        return {
+            "count": 0,
+            "mean_s": clean(analysis.step_s),
+            "min_s": None,
+            "max_s": None,
+            "source": "predicted: no trace, the step is the sum of per-op roofline predictions",
+            "program": None,
+            "warmup_excluded": False,
+            "busy_s": None,
+            "idle_s": None,
+        }
+    measured = steps.measured
+    durations = measured["duration_ps"].astype("float64") / 1e12
+    ds = analysis.device_steps
+    return {
+        "count": steps.count,
+        "mean_s": clean(steps.mean_s),
+        "min_s": clean(durations.min()) if len(durations) else None,
+        "max_s": clean(durations.max()) if len(durations) else None,
+        "source": steps.source,
+        "program": steps.program or None,
+        "warmup_excluded": bool(steps.warmup_excluded),
+        "busy_s": clean(ds["busy_s"].mean()) if len(ds) else None,
+        "idle_s": clean(ds["idle_s"].mean()) if len(ds) else None,
+    }
+
+
+def finding_dict(finding) -> dict:
+    return {
+        "rule": finding.rule,
+        "severity": finding.severity,
+        "title": finding.title,
+        "time_s_per_step": clean(finding.time_s_per_step),
+        "est_savings_s_per_step": clean(finding.est_savings_s_per_step),
+        "fraction_of_step": clean(finding.fraction_of_step),
+        "confidence": finding.confidence,
+        "ops": [
+            {
+                "name": str(op.name),
+                "measured_s_per_step": clean(op.measured_s_per_step),
+                "predicted_s_per_step": clean(op.predicted_s_per_step),
+                "detail": op.detail,
+            }
+            for op in finding.ops
+        ],
+        "evidence": finding.evidence,
+        "fix": finding.fix,
+        "details": clean(finding.details),
+    }
+
+
+def ops_records(ops: pd.DataFrame) -> list[dict]:
+    """The ops table as records in the contract's field names (one per HLO op)."""
+    if ops is None or ops.empty:
+        return []
+    frame = pd.DataFrame({out: (ops[col] if col in ops.columns else None) for out, col in _OP_FIELDS.items()})
+    records = []
+    for row in frame.itertuples(index=False, name=None):
+        rec = {}
+        for key, value in zip(_OP_FIELDS, row):
+            if key in ("name", "module", "category", "opcode", "time_class", "bound_by", "dtype", "collective_kind",
+                       "source", "tf_op", "program_id"):
+                rec[key] = _text(value)
+            elif key in ("flops_source", "bytes_source"):
+                rec[key] = _text(value)  # 'trace' (trace metadata) | 'hlo' (HLO dump) | None
+            elif key == "hlo_text":
+                rec[key] = _text(value) or ""
+            elif key == "in_step":
+                rec[key] = bool(clean(value)) if clean(value) is not None else False
+            else:
+                rec[key] = clean(value)
+        records.append(rec)
+    return records
+
+
+def report_to_dict(report) -> dict:
+    """The whole report as plain data (schema_version 1)."""
+    from .. import __version__
+
+    a = report.analysis
+    files = a.files
+    devices = a.devices
+    device_cols = [c for c in ("device", "host", "device_type", "vendor") if c in devices.columns]
+    return clean(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "xladiag", "version": __version__},
+            "headline": report.headline,
+            "platform": a.platform,
+            "measured": bool(a.measured),
+            "time_source": SOURCE_MEASURED if a.measured else SOURCE_PREDICTED,
+            "chip": chip_dict(a),
+            "devices": a.num_devices,
+            "device_list": devices[device_cols].to_dict("records") if device_cols else [],
+            "hosts": list(a.hosts),
+            "run": {
+                "name": files.run_name,
+                "dir": files.run_dir,
+                "other_runs": list(files.other_runs),
+                "xplane_files": list(files.xplane_files),
+                "hlo_files": list(files.hlo_files),
+            },
+            "steps": steps_dict(a),
+            "step_s": a.step_s,
+            "breakdown": {k: a.breakdown.get(k, 0.0) for k in a.breakdown},
+            "mfu": a.mfu,
+            "model_flops_per_step": a.model_flops_per_step,
+            "ideal_step_s": a.ideal_step_s,
+            "findings": [finding_dict(f) for f in report.findings],
+            "ops": ops_records(a.ops),
+            "warnings": list(a.warnings),
+        }
+    )
+
+
+def render_json(report, *, indent: int | None = 2) -> str:
+    # allow_nan=False: a NaN that slipped past clean() is a bug, not something to emit.
+    return json.dumps(report_to_dict(report), indent=indent, allow_nan=False, ensure_ascii=False) + "\n"

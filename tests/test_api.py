@@ -1,0 +1,118 @@
+"""The Python API: diagnose() in-process on a real capture, and profile() around real JAX code."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import xladiag.api as api
+from xladiag.report import model
+from xladiag.rules.base import Finding
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU_SAMPLE = ROOT / "sample_profiles" / "cpu_jax_train_step"
+
+
+@pytest.fixture(scope="module")
+def cpu_report():
+    return api.diagnose(CPU_SAMPLE)
+
+
+def test_diagnose_returns_a_report_with_measured_collectives(cpu_report):
+    r = cpu_report
+    assert isinstance(r, model.Report) and isinstance(r, api.Report)
+    assert isinstance(r.ops, pd.DataFrame) and r.ops is r.analysis.ops
+    # Collectives of the sharded train step, with their measured time recomputed from the events:
+    # an op's time per step = its event durations summed / measured device-steps (8 devices x 4 steps).
+    collectives = r.ops[r.ops["collective_kind"].notna() & r.ops["in_step"]]
+    assert set(collectives["collective_kind"]) >= {"all-gather", "reduce-scatter", "all-reduce"}
+    device_steps = len(r.analysis.steps.measured)
+    assert device_steps == 8 * 4
+    events = r.analysis.step_ops
+    for row in collectives.head(5).itertuples():
+        mine = events[(events["op_name"] == row.op_name) & (events["module"] == row.module)]
+        assert row.measured_s_per_step == pytest.approx(mine["duration_ps"].sum() / 1e12 / device_steps, rel=1e-9)
+    share = collectives["measured_s_per_step"].sum() / r.analysis.steps.mean_s
+    assert 0.5 < share < 1.0  # synchronous CPU collectives: most of the step
+    assert r.summary["devices"] == 8 and r.summary["steps"] == 4
+
+
+def test_findings_are_ranked_findings(cpu_report):
+    findings = cpu_report.findings
+    assert all(isinstance(f, Finding) for f in findings)
+    savings = [f.est_savings_s_per_step for f in findings]
+    assert savings == sorted(savings, reverse=True)
+    assert cpu_report.headline.startswith("CPU")
+
+
+def test_renderers_from_the_report(cpu_report, tmp_path):
+    out = tmp_path / "r.html"
+    text = cpu_report.to_html(out)
+    assert out.read_text(encoding="utf-8") == text and 'id="roofline"' in text
+    data = json.loads(cpu_report.to_json())
+    assert data["steps"]["count"] == 4 and len(data["ops"]) == len(cpu_report.ops)
+    assert [f["rule"] for f in data["findings"]] == [f.rule for f in cpu_report.findings]
+    assert cpu_report.to_dict()["schema_version"] == 1
+    md = cpu_report.to_markdown(tmp_path / "r.md")
+    assert md.startswith("# xladiag report") and (tmp_path / "r.md").read_text(encoding="utf-8") == md
+
+
+def test_diagnose_hlo_dump_only(tmp_path):
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_report_json import HLO_TEXT
+
+    (tmp_path / "module_0001.jit_f.after_optimizations.txt").write_text(HLO_TEXT)
+    r = api.diagnose(hlo_dir=tmp_path, chip="v6e")
+    assert r.analysis.platform == "hlo" and not r.analysis.measured
+    dot = r.ops.set_index("op_name").loc["dot.1"]
+    # 2·1024³ FLOPs against 918 TFLOP/s vs 6 MiB (3 bf16 1024² arrays) against 1.64 TB/s: ~2.3 µs vs ~3.8 µs.
+    assert dot["predicted_s"] == pytest.approx(max(2 * 1024**3 / r.analysis.chip.peak_bf16_flops_per_s,
+                                                   dot["hbm_bytes"] / r.analysis.chip.hbm_bytes_per_s))
+
+
+def test_import_does_not_need_jax():
+    code = "import sys, xladiag.api, xladiag; assert 'jax' not in sys.modules, 'jax imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT.parent)
+
+
+def test_profile_wraps_a_real_jax_trace(tmp_path):
+    jax = pytest.importorskip("jax", reason="profile() needs JAX")
+    import jax.numpy as jnp
+
+    step = jax.jit(lambda x: jnp.tanh(x @ x).sum())
+    x = jnp.ones((128, 128), jnp.float32)
+    step(x).block_until_ready()  # compile outside the trace
+    with api.profile(tmp_path, steps=4) as session:
+        for i in range(4):
+            with session.step(i):
+                step(x).block_until_ready()
+    assert session.run and (tmp_path / "plugins" / "profile" / session.run).is_dir()
+    r = session.report
+    assert isinstance(r, api.Report) and r.analysis.platform == "cpu"
+    # 4 executions of the jitted program; the first is the warm-up.
+    assert r.analysis.steps.count == 3 and r.analysis.steps.program.startswith("jit_")
+    assert session.warnings == []
+    assert len(r.ops) >= 1 and (r.ops["occurrences"] >= 3).any()
+    assert r.analysis.steps.mean_s > 0
+
+
+def test_profile_does_not_diagnose_when_the_block_fails(tmp_path):
+    pytest.importorskip("jax", reason="profile() needs JAX")
+    session = api.profile(tmp_path)
+    with pytest.raises(ZeroDivisionError):
+        with session:
+            1 / 0
+    assert session.report is None
+
+
+def test_package_root_exports_the_api():
+    import xladiag
+
+    if not hasattr(xladiag, "diagnose"):
+        pytest.skip("xladiag/__init__.py does not re-export the API yet (the lead adds it)")
+    assert xladiag.diagnose is api.diagnose and xladiag.profile is api.profile and xladiag.Report is api.Report
