@@ -115,15 +115,20 @@ def _tpu_tables(space: XSpaceTables, device_base: int):
     meta = space.event_metadata[space.event_metadata["plane"].isin(planes["plane"])]
 
     ops_ev = space.events[space.events["line"].isin(_line_ids(space, planes["plane"], "XLA Ops"))]
-    # Name and program are properties of the metadata: resolve them once per op, not per event.
-    op_meta = meta[["plane", "metadata_id", "program_id"]].assign(op_name=_op_names(meta))
-    key = pd.MultiIndex.from_arrays([ops_ev["plane"], ops_ev["metadata_id"]])
-    per_op = op_meta.set_index(["plane", "metadata_id"]).reindex(key)
+    # Name and program are properties of the metadata: resolve them once per op, then give each
+    # event its op's category codes (no string handling per event).
+    op_meta = meta[["plane", "metadata_id"]].reset_index(drop=True)
+    name_codes, name_values = pd.factorize(_op_names(meta).to_numpy())
+    program_codes, program_values = pd.factorize(meta["program_id"].fillna("").to_numpy())
+    position = pd.Series(np.arange(len(op_meta)), index=pd.MultiIndex.from_frame(op_meta))
+    row = position.reindex(pd.MultiIndex.from_arrays([ops_ev["plane"], ops_ev["metadata_id"]])).to_numpy()
+    known = ~np.isnan(row)
+    row = np.where(known, row, 0).astype(np.int64)
     ops = pd.DataFrame(
         {
             "device": ops_ev["plane"].map(plane_to_device).to_numpy(),
-            "program_id": per_op["program_id"].to_numpy(),
-            "op_name": per_op["op_name"].to_numpy(),
+            "program_id": pd.Categorical.from_codes(np.where(known, program_codes[row], -1), categories=program_values),
+            "op_name": pd.Categorical.from_codes(np.where(known, name_codes[row], -1), categories=name_values),
             "start_ps": ops_ev["start_ps"].to_numpy(),
             "duration_ps": ops_ev["duration_ps"].to_numpy(),
             "span_ps": ops_ev["span_ps"].to_numpy(),
@@ -379,14 +384,13 @@ def build_capture(spaces: list[XSpaceTables]) -> Capture:
     if ops.empty:
         hosts = ", ".join(str(s.path) for s in spaces)
         raise CaptureError(f"{hosts}: no HLO op events found in this capture (was the program running while tracing?)")
-    ops["program_id"] = ops["program_id"].astype("object").where(ops["program_id"].notna(), None)
 
     if platform == "tpu":
         modules = pd.concat(all_modules, ignore_index=True)
         op_metadata = pd.concat(all_meta, ignore_index=True).drop_duplicates(["program_id", "op_name"])
         # Name each op's program after its module execution events.
         module_names = modules.dropna(subset=["program_id"]).drop_duplicates("program_id").set_index("program_id")["module"]
-        ops["module"] = ops["program_id"].map(module_names).fillna("")
+        ops["module"] = ops["program_id"].map(module_names).astype(object).fillna("")
         async_spans = pd.concat(all_async, ignore_index=True)
         steps_line = pd.concat(all_steps, ignore_index=True)
     else:
@@ -402,9 +406,9 @@ def build_capture(spaces: list[XSpaceTables]) -> Capture:
 
     ops = ops[OP_COLUMNS].sort_values(["device", "start_ps"], kind="stable").reset_index(drop=True)
     # Few distinct names over millions of events: categoricals make every later groupby cheap.
-    ops["program_id"] = ops["program_id"].fillna("")
     for col in ("module", "program_id", "op_name", "line"):
-        ops[col] = ops[col].astype("category")
+        if not isinstance(ops[col].dtype, pd.CategoricalDtype):
+            ops[col] = ops[col].astype(object).where(ops[col].notna(), "").astype("category")
     return Capture(
         platform=platform,
         hosts=tuple(s.hostname for s in spaces),

@@ -4,9 +4,11 @@ Only this module knows the wire format. It returns pandas tables, built column b
 column from the protobuf, and keeps no per-event Python objects once it returns.
 
 Hot-path notes:
-- TPU ``XLA Ops`` lines hold most of a capture's events; their per-event stats
-  (``device_offset_ps`` …) are not needed, so stats are decoded only on the other
-  lines, and then only the few names in ``EVENT_STAT_NAMES``.
+- upb parses the file with each line's events left as serialized payloads, and
+  ``xevent_columns`` decodes them all at once with numpy (no Python object per event).
+- TPU ``XLA Ops`` lines hold most of a capture's events; of their stats only
+  ``device_duration_ps`` is read. Events on the other lines, which carry names as stats,
+  are decoded one by one, and only the names in ``EVENT_STAT_NAMES`` are kept.
 - Strings are bytes in our schema and are decoded leniently, field by field.
 """
 
@@ -19,7 +21,8 @@ import numpy as np
 import pandas as pd
 from google.protobuf.message import DecodeError
 
-from .xspace_schema import MemoryAccessBreakdown, XSpace
+from .xevent_columns import parse_space_raw_events, read_line_events
+from .xspace_schema import MemoryAccessBreakdown, XEvent
 
 
 class XPlaneError(ValueError):
@@ -101,24 +104,6 @@ def _stat_value(stat, stat_names: dict[int, str]):
     return value  # numbers; bytes_value stays bytes
 
 
-def _int_stat(stats, metadata_id: int) -> int:
-    for s in stats:
-        if s.metadata_id == metadata_id:
-            return s.int64_value or s.uint64_value
-    return -1
-
-
-def _device_durations(events, span: np.ndarray, device_duration_id: int) -> np.ndarray:
-    """Each event's device_duration_ps, or its host span where it has none."""
-    # One flat comprehension (no call per event): when every event has the stat exactly once,
-    # the values line up with the events.
-    flat = [s.int64_value or s.uint64_value for e in events for s in e.stats if s.metadata_id == device_duration_id]
-    if len(flat) == len(span):
-        return np.asarray(flat, dtype=np.int64)
-    device = np.fromiter((_int_stat(e.stats, device_duration_id) for e in events), np.int64, len(span))
-    return np.where(device >= 0, device, span)
-
-
 def _stats_dict(stats, stat_names: dict[int, str]) -> dict:
     return {stat_names.get(s.metadata_id, f"#{s.metadata_id}"): _stat_value(s, stat_names) for s in stats}
 
@@ -138,9 +123,8 @@ def _hbm_bytes(breakdown: bytes | None) -> float:
 
 def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTables:
     path = Path(path)
-    space = XSpace()
     try:
-        space.ParseFromString(data)
+        space = parse_space_raw_events(data)
     except DecodeError as exc:
         raise XPlaneError(f"{path}: not a readable XSpace protobuf (truncated or corrupt): {exc}") from None
     if len(space.planes) == 0:
@@ -182,26 +166,30 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTable
             line_idx = len(line_rows)
             line_name = _text(line.name)
             line_rows.append((line_idx, plane_idx, line.id, line_name, _text(line.display_name), line.timestamp_ns))
-            events = line.events
-            n = len(events)
+            raw_events = list(line.events)  # serialized XEvent payloads (see xevent_columns)
+            n = len(raw_events)
             if n == 0:
                 continue
-            # Three C-level passes are ~3x faster than building one tuple per event.
-            ev_meta.append(np.fromiter((e.metadata_id for e in events), np.int64, n))
-            start = np.fromiter((e.offset_ps for e in events), np.int64, n) + np.int64(line.timestamp_ns) * 1000
-            span = np.fromiter((e.duration_ps for e in events), np.int64, n)
-            duration = span
-            if device_duration_id is not None and line_name == "XLA Ops":
-                duration = _device_durations(events, span, device_duration_id)
-            ev_start.append(start)
+            want_duration = device_duration_id is not None and line_name == "XLA Ops"
+            try:
+                cols = read_line_events(
+                    raw_events, line.timestamp_ns, {_DEVICE_DURATION_STAT: device_duration_id} if want_duration else {}
+                )
+            except ValueError as exc:
+                raise XPlaneError(f"{path}: corrupt event on line {line_name!r}: {exc}") from None
+            span = cols["duration_ps"]
+            duration = np.where(cols[_DEVICE_DURATION_STAT] >= 0, cols[_DEVICE_DURATION_STAT], span) if want_duration else span
+            ev_meta.append(cols["metadata_id"])
+            ev_start.append(cols["start_ps"])
             ev_span.append(span)
             ev_dur.append(duration)
             ev_plane.append(np.full(n, plane_idx, np.int32))
             ev_line.append(np.full(n, line_idx, np.int32))
             if line_name not in _LINES_WITHOUT_EVENT_STATS and wanted_ids:
-                for i, e in enumerate(events):
+                # Names (hlo_op, hlo_module) are strings or references: decode these few lines fully.
+                for i, payload in enumerate(raw_events):
                     found = None
-                    for s in e.stats:
+                    for s in XEvent.FromString(payload).stats:
                         if s.metadata_id in wanted_ids:
                             if found is None:
                                 found = {}
