@@ -157,7 +157,7 @@ def _tpu_tables(space: XSpaceTables, device_base: int):
             {
                 "device": async_ev["plane"].map(plane_to_device),
                 "program_id": async_ev["program_id"],
-                "start_op": _op_name_from_text(async_ev["name"].fillna("")),
+                "start_op": _op_name_from_text(async_ev["name"].fillna("").astype("category")),
                 "done_op": async_ev["hlo_op"],
                 "kind": async_ev["display_name"],
                 "start_ps": async_ev["start_ps"],

@@ -133,7 +133,7 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTable
     plane_rows, plane_stats, line_rows, meta_rows = [], [], [], []
     ev_plane, ev_line, ev_meta, ev_start, ev_span, ev_dur = [], [], [], [], [], []
     stat_rows: list[int] = []  # event row of each decoded stat record
-    stat_values: dict[str, list] = {name: [] for name in EVENT_STAT_NAMES}
+    stat_records: list[dict] = []  # the wanted stats of each such event
     wanted_stats = set(EVENT_STAT_NAMES)
     num_events = 0
 
@@ -188,16 +188,14 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTable
             if line_name not in _LINES_WITHOUT_EVENT_STATS and wanted_ids:
                 # Names (hlo_op, hlo_module) are strings or references: decode these few lines fully.
                 for i, payload in enumerate(raw_events):
-                    found = None
-                    for s in XEvent.FromString(payload).stats:
-                        if s.metadata_id in wanted_ids:
-                            if found is None:
-                                found = {}
-                            found[stat_names[s.metadata_id]] = _stat_value(s, stat_names)
+                    found = {
+                        stat_names[s.metadata_id]: _stat_value(s, stat_names)
+                        for s in XEvent.FromString(payload).stats
+                        if s.metadata_id in wanted_ids
+                    }
                     if found:
                         stat_rows.append(num_events + i)
-                        for name in EVENT_STAT_NAMES:
-                            stat_values[name].append(found.get(name))
+                        stat_records.append(found)
             num_events += n
 
     hostnames = [_text(h) for h in space.hostnames]
@@ -212,9 +210,11 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTable
         )
     else:
         events = pd.DataFrame({c: pd.Series(dtype="int64") for c in core})
+    records = pd.DataFrame.from_records(stat_records, columns=list(EVENT_STAT_NAMES)) if stat_records else None
     event_stats = pd.DataFrame({"event": np.asarray(stat_rows, dtype=np.int64)})
     for name in EVENT_STAT_NAMES:
-        event_stats[name] = _stat_column(stat_values[name], integer=name in _INT_EVENT_STATS)
+        values = records[name].tolist() if records is not None else []
+        event_stats[name] = _stat_column(values, integer=name in _INT_EVENT_STATS)
     meta_cols = ["plane", "metadata_id", "name", "display_name", *METADATA_STAT_NAMES, "hbm_bytes"]
     event_metadata = pd.DataFrame(meta_rows, columns=meta_cols)
     for key in _NUMERIC_METADATA_STATS:
@@ -239,7 +239,7 @@ def _stat_column(values: list, integer: bool) -> pd.Series:
     if integer:
         return pd.to_numeric(series, errors="coerce").astype("Int64")
     # program ids are uint64 (they overflow int64): keep them, like names, as strings.
-    return series.map(lambda v: v if v is None or isinstance(v, str) else str(v))
+    return series.map(lambda v: v if isinstance(v, str) else None if pd.isna(v) else str(v))
 
 
 def _hostname_from_path(path: Path) -> str:
