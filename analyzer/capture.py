@@ -105,12 +105,17 @@ def _line_ids(space: XSpaceTables, plane_rows, line_name: str) -> pd.Series:
     return lines.loc[lines["plane"].isin(plane_rows) & (lines["name"] == line_name), "line"]
 
 
-def _tpu_tables(space: XSpaceTables, device_base: int):
-    planes = space.planes[space.planes["name"].str.match(_TPU_PLANE)].copy()
-    planes["local_index"] = planes["name"].str.extract(_TPU_PLANE, expand=False).astype(int)
+def _device_planes(space: XSpaceTables, pattern: re.Pattern, device_base: int):
+    """Device planes in index order, numbered from ``device_base`` (devices are global across hosts)."""
+    planes = space.planes[space.planes["name"].str.match(pattern)].copy()
+    planes["local_index"] = planes["name"].str.extract(pattern, expand=False).astype(int)
     planes = planes.sort_values("local_index")
     planes["device"] = device_base + np.arange(len(planes))
-    plane_to_device = dict(zip(planes["plane"], planes["device"]))
+    return planes, dict(zip(planes["plane"], planes["device"]))
+
+
+def _tpu_tables(space: XSpaceTables, device_base: int):
+    planes, plane_to_device = _device_planes(space, _TPU_PLANE, device_base)
 
     meta = space.event_metadata[space.event_metadata["plane"].isin(planes["plane"])]
 
@@ -183,22 +188,32 @@ def _tpu_tables(space: XSpaceTables, device_base: int):
     md = md[md["hlo_text"].str.startswith("%", na=False) | md["category"].notna()]
     op_metadata = md.drop_duplicates(["program_id", "op_name"])[METADATA_COLUMNS]
 
+    devices = _device_table(
+        space, planes,
+        device_type=lambda st: st.get("device_type_string"),
+        vendor=lambda st: "Google",
+        peak_flops_per_s=lambda st: _scaled(st.get("peak_teraflops_per_second"), 1e12),
+        hbm_bytes_per_s=lambda st: _scaled(st.get("peak_hbm_bw_gigabytes_per_second"), 1e9),
+        core_count=lambda st: np.nan,
+    )
+    return devices, ops, modules, op_metadata, async_spans, steps_line
+
+
+def _device_table(space: XSpaceTables, planes: pd.DataFrame, **from_stats) -> pd.DataFrame:
+    """One row per device plane; each keyword maps the plane's stats to one column."""
+    stats = [space.plane_stats[p] for p in planes["plane"]]
     devices = pd.DataFrame(
         {
-            "device": planes["device"],
+            "device": planes["device"].to_numpy(),
             "host": space.hostname,
-            "plane_name": planes["name"],
-            "local_index": planes["local_index"],
+            "plane_name": planes["name"].to_numpy(),
+            "local_index": planes["local_index"].to_numpy(),
         }
     )
-    stats = [space.plane_stats[p] for p in planes["plane"]]
-    devices["device_type"] = [s.get("device_type_string") for s in stats]
-    devices["vendor"] = "Google"
-    devices["peak_flops_per_s"] = [_scaled(s.get("peak_teraflops_per_second"), 1e12) for s in stats]
-    devices["hbm_bytes_per_s"] = [_scaled(s.get("peak_hbm_bw_gigabytes_per_second"), 1e9) for s in stats]
-    devices["core_count"] = np.nan
+    for column, extract in from_stats.items():
+        devices[column] = [extract(st) for st in stats]
     devices["plane_stats"] = stats
-    return devices, ops, modules, op_metadata, async_spans, steps_line
+    return devices
 
 
 def _scaled(value, factor: float) -> float:
@@ -222,11 +237,7 @@ def _events_with_stats(space: XSpaceTables, plane_rows, line_name_or_pred, colum
 
 
 def _gpu_tables(space: XSpaceTables, device_base: int):
-    planes = space.planes[space.planes["name"].str.match(_GPU_PLANE)].copy()
-    planes["local_index"] = planes["name"].str.extract(_GPU_PLANE, expand=False).astype(int)
-    planes = planes.sort_values("local_index")
-    planes["device"] = device_base + np.arange(len(planes))
-    plane_to_device = dict(zip(planes["plane"], planes["device"]))
+    planes, plane_to_device = _device_planes(space, _GPU_PLANE, device_base)
 
     stat_cols = ["hlo_op", "hlo_module", "program_id", "correlation_id"]
     kernels = _events_with_stats(space, planes["plane"], lambda n: n.str.startswith("Stream"), stat_cols)
@@ -261,21 +272,14 @@ def _gpu_tables(space: XSpaceTables, device_base: int):
             "line": joined["line_name"],
         }
     )
-    devices = pd.DataFrame(
-        {
-            "device": planes["device"],
-            "host": space.hostname,
-            "plane_name": planes["name"],
-            "local_index": planes["local_index"],
-        }
+    devices = _device_table(
+        space, planes,
+        device_type=_gpu_device_type,
+        vendor=lambda st: st.get("device_vendor"),
+        peak_flops_per_s=lambda st: np.nan,  # GPU planes carry no FLOP/s peak
+        hbm_bytes_per_s=lambda st: _scaled(st.get("memory_bandwidth"), 1.0),
+        core_count=lambda st: st.get("core_count", np.nan),
     )
-    stats = [space.plane_stats[p] for p in planes["plane"]]
-    devices["device_type"] = [_gpu_device_type(s) for s in stats]
-    devices["vendor"] = [s.get("device_vendor") for s in stats]
-    devices["peak_flops_per_s"] = np.nan  # GPU planes carry no FLOP/s peak
-    devices["hbm_bytes_per_s"] = [_scaled(s.get("memory_bandwidth"), 1.0) for s in stats]
-    devices["core_count"] = [s.get("core_count", np.nan) for s in stats]
-    devices["plane_stats"] = stats
     return devices, ops, warnings
 
 
