@@ -128,3 +128,24 @@ def test_interval_union_counts_overlap_once():
     )
     union = interval_union_ps(frame, ["device"])
     assert union.to_dict() == {0: 20, 1: 3}
+
+
+def test_two_hosts_give_globally_numbered_devices(tmp_path, tpu_xplane):
+    """A multi-host run has one file per host; every host's devices are kept and numbered apart."""
+    run = tmp_path / "plugins" / "profile" / "r1"
+    run.mkdir(parents=True)
+    for host in ("host-a", "host-b"):
+        (run / f"{host}.xplane.pb").write_bytes(tpu_xplane.read_bytes())
+    from xladiag.analyzer.analysis import analyze
+
+    analysis = analyze(tmp_path)
+    assert analysis.num_devices == 8
+    assert sorted(analysis.devices["device"]) == list(range(8))
+    assert analysis.hosts == ("host-a", "host-b")
+    assert analysis.devices.groupby("host").size().to_dict() == {"host-a": 4, "host-b": 4}
+    single = analyze(tpu_xplane)
+    # Same program on twice the devices: per-device, per-step numbers are unchanged.
+    assert analysis.steps.count == single.steps.count
+    assert analysis.step_s == pytest.approx(single.step_s)
+    mine = analysis.ops.set_index("op_name").loc["copy-done.2", "measured_s_per_step"]
+    assert mine == pytest.approx(single.ops.set_index("op_name").loc["copy-done.2", "measured_s_per_step"])
