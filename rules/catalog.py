@@ -21,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-from .registry import load_rules
+from .registry import RULES
 
 SECTIONS = (
     ("what", "What it finds"),
@@ -58,7 +58,7 @@ def parse_rule_docstring(doc: str, rule_id: str = "?") -> dict[str, str]:
 def rule_catalog() -> list[dict[str, str]]:
     """One dict per registered rule: id, summary, what, why, cost, fix (registry order)."""
     rows = []
-    for module in load_rules():
+    for module in RULES:
         parts = parse_rule_docstring(module.__doc__, module.RULE_ID)
         rows.append({"id": module.RULE_ID, **parts})
     return rows
