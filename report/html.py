@@ -130,7 +130,9 @@ def representative_step_events(analysis, max_devices: int = MAX_TIMELINE_DEVICES
     line = ev["line"].fillna("").astype(str)
     # Streams/threads of a device get their own lane only when its ops overlap in time (GPU
     # streams), so concurrent ops do not hide each other; sequential threads share one lane.
-    end = ev["start_ps"] + ev["duration_ps"]
+    # Geometry uses the event's extent on the timeline (span_ps); duration_ps is what the op cost.
+    extent = ev["span_ps"] if "span_ps" in ev else ev["duration_ps"]
+    end = ev["start_ps"] + extent
     prev_end = end.groupby(ev["device"]).cummax().groupby(ev["device"]).shift()
     overlaps = (ev["start_ps"] < prev_end).groupby(ev["device"]).transform("any")
     split = overlaps & (line.groupby(ev["device"]).transform("nunique") > 1)
@@ -139,7 +141,7 @@ def representative_step_events(analysis, max_devices: int = MAX_TIMELINE_DEVICES
     device_lane = "device " + ev["device"].astype(str)
     ev["lane"] = device_lane.where(~split, device_lane + " · " + lane_line)
     ev["start_s"] = (ev["start_ps"] - ev["step_start_ps"]) / 1e12
-    ev["duration_s"] = ev["duration_ps"] / 1e12
+    ev["duration_s"] = extent / 1e12
     ev["label"] = ev["op_name"].astype(str)
     lanes_frame = ev[["device", "lane"]].drop_duplicates().sort_values(["device", "lane"])
     span_s = float(chosen["duration_ps"].max() / 1e12)
