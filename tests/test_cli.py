@@ -149,3 +149,51 @@ def test_default_report_path_and_printed(tmp_path, sample):
     assert report.is_file() and report.stat().st_size > 1000
     assert f"report: {report}" in result.stdout
     assert not [p for p in target.iterdir() if p.name.startswith(".xladiag_report")]  # no temp leftovers
+
+
+# --- CI gates ------------------------------------------------------------------------------------
+
+def test_gates_trip_on_the_host_offload_capture(tmp_path):
+    """v6e sample: a high finding (exposed host offload ~97 % of the step) and MFU far below 0.35."""
+    out = tmp_path / "r.json"
+    result = run(TPU_SAMPLE, "--format", "json", "-o", out, "--quiet", "--fail-on", "high", "--min-mfu", "0.35")
+    assert result.exit_code == 3, result.stderr
+    gates = [line for line in result.stderr.splitlines() if line.startswith("diagnose: gate:")]
+    assert len(gates) == 2
+    assert "severity >= high" in gates[0] and "Exposed host-offload" in gates[0]
+    assert gates[1].startswith("diagnose: gate: MFU 0.000 < 0.350")
+    assert out.is_file()  # the report is still written: the gate is about the verdict, not the input
+
+
+def test_gates_pass_when_thresholds_hold(tmp_path):
+    # The MI300 forward pass runs no collective at all.
+    result = run(GPU_SAMPLE, "--format", "json", "-o", tmp_path / "r.json", "--quiet",
+                 "--max-exposed-collective", "10%")
+    assert result.exit_code == 0, result.stderr
+    assert "gate" not in result.stderr
+    # Its retiling transposes are a high finding, so --fail-on high trips on the same capture.
+    tripped = run(GPU_SAMPLE, "--format", "json", "-o", tmp_path / "r.json", "--quiet", "--fail-on", "high")
+    assert tripped.exit_code == 3 and "Layout-only copies" in tripped.stderr
+
+
+def test_host_offload_counts_as_exposed_transfer(tmp_path):
+    # exposed-collective covers async transfers too: the v6e copy-done waits are 97 % of the step.
+    result = run(TPU_SAMPLE, "--format", "json", "-o", tmp_path / "r.json", "--quiet", "--max-exposed-collective", "50%")
+    assert result.exit_code == 3
+    assert "exposed collective time 97.0% of the step > 50.0%" in result.stderr
+
+
+def test_exposed_collective_gate_on_the_cpu_capture(tmp_path):
+    # CPU collectives are synchronous: all of their time is exposed, well above 5 % of the step.
+    result = run(CPU_SAMPLE, "--format", "json", "-o", tmp_path / "r.json", "--quiet", "--max-exposed-collective", "5%")
+    assert result.exit_code == 3, result.stderr
+    assert "exposed collective time" in result.stderr and "> 5.0%" in result.stderr
+
+
+def test_json_to_stdout_is_clean(tmp_path):
+    import json
+
+    result = run(CPU_SAMPLE, "--format", "json", "-o", "-")
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert data["schema_version"] == 1 and data["findings"]
