@@ -25,7 +25,7 @@ from .capture import Capture, build_capture
 from .hlo_costs import instruction_costs
 from .hlo_facts import attach_hlo_facts
 from .op_stats import measure
-from .roofline import predict_ops
+from .roofline import predict_ops, step_roofline
 from .steps import Steps, find_steps
 
 Progress = Callable[[str], None]
@@ -212,14 +212,17 @@ def analyze(
     ops["predicted_s_per_step"] = ops["predicted_s"] * ops["occurrences_per_step"]
     ops["time_class"] = _time_class(ops)
 
-    step_predictions = ops.loc[ops["in_step"].astype(bool), "predicted_s_per_step"]
-    ideal = float(np.nansum(step_predictions)) if step_predictions.notna().any() else None
+    in_step = ops[ops["in_step"].astype(bool)]
+    # Model FLOPs per device and step: XLA's model_flops where the trace has them, else all FLOPs.
+    model_flops = in_step["model_flops"].where(in_step["model_flops"] > 0, in_step["flops"])
+    model_flops_per_step = float(np.nansum(model_flops * in_step["occurrences_per_step"])) if len(in_step) else None
+    has_prediction = in_step["predicted_s"].notna().any()
+    ideal = step_roofline(1.0, 1.0, ops=in_step, count_column="occurrences_per_step").ideal_step_s if has_prediction else None
     step_s = steps.mean_s if steps is not None else (ideal or float("nan"))
-    model_flops = ops["model_flops"].where(ops["model_flops"].notna() & (ops["model_flops"] > 0), ops["flops"])
-    in_step = ops["in_step"].astype(bool)
-    model_flops_per_step = float(np.nansum((model_flops * ops["occurrences_per_step"])[in_step])) if len(ops) else None
-    peak = the_chip.peak_flops_per_s("bf16")
-    mfu = model_flops_per_step / (step_s * peak) if model_flops_per_step and step_s and peak and math.isfinite(step_s) else None
+    mfu = None
+    if model_flops_per_step and math.isfinite(step_s):
+        mfu = step_roofline(step_s, the_chip.peak_flops_per_s("bf16"), model_flops=model_flops_per_step).mfu
+        mfu = mfu if math.isfinite(mfu) else None
     breakdown = _breakdown(ops, device_steps, step_s) if steps is not None else _predicted_breakdown(ops)
 
     return Analysis(

@@ -338,10 +338,3 @@ def _partner_from_trace(done: Instruction, trace_lookup) -> Instruction | None:
         if ins is not None and ins.opcode.endswith("-start"):
             return ins
     return None
-
-
-def finite(value) -> bool:
-    try:
-        return value is not None and math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
