@@ -215,7 +215,8 @@ def analyze(
     in_step = ops[ops["in_step"].astype(bool)]
     # Model FLOPs per device and step: XLA's model_flops where the trace has them, else all FLOPs.
     model_flops = in_step["model_flops"].where(in_step["model_flops"] > 0, in_step["flops"])
-    model_flops_per_step = float(np.nansum(model_flops * in_step["occurrences_per_step"])) if len(in_step) else None
+    known_flops = model_flops.notna().any()
+    model_flops_per_step = float(np.nansum(model_flops * in_step["occurrences_per_step"])) if known_flops else None
     has_prediction = in_step["predicted_s"].notna().any()
     ideal = step_roofline(1.0, 1.0, ops=in_step, count_column="occurrences_per_step").ideal_step_s if has_prediction else None
     step_s = steps.mean_s if steps is not None else (ideal or float("nan"))
