@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
 RUN_DIR_NAME = "2000_01_01_00_00_00"  # fixed so tests need no glob
 HOST_FILE_NAME = "cpu-host.xplane.pb"
 N_DEVICES = 8
@@ -275,7 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     for f in sorted(full.iterdir()):
         name = f.name
         if name.endswith("after_optimizations.txt"):  # the scheduled module itself
-            shutil.copy2(f, kept / name)
+            # Source paths in the dump are relative to the repository, not this machine.
+            text = f.read_text().replace(str(REPO_ROOT) + "/", "")
+            (kept / name).write_text(text)
             if "train_step" in name:
                 train_module = name
     for f in sorted(full.iterdir()):

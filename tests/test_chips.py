@@ -8,7 +8,7 @@ import pytest
 
 from xladiag.analyzer.chips import Chip, ChipCatalogError, chip_for_device, find_chip, load_catalog
 
-# Device-plane stats exactly as the real captures in /work/shared/profiles record them.
+# Device-plane stats exactly as the real captures in sample_profiles/ record them.
 V6E_PLANE_STATS = {
     "device_type_string": "TPU v6 Lite",
     "peak_teraflops_per_second": 918.0,

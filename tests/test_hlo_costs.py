@@ -14,7 +14,7 @@ from xladiag.analyzer.hlo_costs import (
 )
 from xladiag.parsers.hlo_text import parse_hlo_file, parse_hlo_module
 
-V6E = Path("/work/shared/profiles/hlo/maxtext_llama3_8b_v6e4.after_optimizations.txt")
+V6E = Path(__file__).resolve().parent.parent / "sample_profiles" / "hlo_maxtext_llama3_8b_v6e4" / "maxtext_llama3_8b_v6e4.after_optimizations.txt"
 CPU_SAMPLE = Path(__file__).resolve().parents[1] / "sample_profiles" / "cpu_jax_train_step"
 
 # Llama-3 8B dimensions; the v6e module runs 128 tokens per device per matmul.

@@ -12,7 +12,7 @@ from xladiag.parsers.hlo_text import (
     parse_replica_groups, parse_shape, parse_source_target_pairs,
 )
 
-V6E = Path("/work/shared/profiles/hlo/maxtext_llama3_8b_v6e4.after_optimizations.txt")
+V6E = Path(__file__).resolve().parent.parent / "sample_profiles" / "hlo_maxtext_llama3_8b_v6e4" / "maxtext_llama3_8b_v6e4.after_optimizations.txt"
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DUMPS = [p for d in sorted(REPO.glob("sample_profiles/*/hlo")) for p in find_hlo_dumps(d)]
 

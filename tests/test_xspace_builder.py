@@ -14,8 +14,7 @@ import xspace_builder as xb
 from xladiag.parsers.xspace_schema import XLine, XSpace
 
 _V6E_REL = "tpu_v6e_host_offload/plugins/profile/2025_12_01_00_00_00/t1v-n-0.xplane.pb"
-V6E_SAMPLE = next((p for p in (Path(__file__).resolve().parent.parent / "sample_profiles" / _V6E_REL,
-                               Path("/work/shared/profiles") / _V6E_REL) if p.exists()), Path(_V6E_REL))
+V6E_SAMPLE = Path(__file__).resolve().parent.parent / "sample_profiles" / _V6E_REL
 
 
 def _read(path) -> XSpace:

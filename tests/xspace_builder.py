@@ -1,6 +1,6 @@
 """Build TPU-shaped xplane captures with known, injected answers (test and benchmark fixtures).
 
-The layout mirrors the real TPU v6e capture in /work/shared/profiles/tpu_v6e_host_offload:
+The layout mirrors the real TPU v6e capture in sample_profiles/tpu_v6e_host_offload:
 
 - one plane per TensorCore, ``/device:TPU:<n>`` (plane ids 2, 10, 18, ... as in the sample), with plane stats
   ``device_type_string``, ``peak_teraflops_per_second``, ``peak_hbm_bw_gigabytes_per_second`` ...;
