@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .hlo_text import find_hlo_dumps
+
 XPLANE_SUFFIX = ".xplane.pb"
-_HLO_PATTERN = "*after_optimizations*.txt"
-# Files the dump writes beside the program text that are not HLO programs.
-_NOT_HLO_PROGRAMS = ("buffer-assignment", "memory-usage-report", "buffer_assignment")
 
 
 class DiscoveryError(ValueError):
@@ -34,11 +33,8 @@ class CaptureFiles:
 
 
 def find_hlo_files(root: Path) -> tuple[Path, ...]:
-    """The after-optimizations HLO programs below ``root`` (sorted)."""
-    if root.is_file():
-        return (root,)
-    found = [p for p in root.rglob(_HLO_PATTERN) if p.is_file() and not any(t in p.name for t in _NOT_HLO_PROGRAMS)]
-    return tuple(sorted(found))
+    """The after-optimizations HLO programs below ``root`` (sorted); a file is taken as given."""
+    return (root,) if root.is_file() else tuple(find_hlo_dumps(root))
 
 
 def _runs_under(profile_root: Path) -> list[Path]:

@@ -141,8 +141,8 @@ class Shape:
         return f"{self.dtype}[{dims}]{self.layout_str}"
 
 
-def _match_close(text: str, start: int) -> int:
-    """Index of the bracket closing ``text[start]``, skipping quoted strings; -1 if unbalanced."""
+def _bracket_walk(text: str, start: int = 0):
+    """Yield (token match, bracket depth after it) outside quoted strings: one walker for all callers."""
     depth = 0
     for m in _TOKENS.finditer(text, start):
         tok = m.group()
@@ -150,33 +150,30 @@ def _match_close(text: str, start: int) -> int:
             depth += 1
         elif tok in ")]}":
             depth -= 1
-            if depth == 0:
-                return m.start()
+        yield m, depth
+
+
+def _match_close(text: str, start: int) -> int:
+    """Index of the bracket closing ``text[start]``, skipping quoted strings; -1 if unbalanced."""
+    for m, depth in _bracket_walk(text, start):
+        if depth == 0 and m.group() in ")]}":
+            return m.start()
     return -1
 
 
 def _depth(text: str) -> int:
     """Open minus closed brackets outside quotes."""
     depth = 0
-    for m in _TOKENS.finditer(text):
-        tok = m.group()
-        if tok in _OPEN:
-            depth += 1
-        elif tok in ")]}":
-            depth -= 1
+    for _, depth in _bracket_walk(text):
+        pass
     return depth
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
     """Split on ``sep`` outside brackets and quotes."""
-    parts, depth, last = [], 0, 0
-    for m in _TOKENS.finditer(text):
-        tok = m.group()
-        if tok in _OPEN:
-            depth += 1
-        elif tok in ")]}":
-            depth -= 1
-        elif tok == sep and depth == 0:
+    parts, last = [], 0
+    for m, depth in _bracket_walk(text):
+        if depth == 0 and m.group() == sep:
             parts.append(text[last: m.start()])
             last = m.end()
     parts.append(text[last:])
