@@ -51,6 +51,7 @@ _COLLECTIVE_CATEGORIES = {
     "all-reduce-scatter fusion": "reduce-scatter",
     "reduce-scatter fusion": "reduce-scatter",
     "all-to-all fusion": "all-to-all",
+    "collective-permute fusion": "collective-permute",
 }
 _CATEGORY_BY_FUSION_KIND = {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion",
                             "kCustom": "custom fusion"}

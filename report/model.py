@@ -6,7 +6,8 @@ import math
 from dataclasses import dataclass
 
 from ..analyzer.analysis import Analysis
-from ..rules.base import Finding, format_seconds
+from ..rules.base import Finding
+from ..units import format_percent, format_seconds
 from ..rules.registry import run_rules
 
 
@@ -38,7 +39,7 @@ def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
     what = "predicted step" if not analysis.measured else "step"
     head = f"{analysis.chip.name}, {analysis.num_devices or 'no'} devices: {what} {format_seconds(step)}"
     if analysis.mfu is not None and math.isfinite(analysis.mfu):
-        head += f", MFU {analysis.mfu:.1%}"
+        head += f", MFU {format_percent(analysis.mfu)}"
     if findings:
         top = findings[0]
         head += f"; biggest fix: {top.title} (saves ~{format_seconds(top.est_savings_s_per_step)} per step)"

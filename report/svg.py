@@ -13,6 +13,8 @@ from html import escape
 import numpy as np
 import pandas as pd
 
+from ..units import finite, format_percent, format_ratio, format_seconds, format_si  # noqa: F401 (re-exported)
+
 # Breakdown classes (analysis.breakdown keys / ops.time_class) and roofline bound-by classes.
 CLASS_ORDER = ("compute", "memory", "collective", "host_transfer", "other", "idle")
 CLASS_LABELS = {
@@ -48,57 +50,7 @@ _FONT = "font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif"
 # ------------------------------------------------------------------ formatting
 
 
-def _finite(x) -> bool:
-    try:
-        return x is not None and math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
-
-
-def format_seconds(seconds) -> str:
-    """3 significant digits with a unit that fits (s, ms, µs, ns); 'n/a' when unknown."""
-    if not _finite(seconds):
-        return "n/a"
-    s = float(seconds)
-    a = abs(s)
-    if a == 0:
-        return "0 s"
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
-        if a >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s * 1e12:.3g} ps"
-
-
-def format_si(value, unit: str = "") -> str:
-    """1.64e12, 'B/s' -> '1.64 TB/s'; 3 significant digits."""
-    if not _finite(value):
-        return "n/a"
-    v = float(value)
-    a = abs(v)
-    for scale, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if a >= scale:
-            return f"{v / scale:.3g} {prefix}{unit}"
-    if a == 0:
-        return f"0 {unit}".strip()
-    return f"{v:.3g} {unit}".strip()
-
-
-def format_percent(fraction) -> str:
-    if not _finite(fraction):
-        return "n/a"
-    f = float(fraction) * 100
-    if f == 0:
-        return "0%"
-    if abs(f) < 0.1:
-        return "<0.1%"
-    return f"{f:.3g}%" if abs(f) < 10 else f"{f:.1f}%"
-
-
-def format_ratio(value) -> str:
-    """Efficiency (predicted / measured): 0.0123 -> '0.012', 1.9 -> '1.9'."""
-    if not _finite(value):
-        return "n/a"
-    return f"{float(value):.2g}"
+_finite = finite
 
 
 def shorten(text, limit: int) -> str:

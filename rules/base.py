@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..units import format_bytes, format_percent, format_seconds  # noqa: F401 (the rules' evidence formatting)
+
 HIGH_FRACTION = 0.10  # a finding costing >= 10 % of the step is high severity
 MEDIUM_FRACTION = 0.03
 
@@ -77,17 +79,3 @@ def make_finding(
         fix=fix,
         details=dict(details or {}),
     )
-
-
-def format_seconds(seconds: float | None) -> str:
-    """Human time with a unit that keeps three significant digits (used in evidence sentences)."""
-    if seconds is None or not math.isfinite(seconds):
-        return "n/a"
-    a = abs(seconds)
-    if a >= 1:
-        return f"{seconds:.3g} s"
-    if a >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    if a >= 1e-6:
-        return f"{seconds * 1e6:.3g} µs"
-    return f"{seconds * 1e9:.3g} ns"
