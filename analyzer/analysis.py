@@ -210,6 +210,8 @@ def analyze(
     ops = attach_hlo_facts(op_table, op_metadata, hlo_modules, the_chip, num_devices=max(len(devices), 1))
     ops = predict_ops(ops, the_chip)
     ops["predicted_s_per_step"] = ops["predicted_s"] * ops["occurrences_per_step"]
+    # A *-done op measures only the wait for its transfer, not the transfer: no roofline efficiency.
+    ops.loc[ops["is_async_done"].fillna(False).astype(bool), "efficiency"] = np.nan
     ops["time_class"] = _time_class(ops)
 
     in_step = ops[ops["in_step"].astype(bool)]
@@ -217,8 +219,11 @@ def analyze(
     model_flops = in_step["model_flops"].where(in_step["model_flops"] > 0, in_step["flops"])
     known_flops = model_flops.notna().any()
     model_flops_per_step = float(np.nansum(model_flops * in_step["occurrences_per_step"])) if known_flops else None
-    has_prediction = in_step["predicted_s"].notna().any()
-    ideal = step_roofline(1.0, 1.0, ops=in_step, count_column="occurrences_per_step").ideal_step_s if has_prediction else None
+    # The ideal step runs every blocking op at its roofline; async transfers (the *-done ops) are
+    # taken as hidden behind it, as a well-scheduled program would have them.
+    blocking = in_step[~in_step["is_async_done"].fillna(False).astype(bool)]
+    has_prediction = blocking["predicted_s"].notna().any()
+    ideal = step_roofline(1.0, 1.0, ops=blocking, count_column="occurrences_per_step").ideal_step_s if has_prediction else None
     step_s = steps.mean_s if steps is not None else (ideal or float("nan"))
     mfu = None
     if model_flops_per_step and math.isfinite(step_s):
@@ -258,7 +263,9 @@ def _time_class(ops: pd.DataFrame) -> pd.Series:
 
 
 def _predicted_breakdown(ops: pd.DataFrame) -> dict[str, float]:
+    """Without a trace: the ideal step's split (async transfers hidden, as in ``ideal_step_s``)."""
     out = {c: 0.0 for c in BREAKDOWN_CATEGORIES}
-    for name, value in ops.groupby(ops["time_class"])["predicted_s_per_step"].sum().items():
+    blocking = ops[~ops["is_async_done"].fillna(False).astype(bool)]
+    for name, value in blocking.groupby(blocking["time_class"])["predicted_s_per_step"].sum().items():
         out[str(name)] = float(value)
     return out
