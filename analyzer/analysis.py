@@ -114,27 +114,33 @@ def _detect_chip(devices: pd.DataFrame, platform: str, chip_name: str | None, ch
         "hbm_bytes_per_s": hbm if math.isfinite(hbm) else None,
     }
 
+    detected, detected_note = None, ""
+    if first is not None and platform not in ("cpu", "hlo"):
+        detected, detected_note = chip_catalog.chip_for_device(
+            first.get("device_type"), first.get("vendor"), first.get("plane_stats") or {}, catalog
+        )
+
     if chip_name:
         chip = chip_catalog.find_chip(chip_name, catalog)
         if chip is None:
             known = ", ".join(sorted(catalog))
             raise AnalysisError(f"--chip {chip_name!r}: unknown chip; known: {known}")
-        return chip.with_trace_peaks(**trace_peaks), f"{chip.name} (from --chip; trace peaks applied where present)", notes
+        # The trace's peaks belong to the chip that recorded it: apply them only if that is the chip named.
+        if detected is not None and detected.key == chip.key:
+            return detected, f"{chip.name} (from --chip; matches the capture, trace peaks applied)", notes
+        if detected is not None:
+            notes.append(f"--chip {chip_name!r} overrides the detected {detected.name}: using the chip table only")
+        return chip, f"{chip.name} (from --chip; chip table numbers)", notes
 
-    if platform in ("cpu", "hlo") or first is None:
-        chip = catalog.get("cpu") if platform == "cpu" else None
-        if platform == "hlo":
-            chip = catalog.get("cpu")
-            notes.append("no trace and no --chip: predictions use the generic CPU entry; pass --chip (e.g. --chip v6e)")
-        return chip, f"{chip.name} (no accelerator in the capture)" if chip else "unknown", notes
-
-    stats = first.get("plane_stats") or {}
-    chip, note = chip_catalog.chip_for_device(first.get("device_type"), first.get("vendor"), stats, catalog)
-    if chip is None:
-        fallback = catalog["cpu"]
-        notes.append(f"unknown chip ({note}); pass --chip NAME. Using trace peaks where present")
-        return fallback.with_trace_peaks(**trace_peaks), f"unknown ({note})", notes
-    return chip, note, notes
+    if platform == "hlo":
+        notes.append("no trace and no --chip: predictions use the generic CPU entry; pass --chip (e.g. --chip v6e)")
+        return catalog["cpu"], f"{catalog['cpu'].name} (no trace and no --chip)", notes
+    if platform == "cpu" or first is None:
+        return catalog["cpu"], f"{catalog['cpu'].name} (no accelerator in the capture)", notes
+    if detected is None:
+        notes.append(f"unknown chip ({detected_note}); pass --chip NAME. Using trace peaks where present")
+        return catalog["cpu"].with_trace_peaks(**trace_peaks), f"unknown ({detected_note})", notes
+    return detected, detected_note, notes
 
 
 def _hlo_only_ops(modules: tuple[HloModule, ...]) -> pd.DataFrame:

@@ -127,13 +127,16 @@ def _tpu_tables(space: XSpaceTables, device_base: int):
     program_codes, program_values = pd.factorize(meta["program_id"].fillna("").to_numpy())
     position = pd.Series(np.arange(len(op_meta)), index=pd.MultiIndex.from_frame(op_meta))
     row = position.reindex(pd.MultiIndex.from_arrays([ops_ev["plane"], ops_ev["metadata_id"]])).to_numpy()
-    known = ~np.isnan(row)
-    row = np.where(known, row, 0).astype(np.int64)
+    # Events whose metadata is missing stay, as one visible '<unknown op>' (the last code).
+    row = np.where(np.isnan(row), len(op_meta), row).astype(np.int64)
+    name_codes = np.append(name_codes, len(name_values))
+    program_codes = np.append(program_codes, list(program_values).index("") if "" in program_values else len(program_values))
     ops = pd.DataFrame(
         {
             "device": ops_ev["plane"].map(plane_to_device).to_numpy(),
-            "program_id": pd.Categorical.from_codes(np.where(known, program_codes[row], -1), categories=program_values),
-            "op_name": pd.Categorical.from_codes(np.where(known, name_codes[row], -1), categories=name_values),
+            "program_id": pd.Categorical.from_codes(
+                program_codes[row], categories=[*program_values, *([] if "" in program_values else [""])]),
+            "op_name": pd.Categorical.from_codes(name_codes[row], categories=[*name_values, "<unknown op>"]),
             "start_ps": ops_ev["start_ps"].to_numpy(),
             "duration_ps": ops_ev["duration_ps"].to_numpy(),
             "span_ps": ops_ev["span_ps"].to_numpy(),

@@ -14,6 +14,7 @@ Hot-path notes:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,11 +38,8 @@ EVENT_STAT_NAMES = (
     "correlation_id",
     "run_id",
     "device_ordinal",
-    "device_id",
-    "group_id",
-    "step_num",
 )
-_INT_EVENT_STATS = {"correlation_id", "run_id", "device_ordinal", "device_id", "group_id", "step_num"}
+_INT_EVENT_STATS = {"correlation_id", "run_id", "device_ordinal"}
 
 # Per-op metadata stats written by XLA on TPU (and some GPU) captures.
 METADATA_STAT_NAMES = (
@@ -62,6 +60,7 @@ _NUMERIC_METADATA_STATS = {"flops", "model_flops", "bytes_accessed", "raw_bytes_
 _LINES_WITHOUT_EVENT_STATS = {"XLA Ops", "XLA TraceMe", "Sparse Core Ops", "Overlay"}
 
 _MEMORY_SPACE_HBM = 1
+_TPU_DEVICE_PLANE = re.compile(r"^/device:TPU:\d+$")
 
 # TPU op events carry the device's own measurement. The host-timeline duration of an event
 # is sometimes clipped to 0 and its time given to a neighbouring op (45 of 1504 events on one
@@ -137,7 +136,11 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTable
     wanted_stats = set(EVENT_STAT_NAMES)
     num_events = 0
 
+    # On TPU captures op identity lives in the device planes' metadata; the host threads' per-event
+    # stats are never read, and decoding them would be the slowest part of the parse.
+    tpu_capture = any(_TPU_DEVICE_PLANE.match(_text(p.name)) for p in space.planes)
     for plane_idx, plane in enumerate(space.planes):
+        is_host_plane = _text(plane.name).startswith("/host:")
         stat_names = {k: _text(v.name) for k, v in plane.stat_metadata.items()}
         plane_rows.append((plane_idx, plane.id, _text(plane.name)))
         plane_stats.append(_stats_dict(plane.stats, stat_names))
@@ -185,17 +188,20 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTable
             ev_dur.append(duration)
             ev_plane.append(np.full(n, plane_idx, np.int32))
             ev_line.append(np.full(n, line_idx, np.int32))
-            if line_name not in _LINES_WITHOUT_EVENT_STATS and wanted_ids:
-                # Names (hlo_op, hlo_module) are strings or references: decode these few lines fully.
-                for i, payload in enumerate(raw_events):
-                    found = {
-                        stat_names[s.metadata_id]: _stat_value(s, stat_names)
-                        for s in XEvent.FromString(payload).stats
-                        if s.metadata_id in wanted_ids
-                    }
-                    if found:
-                        stat_rows.append(num_events + i)
-                        stat_records.append(found)
+            if line_name not in _LINES_WITHOUT_EVENT_STATS and wanted_ids and not (tpu_capture and is_host_plane):
+                # Names (hlo_op, hlo_module) are strings or references: decode these lines event by event.
+                try:
+                    for i, payload in enumerate(raw_events):
+                        found = {
+                            stat_names[s.metadata_id]: _stat_value(s, stat_names)
+                            for s in XEvent.FromString(payload).stats
+                            if s.metadata_id in wanted_ids
+                        }
+                        if found:
+                            stat_rows.append(num_events + i)
+                            stat_records.append(found)
+                except DecodeError as exc:
+                    raise XPlaneError(f"{path}: corrupt event stats on line {line_name!r}: {exc}") from None
             num_events += n
 
     hostnames = [_text(h) for h in space.hostnames]
@@ -210,10 +216,9 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTable
         )
     else:
         events = pd.DataFrame({c: pd.Series(dtype="int64") for c in core})
-    records = pd.DataFrame.from_records(stat_records, columns=list(EVENT_STAT_NAMES)) if stat_records else None
     event_stats = pd.DataFrame({"event": np.asarray(stat_rows, dtype=np.int64)})
     for name in EVENT_STAT_NAMES:
-        values = records[name].tolist() if records is not None else []
+        values = [record.get(name) for record in stat_records]  # Python ints keep all 64 bits
         event_stats[name] = _stat_column(values, integer=name in _INT_EVENT_STATS)
     meta_cols = ["plane", "metadata_id", "name", "display_name", *METADATA_STAT_NAMES, "hbm_bytes"]
     event_metadata = pd.DataFrame(meta_rows, columns=meta_cols)
@@ -235,11 +240,13 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTable
 
 def _stat_column(values: list, integer: bool) -> pd.Series:
     """A stat column: nullable Int64 for ids, object (str) otherwise; all-missing stays object."""
-    series = pd.Series(values, dtype="object")
     if integer:
-        return pd.to_numeric(series, errors="coerce").astype("Int64")
+        # uint64 stats keep their 64 bits as int64 (two's complement), as xevent_columns does.
+        wrapped = [None if not isinstance(v, int) else ((v + 2**63) % 2**64) - 2**63 for v in values]
+        return pd.Series(pd.array(wrapped, dtype="Int64"))
     # program ids are uint64 (they overflow int64): keep them, like names, as strings.
-    return series.map(lambda v: v if isinstance(v, str) else None if pd.isna(v) else str(v))
+    series = pd.Series(values, dtype="object")
+    return series.astype(str).where(series.notna(), None)
 
 
 def _hostname_from_path(path: Path) -> str:

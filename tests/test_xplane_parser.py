@@ -123,3 +123,46 @@ def test_valid_protobuf_without_planes_is_not_a_profile(tmp_path):
     path.write_bytes(XSpace(hostnames=[b"h"]).SerializeToString())
     with pytest.raises(XPlaneError, match="no planes"):
         read_xspace(path)
+
+
+def test_odd_but_valid_content_is_kept(tmp_path):
+    """Ops without metadata, uint64 ids above 2**63: kept, not crashed on, not dropped."""
+    space = _hand_space()
+    plane = space.planes[0]
+    plane.lines[0].events.add(metadata_id=999, offset_ps=9_000, duration_ps=5)  # no such metadata
+    plane.lines[1].events[0].stats.add(metadata_id=8, uint64_value=2**64 - 5)  # run_id as a huge uint64
+    path = tmp_path / "odd.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    tables = read_xspace(path)
+    assert tables.event_stats.loc[0, "run_id"] == -5  # two's complement, as the numpy decoder keeps it
+    from xladiag.analyzer.capture import build_capture
+
+    ops = build_capture([tables]).ops
+    assert len(ops) == 3
+    assert "<unknown op>" in set(ops["op_name"].astype(str))
+
+
+def test_corrupt_stats_on_a_named_line_is_an_input_error(tmp_path):
+    """A damaged stat inside an 'Async XLA Ops' event (a line whose stats we decode) is one clear error."""
+    space = _hand_space()
+    plane = space.planes[0]
+    event = plane.lines[1].events[0]
+    payload = event.SerializeToString() + b"\x22\x03\x08\xff\xff"  # a stat whose varint never ends
+    del plane.lines[1].events[:]
+    # XLine field 4 (events) carrying the raw payload; XPlane field 3 (lines) carrying that line.
+    line_bytes = plane.lines[1].SerializeToString() + b"\x22" + _varint(len(payload)) + payload
+    del plane.lines[1]
+    plane_bytes = plane.SerializeToString() + b"\x1a" + _varint(len(line_bytes)) + line_bytes
+    path = tmp_path / "bad.xplane.pb"
+    path.write_bytes(b"\x0a" + _varint(len(plane_bytes)) + plane_bytes)
+    with pytest.raises(XPlaneError, match="corrupt event"):
+        read_xspace(path)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
