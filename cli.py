@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tempfile
@@ -22,6 +23,22 @@ Examples:
 \b
 Exit codes: 0 ok, 1 bad input, 2 usage, 3 a --fail-on/--max-*/--min-* gate tripped.
 """
+
+
+class _OneLineErrors(click.Command):
+    """Usage errors as one ``diagnose: error:`` line with exit 2, like every other error we print."""
+
+    def main(self, *args, **kwargs):
+        kwargs["standalone_mode"] = False
+        try:
+            code = super().main(*args, **kwargs)
+        except click.ClickException as exc:
+            hint = " (see diagnose --help)" if isinstance(exc, click.UsageError) else ""
+            _fail(exc.format_message().replace("\n", " ") + hint, EXIT_USAGE)
+        except click.Abort:
+            click.echo("diagnose: aborted", err=True)
+            sys.exit(EXIT_INPUT)
+        sys.exit(code or EXIT_OK)
 
 
 class _Progress:
@@ -86,11 +103,15 @@ def _percent(value: str | None) -> float | None:
     try:
         number = float(text.rstrip("%"))
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not a percentage like 10% or 0.1") from None
-    return number / 100.0 if text.endswith("%") or number > 1 else number
+        number = math.nan
+    fraction = number / 100.0 if text.endswith("%") or number > 1 else number
+    if not (math.isfinite(fraction) and 0.0 <= fraction <= 1.0):
+        raise click.BadParameter(f"{value!r} is not a share of the step like 10% or 0.1",
+                                 param_hint="'--max-exposed-collective'")
+    return fraction
 
 
-@click.command(epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.command(cls=_OneLineErrors, epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--run", "run", metavar="NAME", help="Which run folder under plugins/profile/ (default: the newest).")
 @click.option("--hlo-dir", type=click.Path(path_type=Path), metavar="DIR",
@@ -106,7 +127,7 @@ def _percent(value: str | None) -> float | None:
               help="Exit 3 when any finding has at least this severity.")
 @click.option("--max-exposed-collective", metavar="PCT",
               help="Exit 3 when exposed collective time exceeds this share of the step (e.g. 10%).")
-@click.option("--min-mfu", type=float, metavar="X", help="Exit 3 when MFU is below X (e.g. 0.35).")
+@click.option("--min-mfu", type=click.FloatRange(0.0, 1.0), metavar="X", help="Exit 3 when MFU is below X (e.g. 0.35).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on stderr.")
 @click.version_option(__version__, prog_name="xladiag")
 def main(path, run, hlo_dir, chip, chip_file, fmt, output, fail_on, max_exposed_collective, min_mfu, quiet):

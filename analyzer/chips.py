@@ -167,8 +167,11 @@ def _check_entry(key: str, entry: Any, where: str) -> dict[str, Any]:
             raise ChipCatalogError(f"{where}: [chip.{key}] unknown field {name!r}")
         bad = None
         if name in _FLOAT_FIELDS:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                bad = "a number >= 0"
+            # A rate of 0 would make every prediction for this chip infinite (or NaN) without a word.
+            positive = name.endswith("_per_s")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not (value > 0 if positive else value >= 0):
+                bad = "a finite number > 0" if positive else "a finite number >= 0"
         elif name in _INT_FIELDS:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 bad = "an integer >= 0"

@@ -473,11 +473,12 @@ def instruction_costs(module: HloModule, scope: str = "top") -> pd.DataFrame:
                 acc = _bytes(costs, ins)
             except (IndexError, KeyError):
                 acc = {}
-            mm = costs.matmul(ins)
-            if mm is not None and mm.operand_names:
-                dtype = module.resolve_operand_shapes(mm)[0].dtype
-            else:
-                dtype = _array(ins.shape).dtype
+            try:
+                mm = costs.matmul(ins)
+                mm_dtype = module.resolve_operand_shapes(mm)[0].dtype if mm is not None and mm.operand_names else None
+            except (IndexError, KeyError):  # a fusion without calls=, a call to a missing computation
+                mm, mm_dtype = None, None
+            dtype = mm_dtype or _array(ins.shape).dtype
             split = [float(acc.get(k, 0.0)) for k in ("hbm_bytes", "vmem_bytes", "host_bytes",
                                                       "other_bytes")]
             rows.append((ins.name, ins.opcode, cname, flops, "hlo", note, sum(split), *split,

@@ -191,9 +191,8 @@ def attach_hlo_facts(
             if key is not None:
                 dump_modules[i], instructions[i] = lookup[key]
         cost_by_key = costs.set_index(["module", "name"])
-        matched = [k for k in keys]
         rows = cost_by_key.reindex(pd.MultiIndex.from_tuples(
-            [k if k is not None else ("", "") for k in matched], names=["module", "name"]))
+            [k if k is not None else ("", "") for k in keys], names=["module", "name"]))
         rows.index = ops.index
         fill_flops = ops["flops"].isna() & rows["flops"].notna()
         ops.loc[fill_flops, "flops"] = rows.loc[fill_flops, "flops"]
@@ -206,7 +205,9 @@ def attach_hlo_facts(
         ops["dtype"] = rows["dtype"]
         ops["is_matmul"] = rows["is_matmul"].fillna(False).astype(bool)
         missing_src = ops["source"].isna() & rows["source_file"].notna() & (rows["source_file"] != "")
-        src = rows["source_file"].astype(str) + ":" + rows["source_line"].astype("Int64").astype(str)
+        # 'file:line', or just 'file' when the dump gives no line (NaN must not swallow the file).
+        line = rows["source_line"].astype("Int64").astype(str).where(rows["source_line"].notna(), "")
+        src = rows["source_file"].astype(str) + (":" + line).where(line != "", "")
         ops.loc[missing_src, "source"] = src[missing_src]
         missing_tf = ops["tf_op"].isna() & rows["op_name"].notna()
         ops.loc[missing_tf, "tf_op"] = rows.loc[missing_tf, "op_name"]

@@ -56,6 +56,8 @@ def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | st
             raise DiscoveryError(f"{hlo_dir}: no '*after_optimizations*.txt' HLO files in this directory (--hlo-dir)")
 
     if path is None:
+        if run is not None:
+            raise DiscoveryError("--run picks a run of a profile directory; give the directory too")
         if not hlo_files:
             raise DiscoveryError("give a profile directory, an .xplane.pb file, or --hlo-dir DIR")
         return CaptureFiles(xplane_files=(), hlo_files=hlo_files)

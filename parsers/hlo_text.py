@@ -583,7 +583,7 @@ def parse_instruction(text: str, source: str = "<instruction>") -> Instruction:
 
 def parse_hlo_file(path, strict: bool = False) -> HloModule:
     path = Path(path)
-    return parse_hlo_module(path.read_text(), str(path), strict)
+    return parse_hlo_module(path.read_text(encoding="utf-8"), str(path), strict)
 
 
 def find_hlo_dumps(directory) -> list[Path]:

@@ -182,7 +182,9 @@ def test_user_file_overrides_and_adds(tmp_path):
     "content, fragment",
     [
         ("[chip.v6e\nhbm = 1", "invalid TOML"),
-        ('[chip.v6e]\nhbm_bytes_per_s = "fast"\n', "'hbm_bytes_per_s' must be a number"),
+        ('[chip.v6e]\nhbm_bytes_per_s = "fast"\n', "'hbm_bytes_per_s' must be a finite number > 0"),
+        ("[chip.v6e]\nhbm_bytes_per_s = 0.0\n", "'hbm_bytes_per_s' must be a finite number > 0"),
+        ("[chip.v6e]\npeak_bf16_flops_per_s = inf\n", "must be a finite number > 0"),
         ("[chip.v6e]\nhbm_bandwidth = 1e12\n", "unknown field 'hbm_bandwidth'"),
         ('[chip.new]\nname = "x"\n', "missing peak_bf16_flops_per_s, hbm_bytes_per_s"),
         ("[chips.v6e]\nhbm_bytes_per_s = 1e12\n", "unexpected top-level key"),
