@@ -33,7 +33,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..parsers.hlo_text import Computation, HloModule, Instruction, Shape
+from ..parsers.hlo_text import Computation, HloModule, Instruction, Shape, _ints
 
 __all__ = ["instruction_costs", "dot_flops", "convolution_flops", "instruction_flops",
            "instruction_bytes", "top_level_computations"]
@@ -58,10 +58,6 @@ MoveToHost MoveToDevice annotate_device_placement AllocateBuffer PadToStatic Sli
 LayoutConstraint X64Combine X64SplitLow X64SplitHigh InspectSharding
 """.split())
 _SPACE_COLUMN = {0: "hbm_bytes", 1: "vmem_bytes", 5: "host_bytes"}
-
-
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in re.findall(r"-?\d+", text or "")]
 
 
 def _array(shape: Shape) -> Shape:

@@ -300,7 +300,7 @@ def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, num_de
         payload = _collective_payload(kind, ins, operand_shapes)
         if facts["is_async_done"]:
             # The start holds the replica groups (and, for async-start wrappers, the shapes).
-            start = _partner_start(ins, module) if module is not None else _partner_from_trace(ins, trace_lookup)
+            start = _partner(ins, _module_lookup(module) if module is not None else trace_lookup)
             if start is not None:
                 start_operands = module.resolve_operand_shapes(start) if module is not None else start.operand_shapes
                 payload = payload or _collective_payload(kind, start, start_operands)
@@ -323,20 +323,19 @@ def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, num_de
     return facts
 
 
-def _partner_start(done: Instruction, module: HloModule) -> Instruction | None:
+def _partner(done: Instruction, lookup) -> Instruction | None:
+    """The *-start op a *-done waits on (its operand), found through ``lookup(name)``."""
     for name in done.operand_names:
-        try:
-            ins = module.instruction(name)
-        except KeyError:
-            continue
-        if ins.opcode.endswith("-start"):
-            return ins
-    return None
-
-
-def _partner_from_trace(done: Instruction, trace_lookup) -> Instruction | None:
-    for name in done.operand_names:
-        ins = trace_lookup(name)
+        ins = lookup(name)
         if ins is not None and ins.opcode.endswith("-start"):
             return ins
     return None
+
+
+def _module_lookup(module: HloModule):
+    def lookup(name):
+        try:
+            return module.instruction(name)
+        except KeyError:
+            return None
+    return lookup

@@ -18,7 +18,6 @@ import pandas as pd
 
 from .chips import Chip
 
-BOUNDS = ("compute", "hbm", "ici", "host", "latency", "unknown")
 
 
 def _ratio(numerator, denominator):

@@ -603,7 +603,8 @@ _MESH = re.compile(r"mesh\[(?P<axes>[^\]]*)\](?:\s*,\s*device_ids=\((?P<ids>[^)]
 
 
 def _ints(text: str) -> list[int]:
-    return [int(x) for x in re.findall(r"-?\d+", text)]
+    """Every integer in an attribute's text (dims lists, windows); shared with hlo_costs."""
+    return [int(x) for x in re.findall(r"-?\d+", text or "")]
 
 
 def _iota_array(text: str) -> np.ndarray:
