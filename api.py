@@ -102,6 +102,21 @@ def _run_dirs(logdir: Path) -> dict[str, float]:
     return {p.name: p.stat().st_mtime for p in root.iterdir() if p.is_dir()}
 
 
+def _written_run(logdir: Path, before: dict[str, float], after: dict[str, float]) -> str:
+    """The run folder this trace wrote: new, or an old one whose mtime changed (newest first).
+
+    Never falls back to an untouched old run: diagnosing yesterday's capture as this block's would be
+    silently wrong.
+    """
+    written = [name for name, mtime in after.items() if before.get(name) != mtime]
+    if not written:
+        raise RuntimeError(
+            f"{logdir}: the profiler wrote no new run folder under plugins/profile/ "
+            f"({len(after)} older run(s) left untouched); nothing from this block to diagnose"
+        )
+    return max(written, key=lambda name: (after[name], name))
+
+
 class ProfileSession:
     """A ``jax.profiler.trace`` over the ``with`` block, diagnosed when the block ends.
 
@@ -143,11 +158,7 @@ class ProfileSession:
         suppressed = bool(trace.__exit__(exc_type, exc, tb)) if trace is not None else False
         if exc_type is not None:
             return suppressed
-        after = _run_dirs(self.logdir)
-        new = [name for name in after if name not in self._runs_before] or list(after)
-        if not new:
-            raise RuntimeError(f"{self.logdir}: the profiler wrote no run folder under plugins/profile/")
-        self.run = max(new, key=lambda name: (after[name], name))
+        self.run = _written_run(self.logdir, self._runs_before, _run_dirs(self.logdir))
         self.report = diagnose(self.logdir, run=self.run, chip=self.chip, hlo_dir=self.hlo_dir,
                                chip_file=self.chip_file)
         steps = self.report.analysis.steps

@@ -16,9 +16,10 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
+from ..units import format_bytes, format_percent, format_ratio, format_seconds, format_si
 from . import svg
 from .json_out import report_to_dict
-from .svg import format_percent, format_ratio, format_seconds, format_si
+from .svg import short_source
 
 MAX_HTML_OPS = 1000  # rows in the ops table; the JSON report keeps them all
 MAX_HLO_CHARS = 4000  # per op in the <details>: a fusion's text can be huge
@@ -163,12 +164,13 @@ def _detail_text(key: str, value) -> str:
     if isinstance(value, bool) or value is None:
         return str(value)
     if isinstance(value, (int, float)):
-        if key.endswith("_s") or key.endswith("_s_per_step"):
+        words = key.split("_")
+        if key.endswith("_per_s"):  # a rate, before the '_s' test below
+            return format_si(value, "B/s" if "bytes" in words else "/s")
+        if key.endswith("_s") or key.endswith("_s_per_step") or key == "s_per_step":
             return format_seconds(value)
-        if key.endswith("_bytes"):
-            return format_si(value, "B")
-        if key.endswith("_per_s"):
-            return format_si(value, "/s")
+        if "bytes" in words:  # 'bytes', 'hbm_bytes', 'bytes_per_step': 3.22e10 reads '32.2 GB'
+            return format_bytes(value)
         if key.startswith("fraction") or key.endswith("_fraction") or key.endswith("_share"):
             return format_percent(value)
         return f"{value:.4g}" if isinstance(value, float) else str(value)
@@ -179,14 +181,15 @@ def _detail_text(key: str, value) -> str:
     return str(value)
 
 
-def _finding_view(f: dict, finding, index: int, measured: bool) -> dict:
+def _finding_view(f: dict, finding, index: int, measured: bool, step_s: float | None) -> dict:
+    """One finding as the template shows it; ``step_s`` (None when unknown or 0) for the saving's share."""
     return {
         "rank": index,
         "rule": f["rule"],
         "severity": f["severity"],
         "title": f["title"],
         "saves": format_seconds(f["est_savings_s_per_step"]),
-        "saves_share": format_percent((f["est_savings_s_per_step"] or 0.0) / f["_step_s"]) if f["_step_s"] else "n/a",
+        "saves_share": format_percent((f["est_savings_s_per_step"] or 0.0) / step_s) if step_s else "n/a",
         "cost": format_seconds(f["time_s_per_step"]),
         "cost_share": format_percent(f["fraction_of_step"]),
         "confidence": f["confidence"],
@@ -217,6 +220,7 @@ def _costs_src(op: dict) -> str:
 
 
 def _op_rows(ops: list[dict], measured: bool) -> list[dict]:
+    per_step_key = "measured_s_per_step" if measured else "predicted_s_per_step"
     rows = []
     for op in ops:
         hlo = op["hlo_text"] or ""
@@ -230,10 +234,11 @@ def _op_rows(ops: list[dict], measured: bool) -> list[dict]:
                 "time_class": op["time_class"] or "other",
                 "occ": f"{op['occurrences_per_step']:.3g}" if _num(op["occurrences_per_step"]) is not None else "—",
                 "occ_v": _sort_key(op["occurrences_per_step"]),
-                "measured": format_seconds(op["measured_s_per_step"]) if measured and op["in_step"] else "—",
-                "measured_v": _sort_key(op["measured_s_per_step"]),
+                # The '<time_word> / step' column: the prediction when nothing was measured.
+                "per_step": format_seconds(op[per_step_key]) if op["in_step"] else "—",
+                "per_step_v": _sort_key(op[per_step_key]),
                 "share": format_percent(op["share_of_step"]) if measured and op["in_step"] else "",
-                "mean": format_seconds(op["mean_s"]) if measured else "—",
+                "mean": format_seconds(op["mean_s"]),  # shown only when measured
                 "mean_v": _sort_key(op["mean_s"]),
                 "predicted": format_seconds(op["predicted_s"]),
                 "predicted_v": _sort_key(op["predicted_s"]),
@@ -314,6 +319,7 @@ def report_context(report) -> dict:
     measured = data["measured"]
     step_s = data["step_s"]
     time_word = SRC_MEASURED if measured else SRC_PREDICTED
+    ideal_known = data["ideal_step_s"] is not None  # None: no op has a prediction (not 'an ideal of 0 s')
 
     cards = [
         {"label": "Step time", "value": format_seconds(step_s), "source": time_word,
@@ -321,9 +327,9 @@ def report_context(report) -> dict:
         {"label": "MFU", "value": format_percent(data["mfu"]) if data["mfu"] is not None else "n/a",
          "source": "model FLOPs (trace metadata / HLO dump) ÷ (step × chip peak)",
          "sub": f"peak {format_si(data['chip']['peak_flops_per_s'], 'FLOP/s')}"},
-        {"label": "Roofline ideal step", "value": format_seconds(data["ideal_step_s"]) if _any_prediction(data) else "n/a",
+        {"label": "Roofline ideal step", "value": format_seconds(data["ideal_step_s"]) if ideal_known else "n/a",
          "source": SRC_PREDICTED,
-         "sub": "every op at its roofline" if _any_prediction(data) else "no op has FLOPs or bytes: pass --hlo-dir"},
+         "sub": "every op at its roofline" if ideal_known else "no op has FLOPs or bytes: pass --hlo-dir"},
     ]
     if measured and data["steps"]["idle_s"] is not None:
         cards.append({"label": "Idle per step", "value": format_seconds(data["steps"]["idle_s"]), "source": SRC_MEASURED,
@@ -333,10 +339,9 @@ def report_context(report) -> dict:
         cards.append({"label": "Biggest fix saves", "value": format_seconds(top["est_savings_s_per_step"]),
                       "source": "estimated by rule " + top["rule"], "sub": "per step"})
 
-    findings = []
-    for i, (fd, finding) in enumerate(zip(data["findings"], report.findings), 1):
-        fd["_step_s"] = step_s if step_s and step_s > 0 else None
-        findings.append(_finding_view(fd, finding, i, measured))
+    share_of = step_s if step_s and step_s > 0 else None
+    findings = [_finding_view(fd, finding, i, measured, share_of)
+                for i, (fd, finding) in enumerate(zip(data["findings"], report.findings), 1)]
 
     breakdown = {k: v or 0.0 for k, v in data["breakdown"].items()}
     total = sum(breakdown.values())
@@ -352,8 +357,8 @@ def report_context(report) -> dict:
         points,
         peak_flops_per_s=chip["peak_flops_per_s"] or float("nan"),
         hbm_bytes_per_s=chip["hbm_bytes_per_s"] or float("nan"),
-        peak_label=_short_source(chip["source"]["peak_flops_per_s"]),
-        hbm_label=_short_source(chip["source"]["hbm_bytes_per_s"]),
+        peak_label=short_source(chip["source"]["peak_flops_per_s"]),
+        hbm_label=short_source(chip["source"]["hbm_bytes_per_s"]),
         achieved_label="measured" if measured else "predicted",
         note=roofline_note,
     )
@@ -393,20 +398,10 @@ def report_context(report) -> dict:
     }
 
 
-def _any_prediction(data: dict) -> bool:
-    """Whether any step op has a roofline prediction (else an ideal step of 0 s means 'unknown')."""
-    return any(o["predicted_s"] is not None for o in data["ops"] if o["in_step"])
-
-
 def _hlo_title(data: dict) -> str:
     """An HLO-only report is named after its dump file(s)."""
     files = [Path(p).name for p in data["run"]["hlo_files"]]
     return files[0] + (f" (+{len(files) - 1} more)" if len(files) > 1 else "") if files else ""
-
-
-def _short_source(text: str) -> str:
-    """'chip table (long reference …)' -> 'chip table'; 'trace' stays."""
-    return str(text).split(" (", 1)[0] if text else ""
 
 
 def render_html(report) -> str:

@@ -59,13 +59,16 @@ _OP_FIELDS = {
     "tf_op": "tf_op",
     "hlo_text": "hlo_text",
 }
+# Text fields of an op record; None when missing. flops_source/bytes_source: 'trace' (trace metadata) | 'hlo' (HLO dump).
+_TEXT_FIELDS = frozenset({"name", "module", "program_id", "category", "opcode", "time_class", "bound_by", "dtype",
+                          "collective_kind", "source", "tf_op", "flops_source", "bytes_source"})
 
 
 def clean(value: Any) -> Any:
     """A JSON-safe copy: NaN/inf -> None, numpy/pandas scalars -> Python, containers recursively."""
-    if value is None or isinstance(value, (str, bool)):
+    if value is None or isinstance(value, str):
         return value
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, (bool, np.bool_)):  # before int: bool is an int subclass
         return bool(value)
     if isinstance(value, (int, np.integer)):
         return int(value)
@@ -194,11 +197,8 @@ def ops_records(ops: pd.DataFrame) -> list[dict]:
     for row in frame.itertuples(index=False, name=None):
         rec = {}
         for key, value in zip(_OP_FIELDS, row):
-            if key in ("name", "module", "category", "opcode", "time_class", "bound_by", "dtype", "collective_kind",
-                       "source", "tf_op", "program_id"):
+            if key in _TEXT_FIELDS:
                 rec[key] = _text(value)
-            elif key in ("flops_source", "bytes_source"):
-                rec[key] = _text(value)  # 'trace' (trace metadata) | 'hlo' (HLO dump) | None
             elif key == "hlo_text":
                 rec[key] = _text(value) or ""
             elif key == "in_step":

@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 
 from .json_out import report_to_dict
-from .svg import CLASS_LABELS, CLASS_ORDER, format_percent, format_ratio, format_seconds, format_si
+from ..units import format_percent, format_ratio, format_seconds, format_si
+from .svg import CLASS_LABELS, CLASS_ORDER, short_source
 
 MAX_BYTES = 60_000
 
@@ -78,8 +79,8 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
     out.append("")
     out.append(f"- **Step time:** {format_seconds(data['step_s'])} ({step_note})")
     out.append(f"- **MFU:** {mfu} (model FLOPs ÷ (step × {format_si(chip['peak_flops_per_s'], 'FLOP/s')} peak, "
-               f"{escape_text(str(chip['source']['peak_flops_per_s']).split(' (', 1)[0], 80)}))")
-    if any(o["predicted_s"] is not None for o in data["ops"] if o["in_step"]):
+               f"{escape_text(short_source(chip['source']['peak_flops_per_s']), 80)}))")
+    if data["ideal_step_s"] is not None:
         out.append(f"- **Roofline ideal step:** {format_seconds(data['ideal_step_s'])} (predicted: every op at its roofline)")
     else:
         out.append("- **Roofline ideal step:** n/a (no op has FLOPs or bytes: pass --hlo-dir)")
@@ -188,16 +189,8 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
 
 def render_markdown(report) -> str:
     data = report_to_dict(report)
-    text = ""
-    for budget in _BUDGETS:
+    for budget in _BUDGETS[:-1]:
         text = _render(data, *budget)
         if len(text.encode("utf-8")) < MAX_BYTES:
             return text
-    # Unreachable with the bounded last budget; kept so the size promise holds whatever changes above.
-    note = "\n\n_Report cut to stay under 60 kB; see the JSON report for everything._\n"
-    cut = text.encode("utf-8")[: MAX_BYTES - 200].decode("utf-8", errors="ignore")
-    lines = cut.split("\n")[:-1]  # drop the partial last line: a half table row would break the table
-    fences = [ln for ln in lines if ln.startswith("```")]
-    if len(fences) % 2:
-        lines.append(fences[-1].rstrip("text"))
-    return "\n".join(lines) + note
+    return _render(data, *_BUDGETS[-1])  # every cell and row count bounded: ~25 kB at most

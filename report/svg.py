@@ -1,4 +1,4 @@
-"""Inline SVG charts for the HTML report, and the number formatting every renderer shares.
+"""Inline SVG charts for the HTML report (numbers read as in every renderer: :mod:`xladiag.units`).
 
 Pure functions: numbers and labels in, one ``<svg>`` string out. No external resources (fonts,
 images, scripts): the report must open offline. Every label is escaped here, because op names,
@@ -13,7 +13,8 @@ from html import escape
 import numpy as np
 import pandas as pd
 
-from ..units import finite, format_percent, format_ratio, format_seconds, format_si  # noqa: F401 (re-exported)
+from ..units import finite as _finite
+from ..units import format_percent, format_seconds, format_si
 
 # Breakdown classes (analysis.breakdown keys / ops.time_class) and roofline bound-by classes.
 CLASS_ORDER = ("compute", "memory", "collective", "host_transfer", "other", "idle")
@@ -47,15 +48,17 @@ EXPOSED_CLASSES = ("collective", "host_transfer")
 _FONT = "font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif"
 
 
-# ------------------------------------------------------------------ formatting
-
-
-_finite = finite
+# ------------------------------------------------------------------ labels
 
 
 def shorten(text, limit: int) -> str:
     text = "" if text is None else str(text)
     return text if len(text) <= limit else text[: max(limit - 1, 1)] + "…"
+
+
+def short_source(text) -> str:
+    """A number's provenance without its reference: 'chip table (long reference …)' -> 'chip table'."""
+    return str(text).split(" (", 1)[0] if text else ""
 
 
 def _e(text) -> str:

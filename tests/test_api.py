@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -110,9 +111,44 @@ def test_profile_does_not_diagnose_when_the_block_fails(tmp_path):
     assert session.report is None
 
 
+def test_profile_refuses_an_old_run_when_the_trace_wrote_none(tmp_path, monkeypatch):
+    """A profiler that writes nothing must not get yesterday's run diagnosed in its place."""
+    jax = pytest.importorskip("jax", reason="profile() needs JAX")
+    import contextlib
+
+    old = tmp_path / "plugins" / "profile" / "2024_01_01_00_00_00"
+    old.mkdir(parents=True)
+    (old / "host.xplane.pb").write_bytes(b"")
+    os.utime(old, (1_700_000_000, 1_700_000_000))
+    monkeypatch.setattr(jax.profiler, "trace", lambda logdir: contextlib.nullcontext())
+    session = api.profile(tmp_path)
+    with pytest.raises(RuntimeError, match="wrote no new run folder"):
+        with session:
+            pass
+    assert session.report is None and session.run is None
+
+
+def test_written_run_picks_only_folders_the_trace_touched(tmp_path):
+    root = tmp_path / "plugins" / "profile"
+    for name, mtime in (("old_a", 1_000), ("old_b", 2_000)):
+        (root / name).mkdir(parents=True)
+        os.utime(root / name, (mtime, mtime))
+    before = api._run_dirs(tmp_path)
+    assert before == {"old_a": 1_000.0, "old_b": 2_000.0}
+    with pytest.raises(RuntimeError, match="2 older run"):
+        api._written_run(tmp_path, before, api._run_dirs(tmp_path))
+    # A trace that reuses an old folder (same second) changes its mtime: that folder counts, the newer old one not.
+    (root / "old_a" / "host.xplane.pb").write_bytes(b"")
+    os.utime(root / "old_a", (1_500, 1_500))
+    assert api._written_run(tmp_path, before, api._run_dirs(tmp_path)) == "old_a"
+    # A new folder wins over old ones, whatever the clocks say.
+    (root / "new").mkdir()
+    os.utime(root / "new", (500, 500))
+    os.utime(root / "old_a", (1_000, 1_000))
+    assert api._written_run(tmp_path, before, api._run_dirs(tmp_path)) == "new"
+
+
 def test_package_root_exports_the_api():
     import xladiag
 
-    if not hasattr(xladiag, "diagnose"):
-        pytest.skip("xladiag/__init__.py does not re-export the API yet (the lead adds it)")
     assert xladiag.diagnose is api.diagnose and xladiag.profile is api.profile and xladiag.Report is api.Report

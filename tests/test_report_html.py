@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import sys
-from html import escape
+from html import escape, unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -191,8 +192,20 @@ def test_hlo_only_report_says_times_are_predicted(tmp_path):
     # Dots sit on the roof: achieved = FLOPs / predicted time.
     assert len(page.by_class("circle", "op-dot")) >= 1
     assert '<div class="src">predicted</div>' in text
+    # The ops table: '<time> / step' carries the prediction, and no two columns share a heading.
+    head = text.split('<table id="ops-table">', 1)[1].split("</thead>", 1)[0]
+    headings = re.findall(r"<th[^>]*>([^<]*)</th>", head)
+    assert len(headings) == len(set(headings)) and "predicted / step" in headings and "measured / occ." not in headings
     row = text.split('data-search="dot.1', 1)[1].split("</tr>", 1)[0]
-    assert ">—</td>" in row
+    occ, per_step, per_occ = re.findall(r'<td class="num" data-v="[^"]*">([^<]*)', row)[:3]
+    # dot.1 runs once per step; bf16 1024³ matmul: 2·1024³ FLOPs vs three 1024² bf16 arrays (6 MiB) in HBM:
+    # 2.34 µs at 918 TFLOP/s < 3.84 µs at 1.638 TB/s, so HBM-bound at 6 MiB ÷ HBM bandwidth.
+    chip = a.chip
+    expected_s = max(2 * 1024**3 / chip.peak_bf16_flops_per_s, 3 * 1024**2 * 2 / chip.hbm_bytes_per_s)
+    assert expected_s == pytest.approx(3.84e-6, rel=1e-3)
+    assert occ == "1" and per_step == per_occ == "3.84 µs"
+    # The predicted step is the sum over the step's ops: dot.1 and fusion.1 (same 6 MiB), parameters 0 s.
+    assert '<div class="value">7.68 µs' in text
 
 
 def test_real_hlo_sample_report():
@@ -310,3 +323,42 @@ def test_svg_labels_are_escaped():
     bars = svg.bar_chart([("<script>", 1e-3, 5e-4)])
     assert "<script>" not in bars and "&lt;script&gt;" in bars
     assert "no time recorded" in svg.breakdown_bar({})
+
+
+def test_finding_details_read_in_units():
+    # Keys name their unit (house style), so the HTML can format them: 3.221e10 bytes is 32.2 GB.
+    detail = html_report._detail_text
+    assert detail("bytes_per_step", 3.221e10) == "32.2 GB"
+    assert detail("hbm_headroom_bytes", 2**30) == "1.07 GB"
+    assert detail("ops", [{"op": "x", "bytes": 4096.0, "s_per_step": 2.5e-4}]) == "op: x; bytes: 4.1 kB; s_per_step: 250 µs"
+    assert detail("hbm_bytes_per_s", 1.64e12) == "1.64 TB/s"
+    assert detail("remat_s_per_step", 0.0123) == "12.3 ms"
+    assert detail("hidden_fraction", 0.25) == "25.0%"
+
+
+def test_v6e_numbers_read_the_same_in_headline_html_and_markdown():
+    """The real v6e capture with the real rules: one MFU and one step time, whatever the format."""
+    from xladiag.report.markdown import render_markdown
+    from xladiag.report.model import build_report
+
+    a = capture_analysis("tpu_v6e_host_offload")
+    report = build_report(a)
+    text, md = render_html(report), render_markdown(report)
+    head = re.search(r": step ([\d.]+ \S+), MFU ([\d.<]+%)[;.]", report.headline)
+    assert head, report.headline
+    step, mfu = head.groups()
+    # MFU = model FLOPs per step ÷ (step time × bf16 peak), all three from the trace: 4.03e9 FLOPs in a
+    # 783 ms step at 918 TFLOP/s is ~5.6e-6 (the step is host-transfer bound), which reads '<0.1%'.
+    expected_mfu = a.model_flops_per_step / (a.steps.mean_s * a.chip.peak_bf16_flops_per_s)
+    assert a.mfu == pytest.approx(expected_mfu, rel=1e-9) and expected_mfu < 1e-3 and mfu == "<0.1%"
+    assert float(step.split()[0]) * {"s": 1, "ms": 1e-3, "µs": 1e-6}[step.split()[1]] == pytest.approx(a.steps.mean_s, rel=5e-3)
+
+    def card(label):
+        return unescape(text.split(f'<div class="label">{label}</div><div class="value">', 1)[1].split("</div>", 1)[0])
+
+    assert card("Step time") == step and card("MFU") == mfu
+    assert re.search(r"^- \*\*Step time:\*\* (.+?) \(", md, re.M).group(1) == step
+    assert re.search(r"^- \*\*MFU:\*\* (.+?) \(", md, re.M).group(1) == mfu
+    for out in (text, md):
+        assert not re.search(r"(?<![A-Za-z])nan(?![A-Za-z])", out, re.I)
+        assert "1e+03" not in out
