@@ -11,7 +11,8 @@ Why it costs time:
     While a done op waits, the core issues no work: the rest of the transfer adds straight to the step.
     A transfer started early enough, behind compute that does not need its result, costs nothing.
 How the cost is estimated:
-    Cost = exposed seconds per step. Hidden fraction of an async op = 1 - exposed / (start-to-done span).
+    Cost = exposed seconds per step. Hidden fraction of an async op = 1 - exposed / (start-to-done span),
+    both over the device-steps that recorded the spans (a TPU capture may record them on one device only).
     Collectives: savings = cost minus what no schedule can hide; the transfers of a kind need at least
     min(predicted, measured) seconds on their link, and whatever of that exceeds the step's compute (the
     union of the non-transfer ops) stays exposed. Kinds are estimated independently. Host offload: the
@@ -31,31 +32,20 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analyzer.collectives import normalize_kind
+from ..analyzer.collectives import KINDS
 from ..analyzer.steps import PS_PER_S, assign_steps, interval_union_ps
-from .base import OpEvidence, format_seconds, make_finding
+from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
 
 RULE_ID = "exposed-collective"
 MIN_FRACTION = 0.005  # measured exposure under half a percent of the step is noise, not a finding
-KIND_ORDER = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute", "send-recv",
-              "host-offload")
+KIND_ORDER = KINDS + ("send-recv", "host-offload")
 _KEY = ["module", "program_id", "op_name"]
-
-
-def _kind_or_none(text: str):
-    try:
-        return normalize_kind(text)
-    except ValueError:
-        return None
 
 
 def transfer_kinds(ops: pd.DataFrame) -> pd.Series:
     """Per op: the transfer it performs (a collective kind, 'send-recv', 'host-offload') or None."""
+    # collective_kind already covers TPU collective fusions ('all-reduce fusion', ...): analyzer.hlo_facts.
     kind = ops["collective_kind"].astype(object).where(ops["collective_kind"].notna(), None)
-    category = ops["category"].astype(str)
-    # TPU collective fusions ('all-reduce fusion', 'all-reduce-scatter fusion') carry no opcode kind.
-    fused = kind.isna() & category.str.match(r"(all-|reduce-scatter|collective-).* fusion$")
-    kind[fused] = category[fused].map(_kind_or_none)
     kind[ops["opcode"].isin(["send-done", "recv-done"])] = "send-recv"
     kind[ops["is_host_transfer"].fillna(False).astype(bool)] = "host-offload"
     return kind
@@ -131,14 +121,29 @@ def _gpu_exposed_ps(ev: pd.DataFrame) -> pd.Series:
 
 
 def _spans_in_steps(analysis) -> pd.DataFrame:
-    """TPU 'Async XLA Ops' spans whose done ends inside a measured step, with that step."""
+    """TPU 'Async XLA Ops' spans whose done ends inside a measured step, with that step, each running from
+    its start op to the end of its done op."""
     spans = analysis.async_spans
     if spans is None or spans.empty or analysis.steps is None:
         return pd.DataFrame(columns=["device", "step", "program_id", "done_op", "start_ps", "duration_ps"])
     s = pd.DataFrame({"device": spans["device"], "program_id": spans["program_id"].fillna("").astype(str),
-                      "done_op": spans["done_op"], "span_start_ps": spans["start_ps"],
+                      "done_op": spans["done_op"].astype(str), "span_start_ps": spans["start_ps"],
                       "span_end_ps": spans["end_ps"], "start_ps": spans["end_ps"] - 1})
     s = assign_steps(s, analysis.steps)
+    # The recorded span can end before its done op does (v6e: copy-done.5 waits 182 ms behind a span that
+    # closed 115 ms after the start), so the start-to-done time runs to the done op's end: the first event
+    # of that done op in the same device-step that ends after the span began.
+    ev = analysis.step_ops
+    if len(s) and len(ev):
+        done = ev[ev["op_name"].isin(s["done_op"].unique())]
+        done = pd.DataFrame({"device": done["device"].to_numpy(), "step": done["step"].to_numpy(),
+                             "program_id": done["program_id"].astype(object).fillna("").astype(str).to_numpy(),
+                             "done_op": done["op_name"].astype(str).to_numpy(),
+                             "done_end_ps": (done["start_ps"] + done["duration_ps"]).to_numpy()})
+        s = pd.merge_asof(s.sort_values("span_start_ps", kind="stable"), done.sort_values("done_end_ps"),
+                          left_on="span_start_ps", right_on="done_end_ps",
+                          by=["device", "step", "program_id", "done_op"], direction="forward")
+        s["span_end_ps"] = np.maximum(s["span_end_ps"], s["done_end_ps"].fillna(0)).astype(np.int64)
     return s.assign(start_ps=s["span_start_ps"], duration_ps=s["span_end_ps"] - s["span_start_ps"])
 
 
@@ -147,20 +152,33 @@ def _span_device_steps(analysis, spans: pd.DataFrame) -> int:
     return max(int(analysis.steps.measured["device"].isin(spans["device"].unique()).sum()), 1)
 
 
-def exposure_by_op(analysis) -> pd.DataFrame:
-    """One row per transfer op of the step: kind, exposed and in-flight seconds per step, hidden fraction."""
+def _inputs(analysis):
+    """(transfer kind per op, event table or None): the event table only where overlaps are measured from it."""
+    kinds = transfer_kinds(analysis.ops)
+    events = _event_table(analysis, kinds) if analysis.measured and analysis.platform != "tpu" else None
+    return kinds, events
+
+
+def exposure_by_op(analysis, inputs=None) -> pd.DataFrame:
+    """One row per transfer op of the step: kind, bytes, exposed and in-flight seconds per step, hidden fraction.
+
+    ``exposed_span_devices_s_per_step`` is the exposed time over the same device-steps as the in-flight time
+    (a TPU capture may record async spans on one device only); the hidden fraction compares those two.
+    """
     ops = analysis.ops
-    kinds = transfer_kinds(ops)
+    kinds, ev = inputs if inputs is not None else _inputs(analysis)
     start, done = _flags(ops)
     gpu = analysis.platform == "gpu"  # GPU: the start kernel does the transfer; TPU: starts only issue it
-    rows = ops["in_step"].fillna(False).astype(bool) & kinds.notna() & (start | ~start if gpu else ~start)
+    rows = ops["in_step"].fillna(False).astype(bool) & kinds.notna()
+    if not gpu:
+        rows &= ~start
     out = ops.loc[rows, _KEY + ["measured_s_per_step", "predicted_s_per_step", "replica_group_size"]].copy()
     out["kind"], out["is_async"] = kinds[rows], (start | done)[rows]
-    out["bytes"] = ops.loc[rows, "collective_bytes"].astype(float).fillna(ops.loc[rows, "host_bytes"].astype(float))
+    per_occurrence = ops.loc[rows, "collective_bytes"].astype(float).fillna(ops.loc[rows, "host_bytes"].astype(float))
+    out["bytes_per_step"] = per_occurrence * ops.loc[rows, "occurrences_per_step"].astype(float).fillna(1.0)
     if not analysis.measured:
         out["exposed_s_per_step"], out["span_s_per_step"] = out["predicted_s_per_step"].fillna(0.0), np.nan
     elif gpu:
-        ev = _event_table(analysis, kinds)
         comm = ev[ev["kind"].notna()]
         per_pos = _gpu_exposed_ps(ev).groupby(comm["op_pos"]).sum() / PS_PER_S / len(analysis.steps.measured)
         out["exposed_s_per_step"] = pd.Series(per_pos.to_numpy(), index=ops.index[per_pos.index.to_numpy()]) \
@@ -169,20 +187,30 @@ def exposure_by_op(analysis) -> pd.DataFrame:
     else:
         out["exposed_s_per_step"] = out["measured_s_per_step"].fillna(0.0)
         spans = _spans_in_steps(analysis)
-        span = spans.groupby(["program_id", "done_op"])["duration_ps"].sum() / PS_PER_S \
-            / _span_device_steps(analysis, spans)
-        keys = pd.MultiIndex.from_arrays([out["program_id"].astype(str), out["op_name"]])
+        n_span = _span_device_steps(analysis, spans)
+        span = spans.groupby(["program_id", "done_op"])["duration_ps"].sum() / PS_PER_S / n_span
+        keys = pd.MultiIndex.from_arrays([out["program_id"].astype(str), out["op_name"].astype(str)])
         out["span_s_per_step"] = span.reindex(keys).to_numpy() if len(span) else np.nan
-        out.loc[~out["is_async"], "span_s_per_step"] = out["exposed_s_per_step"]
+        # The done ops' waits on the span devices only, over the same device-steps as the spans.
+        ev = analysis.step_ops
+        ev = ev[ev["device"].isin(spans["device"].unique())]
+        waited = ev.groupby([ev["program_id"].astype(object).fillna("").astype(str), ev["op_name"].astype(str)])[
+            "duration_ps"].sum() / PS_PER_S / n_span
+        out["exposed_span_devices_s_per_step"] = waited.reindex(keys).fillna(0.0).to_numpy() if len(ev) else 0.0
+        sync = ~out["is_async"]
+        out.loc[sync, "span_s_per_step"] = out.loc[sync, "exposed_s_per_step"]
+        out.loc[sync, "exposed_span_devices_s_per_step"] = out.loc[sync, "exposed_s_per_step"]
+    if "exposed_span_devices_s_per_step" not in out:
+        out["exposed_span_devices_s_per_step"] = out["exposed_s_per_step"]
     with np.errstate(divide="ignore", invalid="ignore"):
-        hidden = (1.0 - out["exposed_s_per_step"] / out["span_s_per_step"]).clip(0.0, 1.0)
+        hidden = (1.0 - out["exposed_span_devices_s_per_step"] / out["span_s_per_step"]).clip(0.0, 1.0)
     out["hidden_fraction"] = hidden.where(out["span_s_per_step"] > 0)
     return out.sort_values("exposed_s_per_step", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def _step_terms(analysis, exposure: pd.DataFrame) -> tuple[float, dict[str, float]]:
-    """(compute seconds per step that transfers could hide behind, measured transfer seconds per kind)."""
-    kinds = transfer_kinds(analysis.ops)
+def _step_terms(analysis, exposure: pd.DataFrame, inputs) -> tuple[float, dict[str, float]]:
+    """(non-transfer seconds per step that transfers could hide behind, measured transfer seconds per kind)."""
+    kinds, ev = inputs
     if not analysis.measured:
         start, done = _flags(analysis.ops)
         return float(analysis.ops.loc[kinds.isna() & ~start & ~done, "predicted_s_per_step"].sum()), {}
@@ -192,7 +220,6 @@ def _step_terms(analysis, exposure: pd.DataFrame) -> tuple[float, dict[str, floa
         plain = analysis.ops["in_step"].fillna(False).astype(bool) & kinds.isna() & ~start & ~done
         compute_s = float(analysis.ops.loc[plain, "measured_s_per_step"].sum())
     else:
-        ev = _event_table(analysis, kinds)
         compute = ev[ev["kind"].isna() & ~ev["is_async"].astype(bool)]
         compute_s = float(interval_union_ps(compute, ["device", "step"]).sum()) / PS_PER_S / n
     if analysis.platform == "gpu":
@@ -217,12 +244,13 @@ def _fix(kind: str, analysis, part: pd.DataFrame, needed_s: float, compute_s: fl
     w = (w1 * (chip.ici_links or 1) if chip.interconnect == "switch" else 2 * w1) if w1 else None
     c_over_w = chip.peak_bf16_flops_per_s / w if w else None
     if kind == "host-offload":
-        return (f"Host offload is exposed: {part['bytes'].sum() / 1e9:.3g} GB per step cross PCIe to or from host "
-                f"memory (S(5)) and need about {format_seconds(needed_s)}, against {format_seconds(compute_s)} of "
-                "compute to hide them behind. Offload fewer or smaller tensors, or issue the offload earlier and the "
-                "reload later so the copies run under compute: in MaxText, with remat_policy='custom', set the "
-                "largest 'offload' entries (e.g. decoder_layer_input, mlpwi, query_proj) to 'device' where HBM "
-                "allows, or 'remat'; with jax.checkpoint, jax.checkpoint_policies.save_and_offload_only_these_names"
+        return (f"Host offload is exposed: {format_bytes(part['bytes_per_step'].sum())} per step cross PCIe to or "
+                f"from host memory (S(5)) and need about {format_seconds(needed_s)}, against "
+                f"{format_seconds(compute_s)} of non-transfer work to hide them behind. Offload fewer or smaller "
+                "tensors, or issue the offload earlier and the reload later so the copies run under compute: in "
+                "MaxText, with remat_policy='custom', set the largest 'offload' entries (e.g. decoder_layer_input, "
+                "mlpwi, query_proj) to 'device' where HBM allows, or 'remat'; with jax.checkpoint, "
+                "jax.checkpoint_policies.save_and_offload_only_these_names"
                 "(names_which_can_be_saved=[...], names_which_can_be_offloaded=[the few largest], offload_src="
                 "'device', offload_dst='pinned_host'); keep arrays placed with memory_kind='pinned_host' in device "
                 "memory when they fit. On TPU, MaxText's HOST_OFFLOAD_FLAGS in LIBTPU_INIT_ARGS (e.g. "
@@ -266,11 +294,16 @@ def _num(x) -> float | None:
 
 
 def check(analysis) -> list:
-    exposure = exposure_by_op(analysis) if len(analysis.ops) else pd.DataFrame()
+    if not len(analysis.ops):
+        return []
+    inputs = _inputs(analysis)
+    exposure = exposure_by_op(analysis, inputs)
     if exposure.empty:
         return []
     step_s = analysis.step_s
-    compute_s, measured = _step_terms(analysis, exposure)
+    compute_s, measured = _step_terms(analysis, exposure, inputs)
+    spans = analysis.async_spans
+    span_devices = spans["device"].nunique() if spans is not None and "device" in spans else 0
     findings = []
     for kind in sorted(exposure["kind"].unique(), key=lambda k: KIND_ORDER.index(k) if k in KIND_ORDER else 99):
         part = exposure[exposure["kind"] == kind]
@@ -282,23 +315,28 @@ def check(analysis) -> list:
         needed_s = min([t for t in (predicted_s, measured_s) if t == t and t > 0] or [exposed_s])
         overlap_s = max(0.0, exposed_s - max(0.0, needed_s - compute_s))  # what a better schedule can hide
         savings_s = exposed_s if kind == "host-offload" else overlap_s
-        span_s = float(part["span_s_per_step"].sum()) if part["span_s_per_step"].notna().any() else np.nan
-        hidden = 1.0 - exposed_s / span_s if span_s > 0 else np.nan
+        known = part["span_s_per_step"].notna()
+        span_s = float(part.loc[known, "span_s_per_step"].sum()) if known.any() else np.nan
+        hidden = 1.0 - float(part.loc[known, "exposed_span_devices_s_per_step"].sum()) / span_s \
+            if span_s > 0 else np.nan
         n, noun = len(part), {"host-offload": "host-offload copy", "send-recv": "send/recv"}.get(kind, kind)
         what = f"{n} {noun} op{'s leave' if n != 1 else ' leaves'}"
         if analysis.measured:
-            hidden_text = (f", {hidden:.0%} of their {format_seconds(span_s)} in flight hidden"
+            where = (f" on the {span_devices} of {analysis.num_devices} devices that recorded async spans"
+                     if analysis.platform == "tpu" and 0 < span_devices < analysis.num_devices else "")
+            hidden_text = (f", {hidden:.0%} of their {format_seconds(span_s)} in flight hidden{where}"
                            if hidden == hidden and part["is_async"].any() else "")
             rest = " and the rest needs fewer bytes offloaded." if kind == "host-offload" else "."
-            evidence = (f"{what} {format_seconds(exposed_s)} per step exposed ({exposed_s / step_s:.1%} of the "
-                        f"{format_seconds(step_s)} step){hidden_text}; the transfers need at least "
-                        f"{format_seconds(needed_s)} against {format_seconds(compute_s)} of compute per step, so "
+            evidence = (f"{what} {format_seconds(exposed_s)} per step exposed ({format_percent(exposed_s / step_s)} of "
+                        f"the {format_seconds(step_s)} step){hidden_text}; the transfers need at least "
+                        f"{format_seconds(needed_s)} against {format_seconds(compute_s)} of non-transfer work per "
+                        "step, so "
                         f"overlap can recover about {format_seconds(overlap_s)}{rest}")
             confidence = "medium" if kind == "host-offload" or analysis.platform == "cpu" else "high"
         else:
             evidence = (f"{n} {noun} ops are predicted (no trace: times are predicted, not measured) to take "
                         f"{format_seconds(exposed_s)} per step if nothing overlaps them, against "
-                        f"{format_seconds(compute_s)} of predicted compute.")
+                        f"{format_seconds(compute_s)} of predicted non-transfer work.")
             confidence = "low"
         ops = tuple(OpEvidence(str(r.op_name), float(r.exposed_s_per_step), _num(r.predicted_s_per_step),
                                "synchronous" if not r.is_async else
@@ -310,8 +348,10 @@ def check(analysis) -> list:
             "in_flight_s_per_step": _num(span_s), "hidden_fraction": _num(hidden),
             "predicted_transfer_s_per_step": predicted_s, "measured_transfer_s_per_step": _num(measured_s),
             "needed_transfer_s_per_step": needed_s, "compute_s_per_step": compute_s,
-            "overlap_recoverable_s_per_step": overlap_s, "bytes_per_step": float(part["bytes"].fillna(0.0).sum()),
+            "overlap_recoverable_s_per_step": overlap_s,
+            "bytes_per_step": float(part["bytes_per_step"].fillna(0.0).sum()),
             "ops": [{"op": str(r.op_name), "exposed_s_per_step": float(r.exposed_s_per_step),
+                     "exposed_where_in_flight_measured_s_per_step": float(r.exposed_span_devices_s_per_step),
                      "in_flight_s_per_step": _num(r.span_s_per_step), "hidden_fraction": _num(r.hidden_fraction),
                      "synchronous": not bool(r.is_async)} for r in part.itertuples()],
         }

@@ -26,12 +26,11 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..analyzer.collectives import latency_threshold_bytes, predict_collective
-from .base import OpEvidence, format_seconds, make_finding
+from ..analyzer.collectives import KINDS, latency_threshold_bytes, predict_collective
+from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
 
 RULE_ID = "latency-bound-collective"
 MIN_FRACTION = 0.005
-_KIND_ORDER = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 _START_OPERAND = re.compile(r"-done\(.*?%([\w.\-]+)")  # shapes hold no '%': the first name is the start
 _GPU_FLAG = {"all-gather": "--xla_gpu_all_gather_combine_threshold_bytes",
              "reduce-scatter": "--xla_gpu_reduce_scatter_combine_threshold_bytes",
@@ -87,7 +86,7 @@ def check(analysis) -> list:
     chip = analysis.chip
     threshold = latency_threshold_bytes(chip)
     groups, combined_s = [], 0.0
-    rank = {k: i for i, k in enumerate(_KIND_ORDER)}
+    rank = {k: i for i, k in enumerate(KINDS)}
     by_group = dict(list(bound.groupby(["collective_kind", "replica_group_size"])))
     for kind, size in sorted(by_group, key=lambda k: (rank.get(k[0], 9), -by_group[k]["time_s"].sum())):
         part = by_group[(kind, size)]
@@ -103,15 +102,21 @@ def check(analysis) -> list:
     count = float(bound["occurrences_per_step"].sum())
     first = groups[0]
     measured = "" if analysis.measured else " (no trace: times are predicted, not measured)"
-    evidence = (f"{count:g} collectives per step move under {threshold / 1e3:.3g} kB per hop (the {chip.name} "
+    evidence = (f"{count:g} collectives per step move under {format_bytes(threshold)} per hop (the {chip.name} "
                 f"latency threshold) and take {format_seconds(time_s)} per step{measured} "
-                f"({time_s / step_s:.1%} of the {format_seconds(step_s)} step); the largest group, "
-                f"{first['count_per_step']:g} {first['kind']}s over {first['replica_group_size']} devices carrying "
-                f"{first['bytes_per_step'] / 1e6:.3g} MB, would take {format_seconds(first['combined_predicted_s'])} "
-                f"as one collective. Of {len(table)} modelled collectives, {len(bound)} are latency-bound.")
+                f"({format_percent(time_s / step_s if step_s > 0 else np.nan)} of the {format_seconds(step_s)} "
+                f"step); the largest group, {first['count_per_step']:g} {first['kind']}s over "
+                f"{first['replica_group_size']} devices carrying {format_bytes(first['bytes_per_step'])}, would take "
+                f"{format_seconds(first['combined_predicted_s'])} as one collective. Of {len(table)} modelled "
+                f"collectives, {len(bound)} are latency-bound.")
     sizes = ", ".join(f"{g['kind']} over {g['replica_group_size']}: {int(g['bytes_per_step']):,} B" for g in groups)
     if analysis.platform == "gpu":
-        flags = " ".join(f"{_GPU_FLAG[g['kind']]}={int(g['bytes_per_step'])}" for g in groups if g["kind"] in _GPU_FLAG)
+        # One flag per kind: a threshold as large as the largest group of that kind lets every group combine.
+        largest: dict[str, int] = {}
+        for g in groups:
+            if g["kind"] in _GPU_FLAG:
+                largest[g["kind"]] = max(largest.get(g["kind"], 0), int(g["bytes_per_step"]))
+        flags = " ".join(f"{_GPU_FLAG[kind]}={nbytes}" for kind, nbytes in largest.items())
         combine = f"Raise XLA's combiner thresholds so these merge: XLA_FLAGS='{flags}'. Also "
     elif analysis.platform in ("tpu", "hlo"):
         combine = (f"Let XLA combine them (combined sizes per group: {sizes}); on TPU the combiner thresholds are "

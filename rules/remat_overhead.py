@@ -11,8 +11,8 @@ Why it costs time:
 How the cost is estimated:
     Cost = measured seconds per step of the recomputed ops (predicted without a trace, confidence low).
     Keeping their results instead needs their output bytes (padded HLO shapes, times occurrences per step)
-    in HBM. Headroom = chip HBM capacity minus the peak of the HLO memory-usage report when the dump has
-    one. Savings = the cost when the outputs fit (or the headroom is unknown, confidence medium);
+    in HBM. Headroom = chip HBM capacity minus the peak of the analysed module's HLO memory-usage report
+    when the dump has one. Savings = the cost when the outputs fit (or the headroom is unknown, confidence medium);
     otherwise the time of the recomputed ops whose outputs fit, most seconds per byte first. Confidence
     is low when the step is not compute-bound.
 Fix:
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..parsers.hlo_text import parse_shape
-from .base import OpEvidence, format_seconds, make_finding
+from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
 
 RULE_ID = "remat-overhead"
 FULL_POLICY_EXTRA_FLOPS = (0.25, 0.30)
@@ -67,13 +67,28 @@ def remat_instructions(hlo_modules) -> int:
     return count
 
 
+def _analysed_modules(analysis) -> set[str]:
+    """The module whose runs are the steps; without steps, the modules of the recomputed (else scheduled) ops."""
+    program = getattr(analysis.steps, "program", "") if analysis.steps is not None else ""
+    if program:
+        return {program}
+    ops = analysis.ops[analysis.ops["in_step"].fillna(False).astype(bool)]
+    remat = ops[is_remat(ops["op_name"], ops["tf_op"])]
+    return set((remat if len(remat) else ops)["module"].dropna().astype(str))
+
+
 def peak_memory_bytes(analysis) -> float | None:
-    """Largest 'Total bytes' (default memory space) of the HLO memory-usage reports next to the dump."""
-    totals = []
-    for hlo in analysis.files.hlo_files:
-        hlo = Path(hlo)
+    """Largest 'Total bytes' (default memory space) of the analysed module's HLO memory-usage reports."""
+    wanted, totals = _analysed_modules(analysis), []
+    for module in analysis.hlo_modules:
+        hlo = Path(module.source)
+        if module.name not in wanted or not hlo.is_file():
+            continue
         reports = sorted(hlo.parent.glob(hlo.name.removesuffix(".txt") + "*memory-usage-report*"))
-        for report in reports or sorted(hlo.parent.glob("*memory-usage-report*")):
+        # Else a report of the same module beside it (XLA names dumps module_NNNN.<module name>.<pass>...).
+        reports = reports or [r for r in sorted(hlo.parent.glob("*memory-usage-report*"))
+                              if f".{module.name}." in "." + r.name]
+        for report in reports:
             try:
                 m = _TOTAL_BYTES.search(report.read_text(encoding="utf-8", errors="replace"))
             except OSError:
@@ -81,13 +96,6 @@ def peak_memory_bytes(analysis) -> float | None:
             if m:  # the first total is memory space 'default' (HBM)
                 totals.append(float(m.group(1)))
     return max(totals) if totals else None
-
-
-def _size(nbytes: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(nbytes) >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes:.0f} B"
 
 
 def _bound(analysis) -> str:
@@ -139,13 +147,13 @@ def check(analysis) -> list:
     flop_text = (f"; they are {extra_flops:.0%} extra FLOPs on top of the rest of the step (a full policy costs "
                  f"{FULL_POLICY_EXTRA_FLOPS[0]:.0%}-{FULL_POLICY_EXTRA_FLOPS[1]:.0%})" if extra_flops == extra_flops
                  else "")
-    mem_text = (f"Keeping their outputs needs about {_size(extra_bytes)} more HBM per device"
-                + (f" against {_size(headroom)} free ({_size(peak)} used of {_size(capacity)} "
+    mem_text = (f"Keeping their outputs needs about {format_bytes(extra_bytes)} more HBM per device"
+                + (f" against {format_bytes(headroom)} free ({format_bytes(peak)} used of {format_bytes(capacity)} "
                    "by the memory-usage report)" if headroom is not None else " (HBM headroom unknown: no "
                    "memory-usage report next to the HLO dump)"))
     if measured:
-        evidence = (f"{len(remat)} recomputed ops take {format_seconds(time_s)} per step ({share:.1%} of the "
-                    f"{format_seconds(step_s)} step){flop_text}. The step is {bound}-bound. {mem_text}.")
+        evidence = (f"{len(remat)} recomputed ops take {format_seconds(time_s)} per step ({format_percent(share)} of "
+                    f"the {format_seconds(step_s)} step){flop_text}. The step is {bound}-bound. {mem_text}.")
     elif len(remat):
         evidence = (f"The dump holds {dump_count} instructions under recomputation; the {len(remat)} scheduled "
                     f"ones are predicted (no trace: times are predicted, not measured) to take "
@@ -165,7 +173,7 @@ def check(analysis) -> list:
     else:
         fix = ""
     if headroom is None or extra_bytes <= headroom:
-        fix += (f"Use a lighter remat policy (needs ~{_size(extra_bytes)} more HBM per device): MaxText "
+        fix += (f"Use a lighter remat policy (needs ~{format_bytes(extra_bytes)} more HBM per device): MaxText "
                 "remat_policy full -> save_dot_with_context_except_mlp -> save_qkv_proj -> minimal, stopping at "
                 "the first that fits; with jax.checkpoint, policy=jax.checkpoint_policies."
                 + ("dots_with_no_batch_dims_saveable (matmuls are "
@@ -173,8 +181,8 @@ def check(analysis) -> list:
                    else "save_only_these_names(...) for the recomputed activations (checkpoint_name them)."))
     else:
         pcie, rest_bytes = analysis.chip.pcie_bytes_per_s, extra_bytes - float(np.nansum(kept["bytes"]))
-        fix += (f"HBM cannot hold all recomputed outputs ({_size(extra_bytes)} needed, "
-                f"{_size(max(headroom, 0))} free): save the {len(kept)} ops worth most seconds per byte "
+        fix += (f"HBM cannot hold all recomputed outputs ({format_bytes(extra_bytes)} needed, "
+                f"{format_bytes(max(headroom, 0))} free): save the {len(kept)} ops worth most seconds per byte "
                 "(MaxText remat_policy='custom' with those tensors set to 'device'), and offload the rest "
                 "('offload', or remat_policy='minimal_offloaded'; jax: save_and_offload_only_these_names(..., "
                 "offload_src='device', offload_dst='pinned_host'))"

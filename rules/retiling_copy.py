@@ -29,9 +29,10 @@ import numpy as np
 import pandas as pd
 
 from ..parsers.hlo_text import HloParseError, parse_instruction
-from .base import OpEvidence, format_seconds, make_finding
+from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
 
 RULE_ID = "retiling-copy"
+_KEY = ["module", "program_id", "op_name"]  # an op name alone can belong to several programs
 _MOVE_OPCODES = {"parameter", "copy", "transpose", "bitcast", "reshape", "tuple", "get-tuple-element"}
 _MOVE_WORDS = {"copy", "transpose", "bitcast", "reshape", "fusion", "wrapped", "input", "loop", "kd"}
 
@@ -127,7 +128,7 @@ def relayout_ops(analysis) -> pd.DataFrame:
         if kind is not None:
             rows.append((r.Index, kind, "hlo"))
     index, change, how = zip(*rows) if rows else ((), (), ())
-    out = ops.loc[list(index), ["module", "op_name", "operand_layout", "result_layout", "tf_op", "source",
+    out = ops.loc[list(index), ["module", "program_id", "op_name", "operand_layout", "result_layout", "tf_op", "source",
                                 "measured_s_per_step", "predicted_s_per_step", "bytes_accessed"]].copy()
     out["change"], out["recognised_by"] = change, how
     col = "measured_s_per_step" if analysis.measured else "predicted_s_per_step"
@@ -135,20 +136,29 @@ def relayout_ops(analysis) -> pd.DataFrame:
     return out.sort_values("time_s", ascending=False, kind="stable")
 
 
-def _neighbours(analysis, found: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
-    """Convolutions / matmuls of the step (time per step) and, per layout op, whether it runs before or after
-    the first of them in its device-step."""
+def _keys(frame: pd.DataFrame) -> pd.MultiIndex:
+    return pd.MultiIndex.from_arrays([frame[k].astype(object).where(frame[k].notna(), "").astype(str) for k in _KEY])
+
+
+def _neighbours(analysis, found: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """Convolutions / matmuls of the step (time per step) and, per layout op (by row label of ``found``),
+    whether it runs before or after the first of them in its device-step."""
     ops = analysis.ops[analysis.ops["in_step"].fillna(False).astype(bool)]
     is_conv = ops["category"].astype(str).str.contains("convolution") | ops["opcode"].isin(["convolution", "dot"]) \
         | ops["is_matmul"].fillna(False).astype(bool)
     convs = ops[is_conv & ~ops.index.isin(found.index)]
-    where: dict[str, str] = {}
-    if analysis.measured and len(convs) and len(analysis.step_ops):
+    where: dict = {}
+    if analysis.measured and len(convs) and len(found) and len(analysis.step_ops):
         ev = analysis.step_ops
-        first = ev[ev["op_name"].isin(convs["op_name"])].groupby(["device", "step"])["start_ps"].min()
-        mine = ev[ev["op_name"].isin(found["op_name"])].join(first.rename("conv_ps"), on=["device", "step"])
-        before = (mine["start_ps"] < mine["conv_ps"]).groupby(mine["op_name"]).mean()
-        where = {n: "before" if f >= 0.5 else "after" for n, f in before.items()}
+        ev_keys = _keys(ev)
+        first = ev[ev_keys.isin(_keys(convs))].groupby(["device", "step"])["start_ps"].min()
+        keys = _keys(found)
+        first_of_key = ~keys.duplicated()
+        row = keys[first_of_key].get_indexer(ev_keys)  # which layout op each event is, -1 if none
+        labels = found.index[first_of_key][row[row >= 0]]
+        mine = ev[row >= 0].assign(row=labels).join(first.rename("conv_ps"), on=["device", "step"])
+        before = (mine["start_ps"] < mine["conv_ps"]).groupby(mine["row"]).mean()
+        where = {label: "before" if f >= 0.5 else "after" for label, f in before.items()}
     return convs, where
 
 
@@ -174,8 +184,9 @@ def check(analysis) -> list:
     by_origin = origin.groupby("origin", sort=False)["time_s"].sum().sort_values(ascending=False)
     share = time_s / step_s if step_s > 0 else np.nan
     names = ", ".join(found["op_name"].astype(str).head(4)) + (", ..." if len(found) > 4 else "")
-    evidence = (f"{len(found)} layout-only ops ({names}) take {format_seconds(time_s)} per step ({share:.1%} of "
-                f"the {format_seconds(step_s)} step)" if len(found) else "No scheduled op is layout-only")
+    evidence = (f"{len(found)} layout-only ops ({names}) take {format_seconds(time_s)} per step "
+                f"({format_percent(share)} of the {format_seconds(step_s)} step)" if len(found)
+                else "No scheduled op is layout-only")
     if conv_s > 0 and time_s > 0:
         top_conv = convs.sort_values(col, ascending=False)["op_name"].astype(str).head(3)
         evidence += (f", {time_s / conv_s:.2g}x the {format_seconds(conv_s)} of the convolutions / matmuls they "
@@ -189,8 +200,8 @@ def check(analysis) -> list:
             origin = str(first["op_name"] or "unknown").replace("\\'", "'")
             evidence += (f". The dump holds {len(in_dump)} layout-changing copies / transposes, fused ones "
                          f"included (inside a fusion their time is the fusion's), e.g. {first['name']} "
-                         f"{first['operand_layout']} -> {first['result_layout']} ({first['result_bytes'] / 1e6:.3g} "
-                         f"MB) from {origin}")
+                         f"{first['operand_layout']} -> {first['result_layout']} "
+                         f"({format_bytes(first['result_bytes'])}) from {origin}")
     evidence += "."
     fix = ("Let XLA pick the layouts of the program's inputs instead of forcing the default: "
            "from jax.experimental.layout import Format, Layout; jax.jit(f, in_shardings=Format(Layout.AUTO)) "
@@ -205,7 +216,7 @@ def check(analysis) -> list:
                "transpose is needed before or after the convolution. " + fix)
     ops = tuple(OpEvidence(str(r.op_name), float(r.time_s),
                            None if r.predicted_s_per_step != r.predicted_s_per_step else float(r.predicted_s_per_step),
-                           r.change + _layouts(r) + (f", {where[r.op_name]} the convolution" if r.op_name in where
+                           r.change + _layouts(r) + (f", {where[r.Index]} the convolution" if r.Index in where
                                                      else "")) for r in found.head(10).itertuples())
     text = lambda v: v if isinstance(v, str) else None  # noqa: E731
     details = {
@@ -215,7 +226,7 @@ def check(analysis) -> list:
                          for n, t in zip(convs["op_name"], convs[col].fillna(0.0))],
         "ops": [{"op": str(r.op_name), "s_per_step": float(r.time_s), "change": r.change,
                  "operand_layout": text(r.operand_layout), "result_layout": text(r.result_layout),
-                 "tf_op": text(r.tf_op), "source": text(r.source), "relative_to_convolution": where.get(r.op_name)}
+                 "tf_op": text(r.tf_op), "source": text(r.source), "relative_to_convolution": where.get(r.Index)}
                 for r in found.itertuples()],
         "by_origin": [{"origin": str(k), "s_per_step": float(v)} for k, v in by_origin.items()],
         "dump_layout_changes": in_dump.head(50).to_dict("records") if len(in_dump) else [],

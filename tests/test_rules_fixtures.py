@@ -109,6 +109,22 @@ def test_tiny_all_gathers_are_latency_bound_and_combinable(tmp_path, k):
     assert g.time_s_per_step == pytest.approx(exp["exposed_collective_s_per_step"], rel=REL)
 
 
+def test_gpu_combiner_flag_is_given_once_per_kind(tmp_path):
+    """Gathers over two replica-group sizes form two groups of one kind: one XLA flag, large enough for both."""
+    import dataclasses
+    analysis, exp = _analyze(tmp_path, xb.tiny_all_gathers, 4)
+    ops = analysis.ops.copy()
+    gathers = ops.index[ops["collective_kind"].eq("all-gather") & ~ops["is_async_start"].astype(bool)]
+    assert len(gathers) == 4
+    ops.loc[gathers[:1], "replica_group_size"] = 2  # one gather over 2 devices, three over 4
+    f = _only(latency_bound_collective.check(dataclasses.replace(analysis, ops=ops, platform="gpu")),
+              "latency-bound-collective")
+    assert len(f.details["groups"]) == 2
+    flag = "--xla_gpu_all_gather_combine_threshold_bytes="
+    assert f.fix.count(flag) == 1
+    assert f"XLA_FLAGS='{flag}{3 * exp['all_gather_bytes']}'" in f.fix  # the three gathers over 4 devices
+
+
 def test_bandwidth_bound_gather_is_not_latency_bound(tmp_path):
     analysis, _ = _analyze(tmp_path, xb.exposed_all_gather, 250.0)
     table = latency_bound_collective.classify_collectives(analysis)
@@ -205,7 +221,7 @@ def test_gpu_communication_kernel_exposure():
         "opcode": ["all-reduce-start", "fusion", "fusion"], "is_host_transfer": False,
         "is_async_start": [True, False, False], "is_async_done": False, "measured_s_per_step": [100e-6, 30e-6, 30e-6],
         "predicted_s_per_step": [10e-6, 20e-6, 20e-6], "replica_group_size": [8.0, None, None],
-        "collective_bytes": [1e6, None, None], "host_bytes": 0.0})
+        "collective_bytes": [1e6, None, None], "host_bytes": 0.0, "occurrences_per_step": 1.0})
     step_ops = pd.DataFrame({"device": 0, "step": 1, "module": "jit_step", "program_id": "1",
                              "op_name": ["all-reduce-start", "fusion.1", "fusion.2"],
                              "start_ps": [0, 10 * us, 30 * us], "duration_ps": [100 * us, 30 * us, 30 * us],

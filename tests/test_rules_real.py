@@ -14,7 +14,6 @@ from xladiag.rules import exposed_collective, latency_bound_collective, remat_ov
 from xladiag.rules.registry import run_rules
 
 REL = 0.05
-RULE_IDS = {"exposed-collective", "remat-overhead", "retiling-copy", "latency-bound-collective"}
 
 
 def _per_device_step(analysis, name_pattern: str) -> float:
@@ -53,8 +52,13 @@ def test_v6e_top_finding_is_the_exposed_host_offload(tpu):
     assert "host offload" in top.fix.lower() and "pinned_host" in top.fix
     # 6 copies of 5.37 GB per run cross PCIe.
     assert top.details["bytes_per_step"] == pytest.approx(6 * 5.368709e9, rel=0.01)
-    assert top.est_savings_s_per_step <= top.time_s_per_step
-    assert {f.rule for f in findings} <= RULE_IDS
+    # What the copies could hide behind: the three broadcast_add fusions, the program's only other work.
+    fusions = _per_device_step(tpu, r"^broadcast_add_fusion")
+    assert 0.02 < fusions < 0.03
+    assert top.details["compute_s_per_step"] == pytest.approx(fusions, rel=REL)
+    assert "24 ms of non-transfer work" in top.evidence
+    # No collective, recomputation or layout copy in this program: the offload is the only finding.
+    assert [f.rule for f in findings] == ["exposed-collective"]
 
 
 def test_v6e_async_copies_report_their_hidden_fraction(tpu):
@@ -63,6 +67,17 @@ def test_v6e_async_copies_report_their_hidden_fraction(tpu):
     assert table.loc["copy-done.1", "hidden_fraction"] > 0.999
     assert table.loc["copy-done.3", "hidden_fraction"] > 0.999
     assert table.loc["copy-done.2", "hidden_fraction"] < 0.9
+    # Spans are recorded on /device:TPU:0 only: exposed and in-flight time come from the same device-steps,
+    # so no op waits longer than it was in flight (copy-done.5 waits 182 ms of its 183 ms).
+    assert set(tpu.async_spans["device"]) == {0}
+    both = table[table["span_s_per_step"].notna()]
+    assert len(both) == 6
+    assert (both["exposed_span_devices_s_per_step"] <= both["span_s_per_step"]).all()
+    assert (both["exposed_s_per_step"] <= both["span_s_per_step"]).all()
+    waited_on_0 = tpu.step_ops.query("device == 0 and op_name == 'copy-done.5'")["duration_ps"].sum() / 1e12 \
+        / (tpu.steps.measured["device"] == 0).sum()
+    assert table.loc["copy-done.5", "exposed_span_devices_s_per_step"] == pytest.approx(waited_on_0, rel=1e-9)
+    assert table.loc["copy-done.5", "span_s_per_step"] >= waited_on_0
 
 
 def test_mi300_transposes_around_the_convolution_cost_more_than_it(gpu):
@@ -83,7 +98,6 @@ def test_mi300_transposes_around_the_convolution_cost_more_than_it(gpu):
 
 def test_cpu_synchronous_collectives_are_exposed(cpu):
     findings = run_rules(cpu)
-    assert {f.rule for f in findings} <= RULE_IDS
     exposed = {f.details["kind"]: f for f in findings if f.rule == "exposed-collective"}
     assert set(exposed) == {"all-gather", "reduce-scatter", "all-reduce"}
     patterns = {"all-gather": r"^all[-_]gather", "reduce-scatter": r"^reduce[-_]scatter",
@@ -93,9 +107,25 @@ def test_cpu_synchronous_collectives_are_exposed(cpu):
         assert all(o["synchronous"] for o in f.details["ops"])
     for f in findings:  # details feed the JSON report: plain numbers, no NaN
         json.dumps(f.details, allow_nan=False)
-        assert 0 <= f.est_savings_s_per_step <= f.time_s_per_step
     remat = next(f for f in findings if f.rule == "remat-overhead")
     assert remat.details["remat_ops"] > 0 and remat.details["peak_memory_bytes"] == 8475728  # memory report
+
+
+def test_memory_report_of_another_module_is_not_used(tmp_path):
+    """Only the analysed module's report counts: a report of another module (100x the bytes) is ignored, also
+    when the module's own report is missing; a report of the same module under another dump number is used."""
+    import shutil
+    sample = tmp_path / "run"
+    shutil.copytree(CPU_SAMPLE, sample)
+    own = next((sample / "hlo").glob("*jit_train_step*memory-usage-report*"))
+    other = own.with_name(own.name.replace("module_0000.jit_train_step", "module_0007.jit_eval_step"))
+    other.write_text(own.read_text().replace("Total bytes: 8475728", "Total bytes: 847572800"))
+    analysis = analyze(sample)
+    assert remat_overhead.peak_memory_bytes(analysis) == 8475728
+    own.unlink()
+    assert remat_overhead.peak_memory_bytes(analysis) is None
+    shutil.copy(other, own.with_name(own.name.replace("module_0000.", "module_0001.")))  # same module, renumbered
+    assert remat_overhead.peak_memory_bytes(analysis) == 847572800
 
 
 def _rematted_instruction_lines(path) -> int:
