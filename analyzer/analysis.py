@@ -156,6 +156,7 @@ def _hlo_only_ops(modules: tuple[HloModule, ...]) -> pd.DataFrame:
     ops["occurrences_per_step"] = 1.0
     ops["devices"] = 1
     ops["in_step"] = True
+    ops["op_id"] = -1  # nothing measured: no events to join
     return ops
 
 

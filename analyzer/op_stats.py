@@ -32,7 +32,7 @@ def op_statistics(step_ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     devices and steps (the number a roofline prediction compares against, times the
     occurrences per step); ``share_of_step`` divides it by the mean step time.
     """
-    columns = OP_KEY + [
+    columns = ["op_id", *OP_KEY,
         "occurrences", "occurrences_per_step", "total_s", "mean_s", "min_s", "max_s",
         "measured_s_per_step", "share_of_step", "devices",
     ]
@@ -40,8 +40,11 @@ def op_statistics(step_ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
     device_steps = max(len(steps.measured), 1)
     keyed = step_ops.assign(duration_s=step_ops["duration_ps"] / PS_PER_S)
-    g = keyed.groupby(OP_KEY, sort=False, observed=True)
+    g = keyed.groupby("op_id", sort=True)
     stats = g.agg(
+        module=("module", "first"),
+        program_id=("program_id", "first"),
+        op_name=("op_name", "first"),
         occurrences=("duration_s", "size"),
         total_s=("duration_s", "sum"),
         mean_s=("duration_s", "mean"),
@@ -78,16 +81,22 @@ def _other_program_ops(capture: Capture, steps: Steps, step_ops: pd.DataFrame, s
 def measure(capture: Capture, steps: Steps) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(ops inside measured steps, per-op statistics, per device-step times).
 
+    Both tables carry ``op_id``: the same integer for an op's events and its statistics row
+    (-1 for ops outside the steps).
+
     The statistics list the step program's ops first (ranked by time per step), then the
     ops of every other program in the capture, whose per-step columns are NaN.
     """
     step_ops = assign_steps(capture.ops, steps)
+    # op_id numbers the step's ops once; rules and renderers join events to the ops table through it
+    # (one integer column, instead of three string keys over millions of events).
+    step_ops["op_id"] = step_ops.groupby(OP_KEY, sort=False, observed=True).ngroup().astype(np.int64)
     table = op_statistics(step_ops, steps)
     table["in_step"] = True
     for col in OP_KEY:
         table[col] = table[col].astype(str)
     others = _other_program_ops(capture, steps, step_ops, table)
     if len(others):
-        others = others.assign(in_step=False, **{c: others[c].astype(str) for c in OP_KEY})
+        others = others.assign(in_step=False, op_id=-1, **{c: others[c].astype(str) for c in OP_KEY})
         table = pd.concat([table, others], ignore_index=True)
     return step_ops, table, step_device_times(step_ops, steps)

@@ -122,10 +122,8 @@ def representative_step_events(analysis, max_devices: int = MAX_TIMELINE_DEVICES
     chosen = chosen[chosen["device"].isin(devices)][["device", "step", "start_ps", "duration_ps"]]
     ev = so.merge(chosen.rename(columns={"start_ps": "step_start_ps", "duration_ps": "step_ps"}), on=["device", "step"])
     ops = analysis.ops
-    cls = ops.assign(program_id=ops["program_id"].fillna("").astype(str)).drop_duplicates(["module", "program_id", "op_name"])
-    ev = ev.assign(program_id=ev["program_id"].fillna("").astype(str)).merge(
-        cls[["module", "program_id", "op_name", "time_class"]], on=["module", "program_id", "op_name"], how="left"
-    )
+    time_class = ops.loc[ops["op_id"] >= 0].drop_duplicates("op_id").set_index("op_id")["time_class"]
+    ev = ev.assign(time_class=ev["op_id"].map(time_class))
     ev["time_class"] = ev["time_class"].fillna("other")
     ev = ev.sort_values(["device", "start_ps"], kind="stable").reset_index(drop=True)
     line = ev["line"].fillna("").astype(str)

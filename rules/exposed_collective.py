@@ -57,21 +57,12 @@ def _flags(ops: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 
 
 def _op_positions(analysis) -> np.ndarray:
-    """Row position in analysis.ops of each step_ops event (-1 if none), joining on the op key."""
-    ops, ev = analysis.ops, analysis.step_ops
-    # Factorize each key column (categorical codes are free), combine, and join only the distinct keys.
-    codes, uniques = zip(*(pd.factorize(ev[k], use_na_sentinel=False) for k in _KEY))
-    combined = (codes[0].astype(np.int64) * len(uniques[1]) + codes[1]) * len(uniques[2]) + codes[2]
-    distinct, inverse = np.unique(combined, return_inverse=True)
-    parts = [distinct // (len(uniques[1]) * len(uniques[2])), distinct // len(uniques[2]) % len(uniques[1]),
-             distinct % len(uniques[2])]
-    keys = pd.MultiIndex.from_arrays([pd.Series(np.asarray(u, dtype=object)[c]).fillna("").astype(str)
-                                      for u, c in zip(uniques, parts)])
-    # In-step rows only: a kernel of no program can be listed a second time as an 'other program' op.
-    mine = ops[ops["in_step"].fillna(False).astype(bool)].drop_duplicates(_KEY)
-    found = pd.MultiIndex.from_frame(mine[_KEY].astype(str)).get_indexer(keys)
-    pos = np.where(found >= 0, ops.index.get_indexer(mine.index)[np.maximum(found, 0)], -1)
-    return pos[inverse]
+    """Row position in analysis.ops of each step_ops event (-1 if none), through the shared op_id."""
+    ids = analysis.ops["op_id"].to_numpy(dtype=np.int64)
+    ev_ids = analysis.step_ops["op_id"].to_numpy(dtype=np.int64)
+    lookup = np.full(max(int(ids.max(initial=-1)), int(ev_ids.max(initial=-1))) + 2, -1, np.int64)
+    lookup[ids[ids >= 0]] = np.flatnonzero(ids >= 0)
+    return lookup[ev_ids]  # op_id -1 reads the last slot, which stays -1
 
 
 def _event_table(analysis, kinds: pd.Series) -> pd.DataFrame:

@@ -32,7 +32,6 @@ from ..parsers.hlo_text import HloParseError, parse_instruction
 from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
 
 RULE_ID = "retiling-copy"
-_KEY = ["module", "program_id", "op_name"]  # an op name alone can belong to several programs
 _MOVE_OPCODES = {"parameter", "copy", "transpose", "bitcast", "reshape", "tuple", "get-tuple-element"}
 _MOVE_WORDS = {"copy", "transpose", "bitcast", "reshape", "fusion", "wrapped", "input", "loop", "kd"}
 
@@ -128,16 +127,12 @@ def relayout_ops(analysis) -> pd.DataFrame:
         if kind is not None:
             rows.append((r.Index, kind, "hlo"))
     index, change, how = zip(*rows) if rows else ((), (), ())
-    out = ops.loc[list(index), ["module", "program_id", "op_name", "operand_layout", "result_layout", "tf_op", "source",
+    out = ops.loc[list(index), ["op_id", "module", "program_id", "op_name", "operand_layout", "result_layout", "tf_op", "source",
                                 "measured_s_per_step", "predicted_s_per_step", "bytes_accessed"]].copy()
     out["change"], out["recognised_by"] = change, how
     col = "measured_s_per_step" if analysis.measured else "predicted_s_per_step"
     out["time_s"] = out[col].fillna(0.0)
     return out.sort_values("time_s", ascending=False, kind="stable")
-
-
-def _keys(frame: pd.DataFrame) -> pd.MultiIndex:
-    return pd.MultiIndex.from_arrays([frame[k].astype(object).where(frame[k].notna(), "").astype(str) for k in _KEY])
 
 
 def _neighbours(analysis, found: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
@@ -150,13 +145,12 @@ def _neighbours(analysis, found: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     where: dict = {}
     if analysis.measured and len(convs) and len(found) and len(analysis.step_ops):
         ev = analysis.step_ops
-        ev_keys = _keys(ev)
-        first = ev[ev_keys.isin(_keys(convs))].groupby(["device", "step"])["start_ps"].min()
-        keys = _keys(found)
-        first_of_key = ~keys.duplicated()
-        row = keys[first_of_key].get_indexer(ev_keys)  # which layout op each event is, -1 if none
-        labels = found.index[first_of_key][row[row >= 0]]
-        mine = ev[row >= 0].assign(row=labels).join(first.rename("conv_ps"), on=["device", "step"])
+        first = ev[ev["op_id"].isin(convs["op_id"])].groupby(["device", "step"])["start_ps"].min()
+        label_of_id = pd.Series(found.index, index=found["op_id"]).loc[lambda s: s.index >= 0]
+        label_of_id = label_of_id[~label_of_id.index.duplicated()]
+        mine = ev[ev["op_id"].isin(label_of_id.index)]
+        mine = mine.assign(row=label_of_id.reindex(mine["op_id"]).to_numpy()).join(
+            first.rename("conv_ps"), on=["device", "step"])
         before = (mine["start_ps"] < mine["conv_ps"]).groupby(mine["row"]).mean()
         where = {label: "before" if f >= 0.5 else "after" for label, f in before.items()}
     return convs, where

@@ -216,14 +216,14 @@ def test_gpu_communication_kernel_exposure():
     """A 100 us all-reduce kernel on its own stream, half covered by two overlapping compute kernels."""
     us = 1_000_000
     ops = pd.DataFrame({
-        "module": "jit_step", "program_id": "1", "op_name": ["all-reduce-start", "fusion.1", "fusion.2"],
+        "module": "jit_step", "program_id": "1", "op_name": ["all-reduce-start", "fusion.1", "fusion.2"], "op_id": [0, 1, 2],
         "in_step": True, "collective_kind": ["all-reduce", None, None], "category": ["all-reduce", "fusion", "fusion"],
         "opcode": ["all-reduce-start", "fusion", "fusion"], "is_host_transfer": False,
         "is_async_start": [True, False, False], "is_async_done": False, "measured_s_per_step": [100e-6, 30e-6, 30e-6],
         "predicted_s_per_step": [10e-6, 20e-6, 20e-6], "replica_group_size": [8.0, None, None],
         "collective_bytes": [1e6, None, None], "host_bytes": 0.0, "occurrences_per_step": 1.0})
     step_ops = pd.DataFrame({"device": 0, "step": 1, "module": "jit_step", "program_id": "1",
-                             "op_name": ["all-reduce-start", "fusion.1", "fusion.2"],
+                             "op_name": ["all-reduce-start", "fusion.1", "fusion.2"], "op_id": [0, 1, 2],
                              "start_ps": [0, 10 * us, 30 * us], "duration_ps": [100 * us, 30 * us, 30 * us],
                              "line": ["Stream #2", "Stream #1", "Stream #3"]})
     steps = SimpleNamespace(measured=pd.DataFrame({"device": [0], "step": [1]}))
