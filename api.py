@@ -66,7 +66,9 @@ class Report(_model.Report):
 
 def _written(text: str, path: str | Path | None) -> str:
     if path is not None:
-        Path(path).write_text(text, encoding="utf-8")
+        from .writer import write_report
+
+        write_report(path, text)
     return text
 
 

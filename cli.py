@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import math
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import click
@@ -74,28 +72,6 @@ def _default_output(path: Path | None, hlo_dir: Path | None, fmt: str) -> Path:
     return base / f"xladiag_report.{ext}"
 
 
-def _check_writable(out: Path) -> None:
-    parent = out.parent if str(out.parent) else Path(".")
-    if out.is_dir():
-        _fail(f"{out}: is a directory; give a file path with -o", EXIT_USAGE)
-    if not parent.is_dir():
-        _fail(f"{out}: cannot write: directory {parent} does not exist", EXIT_USAGE)
-    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        _fail(f"{out}: cannot write: permission denied", EXIT_USAGE)
-
-
-def _write_atomically(out: Path, text: str) -> None:
-    """Write via a temporary file in the same folder so no half-written report is ever left."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent or Path("."))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, out)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        _fail(f"{out}: cannot write: {exc.strerror or exc}", EXIT_INPUT)
-
-
 def _percent(value: str | None) -> float | None:
     if value is None:
         return None
@@ -142,17 +118,22 @@ def main(path, run, hlo_dir, chip, chip_file, fmt, output, fail_on, max_exposed_
     from .analyzer.capture import CaptureError
     from .parsers.discovery import DiscoveryError
     from .parsers.xplane import XPlaneError
+    from .errors import UsageError
     from .report import build_report, evaluate_gates, render
+    from .writer import check_output_path, write_report
 
     if path is None and hlo_dir is None:
         raise click.UsageError("give a profile directory or .xplane.pb file (or --hlo-dir DIR)")
     max_exposed = _percent(max_exposed_collective)
     to_stdout = output == "-"
-    out = None if to_stdout else Path(output) if output else _default_output(path, hlo_dir, fmt)
+    out = None if to_stdout else output if output else str(_default_output(path, hlo_dir, fmt))
     if path is not None and not path.exists():
         _fail(f"{path}: no such file or directory", EXIT_INPUT)
     if out is not None:
-        _check_writable(out)
+        try:
+            check_output_path(out)
+        except UsageError as exc:
+            _fail(str(exc), EXIT_USAGE)
 
     progress = _Progress(enabled=not quiet and sys.stderr.isatty())
     try:
@@ -169,7 +150,10 @@ def main(path, run, hlo_dir, chip, chip_file, fmt, output, fail_on, max_exposed_
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        _write_atomically(out, text)
+        try:
+            write_report(out, text)
+        except UsageError as exc:
+            _fail(str(exc), EXIT_USAGE)
 
     if not quiet:
         for warning in analysis.warnings:

@@ -8,6 +8,8 @@ and the roofline prediction (chip table or trace peaks), each with its source.
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -33,7 +35,7 @@ Progress = Callable[[str], None]
 BREAKDOWN_CATEGORIES = ("compute", "memory", "collective", "host_transfer", "other", "idle")
 
 
-class AnalysisError(ValueError):
+class AnalysisError(InputError):
     """Input that cannot be analysed; the message is one line naming the file and the problem."""
 
 

@@ -20,6 +20,8 @@ How each platform records ops (see shared reference ``xplane.md``):
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 import re
 from dataclasses import dataclass, field
 
@@ -52,7 +54,7 @@ METADATA_COLUMNS = [
 ]
 
 
-class CaptureError(ValueError):
+class CaptureError(InputError):
     """The capture was read but holds nothing we can measure."""
 
 

@@ -8,6 +8,8 @@ provenance in :attr:`Chip.number_sources` so a report can say where each number 
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 import dataclasses
 import math
 import re
@@ -24,7 +26,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 
-class ChipCatalogError(ValueError):
+class ChipCatalogError(InputError):
     """A chips file that cannot be read; the message is one line naming the file and the problem."""
 
 

@@ -7,6 +7,8 @@ log dir, a run folder, one ``.xplane.pb`` file, or only an HLO dump.
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from .hlo_text import find_hlo_dumps
 XPLANE_SUFFIX = ".xplane.pb"
 
 
-class DiscoveryError(ValueError):
+class DiscoveryError(InputError):
     """The path holds no capture we can read; the message is one line for the user."""
 
 

@@ -15,6 +15,8 @@ occupies 128 elements. Without tiles the padded size is the logical size.
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 import math
 import re
 import warnings
@@ -52,7 +54,7 @@ _CALLED_ATTRS = ("calls", "to_apply", "body", "condition", "branch_computations"
                  "true_computation", "false_computation", "select", "scatter")
 
 
-class HloParseError(ValueError):
+class HloParseError(InputError):
     """Malformed HLO text; the message starts with ``FILE:LINE:``."""
 
 

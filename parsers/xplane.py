@@ -14,6 +14,8 @@ Hot-path notes:
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +28,7 @@ from .xevent_columns import parse_space_raw_events, read_line_events
 from .xspace_schema import MemoryAccessBreakdown, XEvent
 
 
-class XPlaneError(ValueError):
+class XPlaneError(InputError):
     """A file that is not a readable xplane capture; the message names the file."""
 
 

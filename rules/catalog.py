@@ -16,6 +16,8 @@ Every rule module's docstring has a one-line summary and four titled parts, in t
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 import argparse
 import re
 import sys
@@ -32,7 +34,7 @@ SECTIONS = (
 _HEADING = re.compile(r"^(%s):\s*$" % "|".join(re.escape(title) for _, title in SECTIONS), re.M)
 
 
-class CatalogError(ValueError):
+class CatalogError(InputError):
     """A rule docstring without the four parts."""
 
 

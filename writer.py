@@ -1,0 +1,135 @@
+"""Write a report without harming anything that was at the target path.
+
+- A regular file (or a new one) is replaced atomically: the text goes to a hidden temporary file in the
+  same folder, which is renamed over the target. The result keeps the old file's mode; a new file gets
+  the mode the umask gives (``mkstemp`` would make every report 0600).
+- A symlink is written through: its target is what gets replaced, the link stays.
+- Anything else (``/dev/null``, a FIFO, a terminal) is opened and written in place: renaming over a
+  device node would replace the device with a regular file.
+- The temporary file is removed on every exit, SIGINT and SIGTERM included.
+- A missing folder, a trailing ``/``, a folder as target, no permission, a full disk: ``UsageError``
+  (exit 2), one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import stat
+import threading
+from pathlib import Path
+
+from .errors import UsageError
+
+_PENDING: set[str] = set()  # temp files to remove if a signal ends the process mid-write
+
+
+def check_output_path(path: str | os.PathLike) -> Path:
+    """Refuse a target we could not write, before any work is done. Returns the path to write."""
+    text = os.fspath(path)
+    if text.endswith(("/", os.sep)):
+        raise UsageError(f"{text}: is a directory path (trailing '/'); give a file path with -o")
+    target = _resolved(Path(text))
+    if target.is_dir():
+        raise UsageError(f"{text}: is a directory; give a file path with -o")
+    parent = target.parent
+    if not parent.is_dir():
+        raise UsageError(f"{text}: cannot write: directory {parent} does not exist")
+    if target.exists() and not _is_regular(target):
+        if not os.access(target, os.W_OK):
+            raise UsageError(f"{text}: cannot write: permission denied")
+        return Path(text)
+    if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UsageError(f"{text}: cannot write: permission denied")
+    return Path(text)
+
+
+def write_report(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` as described in the module docstring."""
+    shown = os.fspath(path)
+    check_output_path(shown)
+    target = _resolved(Path(shown))
+    data = text.encode("utf-8")
+    try:
+        if target.exists() and not _is_regular(target):
+            with open(target, "wb") as fh:  # device, FIFO, terminal: never rename over it
+                fh.write(data)
+            return
+        _replace_regular(target, data)
+    except OSError as exc:
+        reason = "no space left on device" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
+        raise UsageError(f"{shown}: cannot write: {reason}") from exc
+
+
+def _resolved(path: Path) -> Path:
+    # Follow symlinks (also chains and relative ones) so the link itself survives; a dangling link
+    # resolves to the file it names, which is then created.
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _is_regular(path: Path) -> bool:
+    return stat.S_ISREG(path.stat().st_mode)
+
+
+def _mode_for(target: Path) -> int:
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _replace_regular(target: Path, data: bytes) -> None:
+    mode = _mode_for(target)
+    folder = target.parent if str(target.parent) else Path(".")
+    with _signals_cleanup():
+        fd, tmp = _mkstemp(folder, target.name)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+        finally:
+            _PENDING.discard(tmp)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+
+def _mkstemp(folder: Path, name: str) -> tuple[int, str]:
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+    _PENDING.add(tmp)
+    return fd, tmp
+
+
+@contextlib.contextmanager
+def _signals_cleanup():
+    """On SIGINT/SIGTERM during the write: remove the temp file, then die of the same signal."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+
+    def handler(signum, frame):
+        for tmp in list(_PENDING):
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        _PENDING.clear()
+        signal.signal(signum, previous.get(signum, signal.SIG_DFL))
+        if signum == signal.SIGINT and previous.get(signum) is signal.default_int_handler:
+            raise KeyboardInterrupt
+        os.kill(os.getpid(), signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
