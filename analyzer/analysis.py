@@ -22,7 +22,8 @@ import pandas as pd
 from ..parsers.discovery import CaptureFiles, discover
 from ..parsers.hlo_text import HloModule, HloParseError, parse_hlo_file
 from ..parsers.xplane import read_xspace
-from . import chips as chip_catalog
+from . import chip_catalog
+from .device_detection import chip_for_device
 from .capture import Capture, build_capture
 from .hlo_costs import instruction_costs
 from .hlo_facts import attach_hlo_facts
@@ -118,7 +119,7 @@ def _detect_chip(devices: pd.DataFrame, platform: str, chip_name: str | None, ch
 
     detected, detected_note = None, ""
     if first is not None and platform not in ("cpu", "hlo"):
-        detected, detected_note = chip_catalog.chip_for_device(
+        detected, detected_note = chip_for_device(
             first.get("device_type"), first.get("vendor"), first.get("plane_stats") or {}, catalog
         )
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..parsers.hlo_text import HloModule, HloParseError, Instruction, parse_instruction, parse_replica_groups
-from .chips import Chip
+from .chip_catalog import Chip
 from .collectives import predict_collective
 from .hlo_costs import instruction_costs
 

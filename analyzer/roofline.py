@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .chips import Chip
+from .chip_catalog import Chip
 
 
 

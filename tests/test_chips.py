@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from xladiag.analyzer.chips import Chip, ChipCatalogError, chip_for_device, find_chip, load_catalog
+from xladiag.analyzer.chip_catalog import Chip, ChipCatalogError, find_chip, load_catalog
+from xladiag.analyzer.device_detection import chip_for_device
 
 # Device-plane stats exactly as the real captures in sample_profiles/ record them.
 V6E_PLANE_STATS = {

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from xladiag.analyzer.chips import load_catalog
+from xladiag.analyzer.chip_catalog import load_catalog
 from xladiag.analyzer.collectives import (
     is_latency_bound,
     latency_threshold_bytes,

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from xladiag.analyzer.chips import load_catalog
+from xladiag.analyzer.chip_catalog import load_catalog
 from xladiag.analyzer.roofline import arithmetic_intensity, op_roofline, predict_ops, ridge_point, step_roofline
 
 REL = 0.02
