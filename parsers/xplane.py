@@ -14,8 +14,6 @@ Hot-path notes:
 
 from __future__ import annotations
 
-from ..errors import InputError
-
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +22,7 @@ import numpy as np
 import pandas as pd
 from google.protobuf.message import DecodeError
 
+from ..errors import InputError
 from .xevent_columns import parse_space_raw_events, read_line_events
 from .xspace_schema import MemoryAccessBreakdown, XEvent
 
@@ -91,6 +90,9 @@ class XSpaceTables:
     # Sparse: one row per event that carries any of EVENT_STAT_NAMES; ``event`` is its row in ``events``.
     event_stats: pd.DataFrame
     event_metadata: pd.DataFrame  # plane, metadata_id, name, display_name, METADATA_STAT_NAMES…, hbm_bytes
+    # Each compiled program's optimized module as serialized xla.HloProto, from the /host:metadata
+    # plane: (program_id as text, program name e.g. 'jit_train_step', bytes). Read by parsers.hlo_proto.
+    hlo_protos: tuple = ()
 
 
 def _stat_value(stat, stat_names: dict[int, str]):
@@ -132,6 +134,7 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTable
         raise XPlaneError(f"{path}: no planes in this file; it is not an xplane capture (or it is empty)")
 
     plane_rows, plane_stats, line_rows, meta_rows = [], [], [], []
+    hlo_protos: list[tuple[str, str, bytes]] = []
     ev_plane, ev_line, ev_meta, ev_start, ev_span, ev_dur = [], [], [], [], [], []
     stat_rows: list[int] = []  # event row of each decoded stat record
     stat_records: list[dict] = []  # the wanted stats of each such event
@@ -147,8 +150,12 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTable
         plane_rows.append((plane_idx, plane.id, _text(plane.name)))
         plane_stats.append(_stats_dict(plane.stats, stat_names))
 
+        is_metadata_plane = _text(plane.name) == _METADATA_PLANE
         for md_id, md in plane.event_metadata.items():
             stats = _stats_dict(md.stats, stat_names)
+            if is_metadata_plane and isinstance(stats.get(_HLO_PROTO_STAT), bytes):
+                hlo_protos.append(_program_entry(_text(md.name), stats))
+                continue
             row = {
                 "plane": plane_idx,
                 "metadata_id": md_id,
@@ -237,7 +244,21 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTable
         events=events,
         event_stats=event_stats,
         event_metadata=event_metadata,
+        hlo_protos=tuple(hlo_protos),
     )
+
+
+_METADATA_PLANE = "/host:metadata"
+_HLO_PROTO_STAT = "Hlo Proto"
+_PROGRAM_NAME = re.compile(r"^(.*)\((\d+)\)$")
+
+
+def _program_entry(name: str, stats: dict) -> tuple[str, str, bytes]:
+    """(program id, program name, HloProto bytes); the id from the stat, else from 'name(<id>)'."""
+    m = _PROGRAM_NAME.match(name)
+    program = stats.get("program_id")
+    program_id = str(program % 2**64) if isinstance(program, int) else (m.group(2) if m else "")
+    return program_id, m.group(1) if m else name, stats[_HLO_PROTO_STAT]
 
 
 def _stat_column(values: list, integer: bool) -> pd.Series:
