@@ -33,7 +33,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..parsers.hlo_text import Computation, HloModule, Instruction, Shape, _ints
+from ..parsers.hlo_text import Computation, HloModule, Instruction, Shape
+from ..parsers.hlo_tokens import parse_ints
 
 __all__ = ["instruction_costs", "dot_flops", "convolution_flops", "instruction_flops",
            "instruction_bytes", "top_level_computations"]
@@ -79,7 +80,7 @@ def dot_flops(instr: Instruction, module: HloModule) -> float:
         dnums = _backend_json(instr).get("gemm_backend_config", {}).get("dot_dimension_numbers", {})
         return _dot_flops_from(lhs, instr.shape, [int(d) for d in
                                                   dnums.get("lhs_contracting_dimensions", [])])
-    return _dot_flops_from(lhs, instr.shape, _ints(instr.attrs.get("lhs_contracting_dims", "")))
+    return _dot_flops_from(lhs, instr.shape, parse_ints(instr.attrs.get("lhs_contracting_dims", "")))
 
 
 def _parse_window(text: str, rank: int) -> list[dict]:
@@ -211,7 +212,7 @@ class _Costs:
             return float(src.num_elements * math.prod(w["size"] for w in window)), ""
         if op == "sort":
             shape = _array(instr.shape)
-            dim = _ints(instr.attrs.get("dimensions", "0"))[0]
+            dim = parse_ints(instr.attrs.get("dimensions", "0"))[0]
             n = shape.dims[dim] if shape.dims else 1
             return float(shape.num_elements * max(math.ceil(math.log2(max(n, 1))), 1)), ""
         return 0.0, ""

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..parsers.hlo_text import parse_shape
+from ..parsers.hlo_shapes import parse_shape
 from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
 
 RULE_ID = "remat-overhead"

@@ -135,18 +135,6 @@ def test_v6e_replica_groups_mesh_form(v6e):
     assert axes == {"axis_0": 1, "axis_1": 1, "axis_2": 4}
 
 
-def test_v6e_async_pairs(v6e):
-    pairs = v6e.async_pairs()
-    slices = pairs[pairs["opcode"] == "async-start"]
-    assert len(slices) == 8 and set(slices["wrapped_opcode"]) == {"slice"}
-    for start, done in zip(slices["start"], slices["done"]):
-        assert start.replace("start", "done") == done
-        assert v6e.instruction(done).operand_names == (start,)
-    copies = pairs[pairs["opcode"] == "copy-start"]
-    assert len(copies) == 6 and set(copies["wrapped_opcode"]) == {"copy"}
-    assert pairs["done"].notna().all()
-
-
 def test_v6e_computation_roles(v6e):
     roles = v6e.computation_roles()
     assert roles["fused_computation.18.clone.1"] == "fusion"
@@ -263,10 +251,9 @@ def test_gpu_style_module():
     assert (gemm.source_file, gemm.source_line) == ("/x/model.py", 42)
     done = m.instruction("all-gather-done")
     assert done.operand_shapes[0].is_tuple and done.operand_names == ("all-gather-start",)
-    pairs = m.async_pairs().set_index("start")
-    assert pairs.loc["all-gather-start", "done"] == "all-gather-done"
-    assert pairs.loc["all-gather-start", "wrapped_opcode"] == "all-gather"
-    assert pairs.loc["reduce-scatter-start", "wrapped_opcode"] == "reduce-scatter"
+    rs_start = m.instruction("reduce-scatter-start")
+    assert m.fusion_body(rs_start).root.opcode == "reduce-scatter"
+    assert m.computation_roles()["wrapped_reduce_scatter"] == "async"
     rs = m.computations["wrapped_reduce_scatter"].root
     assert parse_replica_groups(rs.attrs["replica_groups"]) == [list(range(8))]
 

@@ -181,7 +181,7 @@ def test_layout_copies_are_found_with_their_time(tmp_path, variant, change):
 
 
 def test_layout_change_classification():
-    from xladiag.parsers.hlo_text import parse_shape
+    from xladiag.parsers.hlo_shapes import parse_shape
     s = parse_shape
     assert retiling_copy.layout_change(s("bf16[8,128]{0,1:T(8,128)}"), s("bf16[8,128]{1,0:T(8,128)}")) == "layout"
     assert retiling_copy.layout_change(s("bf16[16,128]{1,0:T(4,128)}"),

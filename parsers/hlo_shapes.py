@@ -1,0 +1,162 @@
+"""HLO shapes: element types, dims, layouts with tiles and memory spaces, padded sizes.
+
+Padded size rule (``Shape.padded_bytes``): the dims are put in physical order (major to minor,
+from the layout's minor_to_major) and the tiles are applied one level after the other, as XLA's
+tiled layouts define them: tile level k splits the minor-most ``len(tile)`` dims of the shape
+produced by level k-1 into (ceil(d/t) outer, t inner) dims. A second level such as the bf16
+``(2,1)`` packing therefore re-tiles the (8,128) tile of the first level, which it divides
+exactly, so it adds no padding; it is not applied to the whole array (that would double a
+rank-1 ``T(1024)(128)(2,1)`` buffer). Missing leading dims count as 1, so ``f32[]{:T(128)}``
+occupies 128 elements. Without tiles the padded size is the logical size.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .hlo_tokens import COMMENT, match_close, split_top
+
+__all__ = ["Shape", "parse_shape", "element_bits", "ARRAY_SHAPE"]
+
+# Bits per element; sub-byte types are packed (s4 = half a byte).
+_ELEMENT_BITS = {
+    "pred": 8, "s1": 1, "u1": 1, "s2": 2, "u2": 2, "s4": 4, "u4": 4, "s8": 8, "u8": 8,
+    "s16": 16, "u16": 16, "s32": 32, "u32": 32, "s64": 64, "u64": 64,
+    "f16": 16, "bf16": 16, "f32": 32, "f64": 64, "c64": 64, "c128": 128,
+    "f4e2m1fn": 4, "f6e2m3fn": 6, "f6e3m2fn": 6, "f8e8m0fnu": 8,
+    "token": 0, "opaque": 0, "tuple": 0,
+}
+_LAYOUT_ITEM = re.compile(r"([A-Z#*]*)\(([^()]*)\)")
+ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](\{[^}]*\})?")
+
+
+def element_bits(dtype: str) -> int:
+    if dtype in _ELEMENT_BITS:
+        return _ELEMENT_BITS[dtype]
+    if dtype.startswith("f8"):
+        return 8
+    raise ValueError(f"unknown element type {dtype!r}")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """An HLO shape: an array (dtype, dims, optional layout) or a tuple of shapes."""
+
+    dtype: str
+    dims: tuple[int, ...] = ()
+    layout: tuple[int, ...] | None = None  # minor_to_major
+    tiles: tuple[tuple[int, ...], ...] = ()  # outer tile first; -1 stands for '*'
+    memory_space: int = 0
+    is_tuple: bool = False
+    elements: tuple["Shape", ...] = ()
+    element_size_bits: int = 0  # layout E(n); 0 = the dtype's natural size
+    dynamic_dims: tuple[bool, ...] = ()
+
+    @property
+    def minor_to_major(self) -> tuple[int, ...] | None:
+        return self.layout
+
+    @property
+    def num_elements(self) -> int:
+        """Element count; tuples sum their elements; an unbounded ``?`` dim counts as 1."""
+        if self.is_tuple:
+            return sum(e.num_elements for e in self.elements)
+        return math.prod(max(d, 1) if d < 0 else d for d in self.dims)
+
+    @property
+    def element_bytes(self) -> float:
+        return (self.element_size_bits or element_bits(self.dtype)) / 8
+
+    @property
+    def logical_bytes(self) -> int:
+        if self.is_tuple:
+            return sum(e.logical_bytes for e in self.elements)
+        return math.ceil(self.num_elements * self.element_bytes)
+
+    @property
+    def padded_bytes(self) -> int:
+        """Bytes on the padded tile grid (rule in the module docstring)."""
+        if self.is_tuple:
+            return sum(e.padded_bytes for e in self.elements)
+        if not self.tiles:
+            return self.logical_bytes
+        dims = [max(d, 1) for d in self.dims]
+        shape = [dims[i] for i in reversed(self.layout)] if self.layout else dims
+        for tile in self.tiles:
+            rank = len(tile)
+            if len(shape) < rank:
+                shape = [1] * (rank - len(shape)) + shape
+            head, tail = shape[: len(shape) - rank], shape[len(shape) - rank:]
+            outer = [1 if t <= 0 else -(-d // t) for d, t in zip(tail, tile)]
+            inner = [d if t <= 0 else t for d, t in zip(tail, tile)]
+            shape = head + outer + inner
+        return math.ceil(math.prod(shape) * self.element_bytes)
+
+    @property
+    def layout_str(self) -> str:
+        """Canonical layout text, e.g. ``{1,0:T(8,128)(2,1)S(1)}``; '' without a layout."""
+        if self.is_tuple or self.layout is None:
+            return ""
+        extra = ""
+        if self.tiles:
+            extra += "T" + "".join("(" + ",".join("*" if t < 0 else str(t) for t in tile) + ")"
+                                   for tile in self.tiles)
+        if self.element_size_bits:
+            extra += f"E({self.element_size_bits})"
+        if self.memory_space:
+            extra += f"S({self.memory_space})"
+        return "{" + ",".join(map(str, self.layout)) + (":" + extra if extra else "") + "}"
+
+    def __str__(self) -> str:
+        if self.is_tuple:
+            return "(" + ", ".join(str(e) for e in self.elements) + ")"
+        dims = ",".join(("<=" if dyn else "") + str(d)
+                        for d, dyn in zip(self.dims, self.dynamic_dims or (False,) * len(self.dims)))
+        return f"{self.dtype}[{dims}]{self.layout_str}"
+
+
+def _parse_layout(text: str) -> tuple:
+    body = text[1:-1]
+    mtm_text, _, rest = body.partition(":")
+    mtm = tuple(int(x) for x in mtm_text.split(",") if x.strip())
+    tiles, space, ebits, key = [], 0, 0, ""
+    for m in _LAYOUT_ITEM.finditer(rest):
+        key = m.group(1) or key  # bare "(2,1)" continues the previous T(...)
+        if key == "T":
+            tiles.append(tuple(-1 if t.strip() == "*" else int(t) for t in m.group(2).split(",")
+                               if t.strip()))
+        elif key == "S":
+            space = int(m.group(2))
+        elif key == "E":
+            ebits = int(m.group(2))
+    return mtm, tuple(tiles), space, ebits
+
+
+@lru_cache(maxsize=8192)
+def parse_shape(text: str) -> Shape:
+    """Parse ``bf16[8,128]{1,0:T(8,128)(2,1)S(1)}``, ``(f32[8]{0}, s32[])``, ``f32[<=8]`` …"""
+    text = COMMENT.sub("", text).strip()
+    if text.startswith("("):
+        end = match_close(text, 0)
+        if end != len(text) - 1:
+            raise ValueError(f"unbalanced tuple shape {text!r}")
+        elems = tuple(parse_shape(p) for p in split_top(text[1:-1]))
+        return Shape(dtype="tuple", is_tuple=True, elements=elems)
+    m = ARRAY_SHAPE.fullmatch(text)
+    if not m:
+        raise ValueError(f"not a shape: {text!r}")
+    dtype, dims_text, layout_text = m.groups()
+    element_bits(dtype)
+    dims, dyn = [], []
+    for d in dims_text.split(","):
+        d = d.strip()
+        if not d:
+            continue
+        dyn.append(d.startswith("<=") or d == "?")
+        dims.append(-1 if d == "?" else int(d.lstrip("<=")))
+    mtm, tiles, space, ebits = _parse_layout(layout_text) if layout_text else (None, (), 0, 0)
+    return Shape(dtype, tuple(dims), mtm, tiles, space, False, (), ebits,
+                 tuple(dyn) if any(dyn) else ())
