@@ -167,6 +167,8 @@ def steps_dict(analysis) -> dict:
 def finding_dict(finding) -> dict:
     return {
         "rule": finding.rule,
+        "kind": finding.kind,
+        "key": finding.key,
         "severity": finding.severity,
         "title": finding.title,
         "time_s_per_step": clean(finding.time_s_per_step),

@@ -1,17 +1,23 @@
-"""What every rule returns, and the few helpers all rules share.
+"""The rule contract: what a rule is, what it returns, and the helpers every rule shares.
 
-A rule is one module in this folder with a ``RULE_ID`` string, a docstring in four
-parts (*What it finds*, *Why it costs time*, *How the cost is estimated*, *Fix*) and
-``check(analysis) -> list[Finding]``. Register it in ``registry.py``.
+A rule is one module in this folder with a ``RULE_ID`` string, a docstring in five parts (*What it
+finds*, *Why it costs time*, *How the cost is estimated*, *Fix*, *Details*; ``catalog.py`` parses them)
+and ``check(analysis) -> list[Finding]``. It reads the analysis' tables only: no parsing, no file I/O.
+Registered by one line in ``registry.py``, which wraps the module in a :class:`ModuleRule`; anything
+with ``id``, ``doc`` and ``check`` satisfies :class:`Rule` the same way.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..units import format_bytes, format_percent, format_seconds  # noqa: F401 (the rules' evidence formatting)
+
+if TYPE_CHECKING:
+    from ..analyzer.analysis import Analysis
 
 HIGH_FRACTION = 0.10  # a finding costing >= 10 % of the step is high severity
 MEDIUM_FRACTION = 0.03
@@ -39,7 +45,49 @@ class Finding:
     ops: tuple[OpEvidence, ...]
     evidence: str  # a sentence with the numbers
     fix: str  # the concrete change: flag, config key, code
-    details: dict[str, Any] = field(default_factory=dict)  # rule-specific numbers for charts and JSON
+    details: dict[str, Any] = field(default_factory=dict)  # rule-specific numbers, keys in the rule's docstring
+    kind: str = ""  # which of the rule's findings: e.g. the transfer kind; '' for a rule with one finding
+    main_op: str = ""  # the op a per-op finding is about; '' when the finding sums a class of ops over the step
+
+    @property
+    def key(self) -> str:
+        """``rule:kind:main_op``: the same problem in two reports has the same key (compare, baselines).
+
+        No program ids or ranks in it, so it survives recompiles; unique within one report.
+        Split with ``key.split(":", 2)`` (rule ids and kinds hold no ':'; op names may).
+        """
+        return f"{self.rule}:{self.kind}:{self.main_op}"
+
+
+@runtime_checkable
+class Rule(Protocol):
+    """What the registry holds and ``run_rules`` calls."""
+
+    @property
+    def id(self) -> str: ...  # stable, public: the JSON's finding 'rule'
+
+    @property
+    def doc(self) -> str: ...  # the five-part docstring the catalogue reads
+
+    def check(self, analysis: Analysis) -> list[Finding]: ...
+
+
+@dataclass(frozen=True)
+class ModuleRule:
+    """A rule written as a module (``RULE_ID``, docstring, ``check``), seen as a :class:`Rule`."""
+
+    module: ModuleType
+
+    @property
+    def id(self) -> str:
+        return self.module.RULE_ID
+
+    @property
+    def doc(self) -> str:
+        return self.module.__doc__ or ""
+
+    def check(self, analysis: Analysis) -> list[Finding]:
+        return self.module.check(analysis)
 
 
 def severity_for(fraction_of_step: float) -> str:
@@ -62,6 +110,8 @@ def make_finding(
     evidence: str,
     fix: str,
     details: dict[str, Any] | None = None,
+    kind: str = "",
+    main_op: str = "",
 ) -> Finding:
     """Build a finding with severity and fraction derived the same way for every rule."""
     savings = min(max(est_savings_s_per_step, 0.0), time_s_per_step)
@@ -78,4 +128,6 @@ def make_finding(
         evidence=evidence,
         fix=fix,
         details=dict(details or {}),
+        kind=kind,
+        main_op=main_op,
     )

@@ -25,6 +25,20 @@ Fix:
     offload. Lower the tensor-parallel degree when the MLP dimension is below Y*C/W. Exposed host offload:
     offload fewer tensors, or earlier, so the copies overlap (MaxText `remat_policy` offload choices, the
     `pinned_host` memory kind).
+Details:
+    kind (text): the transfer kind: a collective kind, `send-recv` or `host-offload` (also the finding's `kind`)
+    platform (text): `tpu`, `gpu`, `cpu` or `hlo`
+    exposed_s_per_step (s): seconds per step the device waits for these transfers (the finding's cost)
+    in_flight_s_per_step (s or null): start-to-done seconds per step of the async ops; null when none recorded
+    hidden_fraction (fraction or null): 1 - exposed / in flight, over the device-steps that recorded spans
+    predicted_transfer_s_per_step (s): roofline time per step of the transfers on their link
+    measured_transfer_s_per_step (s or null): measured transfer time per step, where the capture shows it
+    needed_transfer_s_per_step (s): the least transfer time per step: min of predicted and measured
+    compute_s_per_step (s): non-transfer work per step (union of the other ops) that transfers can hide behind
+    overlap_recoverable_s_per_step (s): what a better schedule can hide: exposed minus (needed - compute)
+    bytes_per_step (bytes): bytes per step the transfers move
+    ops (list): per op: `op`, `exposed_s_per_step`, `exposed_where_in_flight_measured_s_per_step`,
+        `in_flight_s_per_step`, `hidden_fraction`, `synchronous`
 """
 
 from __future__ import annotations
@@ -350,5 +364,5 @@ def check(analysis) -> list:
         findings.append(make_finding(
             rule=RULE_ID, title=f"Exposed {label}: {format_seconds(exposed_s)} per step not hidden behind compute",
             time_s_per_step=exposed_s, est_savings_s_per_step=savings_s, step_s=step_s, confidence=confidence,
-            ops=ops, evidence=evidence, fix=_fix(kind, analysis, part, needed_s, compute_s), details=details))
+            ops=ops, evidence=evidence, fix=_fix(kind, analysis, part, needed_s, compute_s), details=details, kind=kind))
     return findings

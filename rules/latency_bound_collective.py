@@ -17,6 +17,16 @@ Fix:
     Combine them: raise XLA's combiner thresholds (GPU `--xla_gpu_all_gather_combine_threshold_bytes`,
     `--xla_gpu_reduce_scatter_combine_threshold_bytes`, `--xla_gpu_all_reduce_combine_threshold_bytes`);
     bucket small parameters into one array per layer; or replicate arrays too small to be worth sharding.
+Details:
+    latency_threshold_bytes (bytes): per-hop payload below which a hop costs its latency (W1 x T_min)
+    latency_bound_count_per_step (count): latency-bound collectives per step
+    latency_bound_s_per_step (s): their seconds per step (the finding's cost)
+    combined_predicted_s_per_step (s): predicted seconds per step with one collective per (kind, group)
+    classified (object): `latency` and `bandwidth`: how many modelled collectives fall on each side
+    groups (list): per (kind, replica group): `kind`, `replica_group_size`, `count_per_step`,
+        `time_s_per_step`, `bytes_per_step`, `combined_predicted_s`, `combined_bound_by`
+    times_are (text): `measured` or `predicted`
+    ops (list): per latency-bound op: `op`, `kind`, `bytes`, `per_hop_bytes`, `s_per_step`
 """
 
 from __future__ import annotations

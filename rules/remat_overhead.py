@@ -20,6 +20,20 @@ Fix:
     minimal (each keeps more activations), or `custom` with per-tensor 'device' / 'offload'; with
     `jax.checkpoint`, a policy such as `jax.checkpoint_policies.dots_with_no_batch_dims_saveable`. When HBM
     is short, offload the largest saved activations to host memory instead of recomputing them.
+Details:
+    remat_s_per_step (s): seconds per step of the recomputed ops (the finding's cost)
+    remat_ops (count): recomputed scheduled ops
+    remat_instructions_in_dump (count): instructions under recomputation in the HLO dump, fused ones included
+    remat_flops_per_step (flops): FLOPs per step of the recomputed ops
+    extra_flops_fraction (fraction or null): those FLOPs over the rest of the step's
+    extra_hbm_bytes (bytes): HBM per device needed to keep their outputs instead
+    hbm_capacity_bytes (bytes or null): the chip's HBM capacity
+    peak_memory_bytes (bytes or null): peak of the module's memory-usage report, when the dump has one
+    hbm_headroom_bytes (bytes or null): capacity minus peak; null when unknown
+    step_bound_by (text): what bounds the step: `compute`, `memory`, `collective`, `host_transfer`, `unknown`
+    matmul_share_of_remat (fraction): share of the recomputed time in convolutions and matmuls
+    ops_that_fit (list): names of the recomputed ops whose outputs fit in the headroom
+    times_are (text): `measured` or `predicted`
 """
 
 from __future__ import annotations

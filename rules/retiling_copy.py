@@ -19,6 +19,16 @@ Fix:
     `from jax.experimental.layout import Format, Layout`, then place arguments in `compiled.input_formats`);
     reorder einsum dimensions so producer and consumer agree; pad dimensions to multiples of 128 (256 on
     v6e / TPU7x); for convolutions on GPU keep activations channels-last (NHWC / NDHWC dimension numbers).
+Details:
+    layout_s_per_step (s): seconds per step of the layout-only ops (the finding's cost)
+    convolution_s_per_step (s): seconds per step of the convolutions and matmuls they sit around
+    recognised_by (text): `hlo` (layouts read from HLO) or `name` (matched by op name only)
+    times_are (text): `measured` or `predicted`
+    convolutions (list): per neighbouring convolution: `op`, `s_per_step`
+    ops (list): per layout-only op: `op`, `s_per_step`, `change` (`layout`, `tiling`, `transpose`),
+        `operand_layout`, `result_layout`, `tf_op`, `source`, `relative_to_convolution`
+    by_origin (list): seconds per step by source line or JAX op: `origin`, `s_per_step`
+    dump_layout_changes (list): up to 50 layout-changing copies / transposes of the dump, fused ones included
 """
 
 from __future__ import annotations
