@@ -14,67 +14,18 @@ JAX is imported only inside :func:`profile`, so ``import xladiag`` works without
 
 from __future__ import annotations
 
-import dataclasses
+import math
 from pathlib import Path
 from typing import Callable
 
-import pandas as pd
+from .analyzer.analysis import Analysis, analyze
+from .errors import InputError
+from .report.model import Report
+from .rules.base import Finding
+from .rules.registry import run_rules
+from .units import format_percent, format_seconds
 
-from .report import model as _model
-
-__all__ = ["Report", "ProfileSession", "diagnose", "profile"]
-
-
-class Report(_model.Report):
-    """:class:`xladiag.report.model.Report` plus conveniences for notebooks and scripts.
-
-    ``findings`` (ranked, biggest saving first), ``summary`` and ``headline`` are the model's;
-    ``ops`` is the per-op table (one row per HLO op; columns in docs/json_schema.md and
-    ``xladiag.analyzer.analysis``); ``to_html``/``to_markdown``/``to_json`` render the same
-    report as the ``diagnose`` command.
-    """
-
-    @property
-    def ops(self) -> pd.DataFrame:
-        return self.analysis.ops
-
-    def to_dict(self) -> dict:
-        from .report.json_out import report_to_dict
-
-        return report_to_dict(self)
-
-    def to_json(self, path: str | Path | None = None) -> str:
-        from .report.json_out import render_json
-
-        return _written(render_json(self), path)
-
-    def to_markdown(self, path: str | Path | None = None) -> str:
-        from .report.markdown import render_markdown
-
-        return _written(render_markdown(self), path)
-
-    def to_html(self, path: str | Path | None = None) -> str:
-        from .report.html import render_html
-
-        return _written(render_html(self), path)
-
-    def _repr_html_(self) -> str:  # Jupyter shows the headline, not the whole report
-        from html import escape
-
-        return f"<b>xladiag</b>: {escape(self.headline)} ({len(self.findings)} findings; <code>.to_html(path)</code> for the report)"
-
-
-def _written(text: str, path: str | Path | None) -> str:
-    if path is not None:
-        from .writer import write_report
-
-        write_report(path, text)
-    return text
-
-
-def _as_api_report(report: _model.Report) -> Report:
-    # Field by field so that new fields on the model's Report carry over without a change here.
-    return Report(**{f.name: getattr(report, f.name) for f in dataclasses.fields(report)})
+__all__ = ["Report", "ProfileSession", "build_report", "diagnose", "profile"]
 
 
 def diagnose(
@@ -88,13 +39,34 @@ def diagnose(
 ) -> Report:
     """Analyse a capture (log dir, run folder or .xplane.pb) and/or an HLO dump; run every rule.
 
-    Raises the same errors the CLI reports as bad input (``AnalysisError``, ``DiscoveryError``, ...).
+    The one pipeline (discover, analyze, rules, report) behind the ``diagnose`` command too.
+    Raises :class:`xladiag.errors.InputError` (an ``XladiagError``, one line) when the arguments name
+    nothing to read or the capture, dump or chip file cannot be used.
     """
-    from .analyzer.analysis import analyze
-    from .report.model import build_report
-
     analysis = analyze(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, progress=progress)
-    return _as_api_report(build_report(analysis))
+    if progress:
+        progress("running rules")
+    return build_report(analysis)
+
+
+def build_report(analysis: Analysis) -> Report:
+    """Every registered rule over ``analysis``, ranked, and the headline: the :class:`Report` to render."""
+    findings = tuple(run_rules(analysis))
+    return Report(analysis=analysis, findings=findings, headline=_headline(analysis, findings))
+
+
+def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
+    step = analysis.step_s
+    what = "predicted step" if not analysis.measured else "step"
+    head = f"{analysis.chip.name}, {analysis.num_devices or 'no'} devices: {what} {format_seconds(step)}"
+    if analysis.mfu is not None and math.isfinite(analysis.mfu):
+        head += f", MFU {format_percent(analysis.mfu)}"
+    if findings:
+        top = findings[0]
+        head += f"; biggest fix: {top.title} (saves ~{format_seconds(top.est_savings_s_per_step)} per step)"
+    else:
+        head += "; no findings"
+    return head + "."
 
 
 def _run_dirs(logdir: Path) -> dict[str, float]:
@@ -112,7 +84,7 @@ def _written_run(logdir: Path, before: dict[str, float], after: dict[str, float]
     """
     written = [name for name, mtime in after.items() if before.get(name) != mtime]
     if not written:
-        raise RuntimeError(
+        raise InputError(
             f"{logdir}: the profiler wrote no new run folder under plugins/profile/ "
             f"({len(after)} older run(s) left untouched); nothing from this block to diagnose"
         )
@@ -182,5 +154,8 @@ def profile(logdir, *, steps: int | None = None, chip: str | None = None, hlo_di
     ``steps``: how many step executions the block runs (optional; a mismatch with what the trace
     shows lands in ``session.warnings``). ``hlo_dir``: the ``--xla_dump_to`` folder, for FLOPs and
     bytes from the HLO (XLA_FLAGS must be set before JAX starts, so this wrapper cannot set it).
+
+    Entering raises ``ImportError`` without JAX. Leaving the block raises what :func:`diagnose` raises,
+    and :class:`xladiag.errors.InputError` when the profiler wrote no new run folder.
     """
     return ProfileSession(logdir, steps=steps, chip=chip, hlo_dir=hlo_dir, chip_file=chip_file)

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import math
 import sys
+import traceback
 from pathlib import Path
 
 import click
 
 from . import __version__
+from .errors import InputError, XladiagError
+
+from .report.render import FORMATS
+from .text_safety import terminal_line, visible_controls
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
 
@@ -19,23 +24,38 @@ Examples:
   diagnose ./logdir --format json -o report.json --fail-on high
   diagnose --hlo-dir ./xla_dump --chip v6e   static diagnosis of an HLO dump, no trace
 \b
-Exit codes: 0 ok, 1 bad input, 2 usage, 3 a --fail-on/--max-*/--min-* gate tripped.
+Formats:
+""" + "\n".join(f"  {name:<10} {f.description}" for name, f in FORMATS.items()) + """
+\b
+Exit codes: 0 ok, 1 bad input, 2 usage (arguments, unwritable output), 3 a --fail-on/--max-*/--min-* gate
+tripped. Errors are one line; --debug adds the traceback.
 """
 
 
 class _OneLineErrors(click.Command):
-    """Usage errors as one ``diagnose: error:`` line with exit 2, like every other error we print."""
+    """Every error as one ``diagnose: error:`` line: click's usage errors (exit 2), xladiag's own
+    (``XladiagError.exit_code``) and anything unexpected (exit 1, traceback only with --debug)."""
 
-    def main(self, *args, **kwargs):
+    def main(self, args=None, **kwargs):
+        args = sys.argv[1:] if args is None else list(args)
+        debug = "--debug" in args
         kwargs["standalone_mode"] = False
         try:
-            code = super().main(*args, **kwargs)
+            code = super().main(args, **kwargs)
         except click.ClickException as exc:
             hint = " (see diagnose --help)" if isinstance(exc, click.UsageError) else ""
-            _fail(exc.format_message().replace("\n", " ") + hint, EXIT_USAGE)
+            _fail(exc.format_message() + hint, EXIT_USAGE)
         except click.Abort:
-            click.echo("diagnose: aborted", err=True)
+            _say("diagnose: aborted")
             sys.exit(EXIT_INPUT)
+        except XladiagError as exc:
+            if debug:
+                traceback.print_exc()
+            _fail(str(exc), exc.exit_code)
+        except Exception as exc:  # a bug: still one line, the traceback on demand
+            if debug:
+                traceback.print_exc()
+            _fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug; please report)", EXIT_INPUT)
         sys.exit(code or EXIT_OK)
 
 
@@ -60,13 +80,18 @@ class _Progress:
             sys.stderr.flush()
 
 
+def _say(line: str) -> None:
+    """One line on stderr; profile text in it (op names, paths) cannot drive the terminal or a PR comment."""
+    click.echo(terminal_line(line), err=True)
+
+
 def _fail(message: str, code: int) -> None:
-    click.echo(f"diagnose: error: {message}", err=True)
+    _say(f"diagnose: error: {message}")
     sys.exit(code)
 
 
 def _default_output(path: Path | None, hlo_dir: Path | None, fmt: str) -> Path:
-    ext = {"html": "html", "markdown": "md", "json": "json"}[fmt]
+    ext = FORMATS[fmt].extension
     base = path if path is not None else hlo_dir
     base = base.parent if base.is_file() else base
     return base / f"xladiag_report.{ext}"
@@ -95,8 +120,8 @@ def _percent(value: str | None) -> float | None:
 @click.option("--chip", metavar="NAME", help="Override chip detection, e.g. v6e, v5p, h100, mi300x, cpu.")
 @click.option("--chip-file", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
               help="TOML file that adds or overrides chips (same keys as the built-in catalog).")
-@click.option("--format", "fmt", type=click.Choice(["html", "markdown", "json"]), default="html", show_default=True,
-              help="Report format.")
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="html", show_default=True,
+              help="Report format (see Formats below).")
 @click.option("-o", "--output", metavar="PATH",
               help="Where to write the report; '-' for stdout. Default: <profile dir>/xladiag_report.<ext>.")
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]),
@@ -105,8 +130,9 @@ def _percent(value: str | None) -> float | None:
               help="Exit 3 when exposed collective time exceeds this share of the step (e.g. 10%).")
 @click.option("--min-mfu", type=click.FloatRange(0.0, 1.0), metavar="X", help="Exit 3 when MFU is below X (e.g. 0.35).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on stderr.")
+@click.option("--debug", is_flag=True, help="Show the traceback behind an error.")
 @click.version_option(__version__, prog_name="xladiag")
-def main(path, run, hlo_dir, chip, chip_file, fmt, output, fail_on, max_exposed_collective, min_mfu, quiet):
+def main(path, run, hlo_dir, chip, chip_file, fmt, output, fail_on, max_exposed_collective, min_mfu, quiet, debug):
     """Diagnose an XLA profile: what is slow, why, how far each op is from its roofline, and what to change.
 
     PATH is a jax.profiler.trace log dir (plugins/profile/<run>/<host>.xplane.pb), one run folder, or
@@ -114,12 +140,8 @@ def main(path, run, hlo_dir, chip, chip_file, fmt, output, fail_on, max_exposed_
     layouts; --hlo-dir alone gives a static diagnosis with predicted times.
     """
     # Imported here so that `--help` stays instant.
-    from .analyzer.analysis import AnalysisError, analyze
-    from .analyzer.capture import CaptureError
-    from .parsers.discovery import DiscoveryError
-    from .parsers.xplane import XPlaneError
-    from .errors import UsageError
-    from .report import build_report, evaluate_gates, render
+    from .api import diagnose
+    from .report import evaluate_gates
     from .writer import check_output_path, write_report
 
     if path is None and hlo_dir is None:
@@ -127,44 +149,34 @@ def main(path, run, hlo_dir, chip, chip_file, fmt, output, fail_on, max_exposed_
     max_exposed = _percent(max_exposed_collective)
     to_stdout = output == "-"
     out = None if to_stdout else output if output else str(_default_output(path, hlo_dir, fmt))
-    if path is not None and not path.exists():
-        _fail(f"{path}: no such file or directory", EXIT_INPUT)
+    if path is not None and not path.exists():  # before the output check: the default output lives there
+        raise InputError(f"{path}: no such file or directory")
     if out is not None:
-        try:
-            check_output_path(out)
-        except UsageError as exc:
-            _fail(str(exc), EXIT_USAGE)
+        check_output_path(out)  # refuse before minutes of work, not after
 
     progress = _Progress(enabled=not quiet and sys.stderr.isatty())
     try:
-        analysis = analyze(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, progress=progress)
-        progress("running rules")
-        report = build_report(analysis)
-        text = render(report, fmt)
-    except (DiscoveryError, XPlaneError, CaptureError, AnalysisError) as exc:
+        report = diagnose(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, progress=progress)
+        text = report.render(fmt)
+    finally:
         progress.done()
-        _fail(str(exc), EXIT_INPUT)
-    progress.done()
 
     if to_stdout:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        try:
-            write_report(out, text)
-        except UsageError as exc:
-            _fail(str(exc), EXIT_USAGE)
+        write_report(out, text)
 
     if not quiet:
-        for warning in analysis.warnings:
-            click.echo(f"diagnose: warning: {warning}", err=True)
-        click.echo(report.headline, err=True)
+        for warning in report.analysis.warnings:
+            _say(f"diagnose: warning: {warning}")
+        _say(report.headline)
     if out is not None:
-        click.echo(f"report: {out}")
+        click.echo(f"report: {visible_controls(out)}")
 
     tripped = evaluate_gates(report, fail_on=fail_on, max_exposed_collective=max_exposed, min_mfu=min_mfu)
     for line in tripped:
-        click.echo(f"diagnose: gate: {line}", err=True)
+        _say(f"diagnose: gate: {line}")
     sys.exit(EXIT_GATE if tripped else EXIT_OK)
 
 

@@ -3,7 +3,9 @@
 Always under :data:`MAX_BYTES` (GitHub caps a step summary at 1 MiB and comments at 65,536
 characters): long tables are cut with a note saying how many rows were left out, and the JSON
 report has everything. Table cells escape ``|`` and flatten newlines so a name from the profile
-can never break a table; ``<``/``>``/``&`` are escaped so it can never inject HTML either.
+can never break a table; ``<``/``>``/``&`` are escaped so it can never inject HTML either; control and
+bidi characters are written visibly and URLs, ``@mentions`` and ``#123`` references are broken with a
+zero-width space (:mod:`xladiag.text_safety`) so a crafted op name cannot ping people from a PR comment.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 from pathlib import Path
 
 from .json_out import report_to_dict
+from ..text_safety import break_links, visible_controls
 from ..units import format_percent, format_ratio, format_seconds, format_si
 from .svg import CLASS_LABELS, CLASS_ORDER, short_source
 
@@ -27,11 +30,11 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]#~|])")
 def escape_text(text, limit: int | None = None) -> str:
     """Plain text safe in a Markdown paragraph or table cell (one line)."""
     s = "" if text is None else str(text)
-    s = re.sub(r"\s*[\r\n]+\s*", " ", s).strip()
+    s = visible_controls(re.sub(r"\s*[\r\n]+\s*", " ", s).strip())
     if limit is not None and len(s) > limit:
         s = s[: max(limit - 1, 1)] + "…"
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_SPECIAL.sub(r"\\\1", s)
+    return break_links(_MD_SPECIAL.sub(r"\\\1", s), "&#8203;")
 
 
 def _table(header: list[str], rows: list[list[str]], align: list[str] | None = None) -> list[str]:

@@ -1,21 +1,38 @@
-"""The report every renderer reads: the analysis, its ranked findings and a summary."""
+"""The report every renderer reads: the analysis, its ranked findings and the headline.
+
+A plain container: the API builds it (``xladiag.api.build_report``: rules, ranking, headline); the
+renderers in this package only read it. ``render``/``to_<fmt>`` are conveniences over the format table.
+"""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..analyzer.analysis import Analysis
-from ..rules.base import Finding
-from ..units import format_percent, format_seconds
-from ..rules.registry import run_rules
+from ..text_safety import terminal_line
+from .render import render as _render
+
+if TYPE_CHECKING:  # annotations only: importing the analyzer here would load pandas for `--help`
+    import pandas as pd
+
+    from ..analyzer.analysis import Analysis
+    from ..rules.base import Finding
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Report:
+    """``findings`` are ranked (biggest saving first); ``ops`` is the per-op table (one row per HLO op;
+    columns in docs/json_schema.md); ``render(fmt)`` / ``to_html`` / ``to_markdown`` / ``to_json`` give
+    the same text as the ``diagnose`` command and write it when given a path."""
+
     analysis: Analysis
     findings: tuple[Finding, ...]
     headline: str  # the one sentence a lead would want
+
+    @property
+    def ops(self) -> pd.DataFrame:
+        return self.analysis.ops
 
     @property
     def summary(self) -> dict:
@@ -33,21 +50,38 @@ class Report:
             "headline": self.headline,
         }
 
+    def render(self, fmt: str, path: str | Path | None = None) -> str:
+        """The report as text in ``fmt`` (a key of ``report.render.FORMATS``), also written to ``path``.
 
-def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
-    step = analysis.step_s
-    what = "predicted step" if not analysis.measured else "step"
-    head = f"{analysis.chip.name}, {analysis.num_devices or 'no'} devices: {what} {format_seconds(step)}"
-    if analysis.mfu is not None and math.isfinite(analysis.mfu):
-        head += f", MFU {format_percent(analysis.mfu)}"
-    if findings:
-        top = findings[0]
-        head += f"; biggest fix: {top.title} (saves ~{format_seconds(top.est_savings_s_per_step)} per step)"
-    else:
-        head += "; no findings"
-    return head + "."
+        Raises ``UsageError`` (an ``XladiagError``) for an unknown format or a path that cannot be written.
+        """
+        text = _render(self, fmt)
+        if path is not None:
+            from ..writer import write_report
 
+            write_report(path, text)
+        return text
 
-def build_report(analysis: Analysis) -> Report:
-    findings = tuple(run_rules(analysis))
-    return Report(analysis=analysis, findings=findings, headline=_headline(analysis, findings))
+    def to_html(self, path: str | Path | None = None) -> str:
+        return self.render("html", path)
+
+    def to_markdown(self, path: str | Path | None = None) -> str:
+        return self.render("markdown", path)
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        return self.render("json", path)
+
+    def to_dict(self) -> dict:
+        """The JSON report as plain Python objects."""
+        from .json_out import report_to_dict
+
+        return report_to_dict(self)
+
+    def __repr__(self) -> str:  # the analysis holds every op and event: never print it whole
+        return f"<xladiag Report: {len(self.findings)} findings; {terminal_line(self.headline)}>"
+
+    def _repr_html_(self) -> str:  # Jupyter shows the headline, not the whole report
+        from html import escape
+
+        return (f"<b>xladiag</b>: {escape(self.headline)} ({len(self.findings)} findings; "
+                f"<code>.to_html(path)</code> for the report)")

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import xladiag.api as api
+from xladiag.errors import InputError, UsageError, XladiagError
 from xladiag.report import model
 from xladiag.rules.base import Finding
 
@@ -122,7 +123,7 @@ def test_profile_refuses_an_old_run_when_the_trace_wrote_none(tmp_path, monkeypa
     os.utime(old, (1_700_000_000, 1_700_000_000))
     monkeypatch.setattr(jax.profiler, "trace", lambda logdir: contextlib.nullcontext())
     session = api.profile(tmp_path)
-    with pytest.raises(RuntimeError, match="wrote no new run folder"):
+    with pytest.raises(InputError, match="wrote no new run folder"):
         with session:
             pass
     assert session.report is None and session.run is None
@@ -135,7 +136,7 @@ def test_written_run_picks_only_folders_the_trace_touched(tmp_path):
         os.utime(root / name, (mtime, mtime))
     before = api._run_dirs(tmp_path)
     assert before == {"old_a": 1_000.0, "old_b": 2_000.0}
-    with pytest.raises(RuntimeError, match="2 older run"):
+    with pytest.raises(InputError, match="2 older run"):
         api._written_run(tmp_path, before, api._run_dirs(tmp_path))
     # A trace that reuses an old folder (same second) changes its mtime: that folder counts, the newer old one not.
     (root / "old_a" / "host.xplane.pb").write_bytes(b"")
@@ -152,3 +153,44 @@ def test_package_root_exports_the_api():
     import xladiag
 
     assert xladiag.diagnose is api.diagnose and xladiag.profile is api.profile and xladiag.Report is api.Report
+
+
+def test_every_format_of_the_table_renders_through_the_api(cpu_report, tmp_path):
+    from xladiag.report.render import FORMATS
+
+    for name, fmt in FORMATS.items():
+        out = tmp_path / f"r.{fmt.extension}"
+        text = cpu_report.render(name, out)
+        assert text and out.read_text(encoding="utf-8") == text
+        assert getattr(cpu_report, f"to_{name}")() == text  # the named shortcut of each format
+    with pytest.raises(UsageError, match="unknown report format 'pdf'; one of: html, markdown, json"):
+        cpu_report.render("pdf")
+
+
+def test_repr_is_one_short_line(cpu_report):
+    text = repr(cpu_report)
+    assert len(text) < 400 and "\n" not in text
+    assert text.startswith(f"<xladiag Report: {len(cpu_report.findings)} findings; CPU")
+
+
+def test_api_raises_the_documented_error_root(tmp_path):
+    with pytest.raises(XladiagError) as info:
+        api.diagnose(tmp_path)
+    assert isinstance(info.value, InputError) and info.value.exit_code == 1
+    assert "\n" not in str(info.value)
+
+
+def test_every_error_class_is_an_xladiag_error():
+    """Callers catch one root: every exception class the package defines derives from XladiagError."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import xladiag
+
+    skip = ("xladiag.cli", "xladiag.tests", "xladiag.benchmarks", "xladiag.sample_profiles")
+    names = [m.name for m in pkgutil.walk_packages(xladiag.__path__, "xladiag.") if not m.name.startswith(skip)]
+    classes = {obj for name in names for _, obj in inspect.getmembers(importlib.import_module(name), inspect.isclass)
+               if issubclass(obj, BaseException) and obj.__module__.startswith("xladiag.")}
+    assert len(classes) >= 10  # the root, its two kinds and one per stage at least
+    assert all(issubclass(c, XladiagError) for c in classes), [c for c in classes if not issubclass(c, XladiagError)]

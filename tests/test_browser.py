@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_report_html import hostile  # noqa: E402
 from test_report_json import ALL_SAMPLES, capture_analysis  # noqa: E402
 
-from xladiag.report import build_report  # noqa: E402
+from xladiag.api import build_report  # noqa: E402
 from xladiag.report.html import render_html  # noqa: E402
 from xladiag.report.model import Report  # noqa: E402
 

@@ -216,3 +216,70 @@ def test_json_to_stdout_is_clean(tmp_path):
     assert result.exit_code == 0
     data = json.loads(result.stdout)
     assert data["schema_version"] == 1 and data["findings"]
+
+
+# --- one error type, --debug, the format table ----------------------------------------------------
+
+def _small_dump(tmp_path: Path) -> Path:
+    from test_report_json import HLO_TEXT
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "module_0001.jit_f.after_optimizations.txt").write_text(HLO_TEXT)
+    return dump
+
+
+def test_a_bug_is_one_line_and_debug_shows_its_traceback(tmp_path, monkeypatch):
+    import xladiag.api
+
+    def broken_rules(analysis):
+        return {}["no-such-column"]  # a KeyError deep in the pipeline, as a bug in a rule would raise
+
+    monkeypatch.setattr(xladiag.api, "run_rules", broken_rules)
+    args = ("--hlo-dir", _small_dump(tmp_path), "--chip", "v6e", "-o", tmp_path / "r.html")
+    result = run(*args)
+    assert_one_line_error(result, 1, "internal error: KeyError: 'no-such-column'", "--debug", "please report")
+    assert not (tmp_path / "r.html").exists()
+
+    debug = run(*args, "--debug")
+    assert debug.exit_code == 1
+    lines = debug.stderr.strip().splitlines()
+    assert lines[0] == "Traceback (most recent call last):" and "broken_rules" in debug.stderr
+    assert lines[-1].startswith("diagnose: error: internal error: KeyError")
+
+
+def test_input_errors_exit_with_their_code_and_debug_traceback(tmp_path):
+    assert_one_line_error(run(tmp_path), 1, "no '*.xplane.pb'")
+    debug = run(tmp_path, "--debug")
+    assert debug.exit_code == 1 and "DiscoveryError" in debug.stderr
+    assert debug.stderr.strip().splitlines()[-1].startswith("diagnose: error:")
+    usage = run(TPU_SAMPLE, "-o", tmp_path / "missing" / "r.html", "--debug")
+    assert usage.exit_code == 2 and "UsageError" in usage.stderr
+
+
+def test_cli_catches_only_the_error_root():
+    """The CLI knows one error type: no internal exception class is imported into it."""
+    import ast
+
+    import xladiag.cli as cli
+
+    tree = ast.parse(Path(cli.__file__).read_text(encoding="utf-8"))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert {"XladiagError", "InputError"} <= imported
+    assert not {name for name in imported if name.endswith("Error")} - {"XladiagError", "InputError"}
+
+
+def test_format_table_drives_choices_help_and_default_name(tmp_path, monkeypatch):
+    from xladiag.report.render import FORMATS, Format
+
+    fmt_option = next(p for p in main.params if p.name == "fmt")
+    assert list(fmt_option.type.choices) == list(FORMATS)
+    help_text = run("--help").stdout
+    for name, fmt in FORMATS.items():
+        assert name in help_text and fmt.description in help_text
+    # The default output name takes its extension from the table.
+    monkeypatch.setitem(FORMATS, "markdown", Format(FORMATS["markdown"].renderer, "mdown", "renamed"))
+    dump = _small_dump(tmp_path)
+    result = run("--hlo-dir", dump, "--chip", "v6e", "--format", "markdown", "--quiet")
+    assert result.exit_code == 0, result.stderr
+    assert (dump / "xladiag_report.mdown").read_text(encoding="utf-8").startswith("# xladiag report")

@@ -339,7 +339,7 @@ def test_finding_details_read_in_units():
 def test_v6e_numbers_read_the_same_in_headline_html_and_markdown():
     """The real v6e capture with the real rules: one MFU and one step time, whatever the format."""
     from xladiag.report.markdown import render_markdown
-    from xladiag.report.model import build_report
+    from xladiag.api import build_report
 
     a = capture_analysis("tpu_v6e_host_offload")
     report = build_report(a)
