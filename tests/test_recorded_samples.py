@@ -1,0 +1,71 @@
+"""Facts of the recorded JAX samples themselves (sample_profiles/make_*.py), read back independently.
+
+These pin what the recordings are, so a re-recording that loses a property the other tests rely on
+(two modules of one name, annotated steps with a host wait, ids shared by dump and capture) fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from functools import lru_cache
+
+import pytest
+
+from conftest import SAMPLES, only_xplane
+from xladiag.sample_profiles import _recording
+
+FSDP = SAMPLES / "jax_fsdp_tp_train"
+
+
+def answers(sample):
+    return json.loads((sample / _recording.ANSWERS).read_text())
+
+
+@lru_cache(maxsize=None)
+def read_back(sample, step_name):
+    return _recording.trace_answers(only_xplane(sample), step_name)
+
+
+def dump_modules(dump_dir):
+    rows = []
+    for f in sorted(dump_dir.glob("module_*after_optimizations.txt")):
+        module_id, name = re.match(r"module_(\d+)\.(.+?)\.", f.name).groups()
+        header = re.match(r"HloModule (\S+?),", f.read_text())
+        rows.append((int(module_id), name, header.group(1) if header else None))
+    return rows
+
+
+def test_fsdp_dump_holds_every_module_of_the_script():
+    rows = dump_modules(FSDP / "hlo")
+    names = Counter(name for _, name, _ in rows)
+    # The recompile and the random init are why module names repeat: the point of this sample.
+    assert names["jit_train_step"] == 2 and names["jit__normal"] == 4
+    assert len({module_id for module_id, _, _ in rows}) == len(rows)
+    assert all(header == name for _, name, header in rows)
+    assert [r["file"] for r in answers(FSDP)["dump_modules"]] == [
+        f.name for f in sorted((FSDP / "hlo").glob("module_*after_optimizations.txt"))]
+
+
+def test_fsdp_capture_programs_are_the_dump_modules_by_id():
+    rows = {module_id: name for module_id, name, _ in dump_modules(FSDP / "hlo")}
+    traced = read_back(FSDP, "train")
+    listed = {p["program_id"]: p["name"] for p in traced["programs_in_capture_metadata"]}
+    assert listed == {i: f"{n}({i})" for i, n in rows.items()}
+    executed = {p["program_id"]: p["name"] for p in traced["programs_executed"]}
+    # Only the second jit_train_step runs in the trace; the first (FSDP-only inputs) ran in warm-up.
+    train_ids = sorted(i for i, n in rows.items() if n == "jit_train_step")
+    assert executed == {train_ids[1]: "jit_train_step", **{i: n for i, n in executed.items() if n != "jit_train_step"}}
+    assert sorted(executed.values()) == ["jit_global_norm", "jit_train_step"]
+
+
+def test_fsdp_steps_are_annotated_and_include_the_loader_wait():
+    known = answers(FSDP)
+    steps = read_back(FSDP, "train")["steps"]
+    assert [s["step_num"] for s in steps] == list(range(known["profiled_steps"]))
+    assert steps == known["steps"]  # the committed answers are what the committed capture says
+    for s in steps:
+        host_only = s["annotated_ms"] - s["device_busy_ms_any_device"]
+        assert known["loader_wait_ms"] <= host_only < known["loader_wait_ms"] * 1.5, s
+        assert s["executions"] == 2  # one train step, one global norm, launched inside the span
