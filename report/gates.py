@@ -12,9 +12,11 @@ def evaluate_gates(report, *, fail_on=None, max_exposed_collective=None, min_mfu
         if worst:
             tripped.append(f"{len(worst)} finding(s) of severity >= {fail_on}, first: [{worst[0].severity}] {worst[0].title}")
     if max_exposed_collective is not None:
-        # Host-offload waits share the exposed-collective rule but are not collectives.
+        from ..rules.exposed_collective import RULE_ID as EXPOSED_TRANSFERS  # lazy: keeps `--help` instant
+
+        # Host-offload waits share the exposed-collective rule (their finding's kind) but are not collectives.
         exposed = sum(f.time_s_per_step for f in report.findings
-                      if f.rule == "exposed-collective" and f.details.get("kind") != "host-offload")
+                      if f.rule == EXPOSED_TRANSFERS and f.kind != "host-offload")
         step = report.analysis.step_s
         share = exposed / step if step and step > 0 else 0.0
         if share > max_exposed_collective:

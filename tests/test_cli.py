@@ -277,6 +277,9 @@ def test_format_table_drives_choices_help_and_default_name(tmp_path, monkeypatch
     help_text = run("--help").stdout
     for name, fmt in FORMATS.items():
         assert name in help_text and fmt.description in help_text
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in readme.splitlines() if line.startswith("| `--format "))
+    assert row.split("`")[1] == "--format " + "\\|".join(FORMATS)  # the README's option table agrees
     # The default output name takes its extension from the table.
     monkeypatch.setitem(FORMATS, "markdown", Format(FORMATS["markdown"].renderer, "mdown", "renamed"))
     dump = _small_dump(tmp_path)
