@@ -1,0 +1,149 @@
+"""The house rules, read from the source with ``ast``: imports point down parsers -> analyzer -> rules ->
+report -> api -> cli, and rules neither parse nor touch files.
+
+Leaf modules (units, errors, writer, version and the package's ``__version__``) may be imported from any
+layer and import only each other. Imports inside functions count: a lazy import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from conftest import REPO
+
+LAYERS = {"parsers": 0, "analyzer": 1, "rules": 2, "report": 3, "templates": 3, "api": 4, "cli": 5}
+LEAVES = {"units", "errors", "writer", "version"}
+# Standard-library names a rule may not use: file and directory access.
+IO_MODULES = {"os", "glob", "shutil", "pathlib", "io", "tempfile", "fnmatch", "zipfile", "tarfile", "gzip"}
+IO_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "listdir", "scandir", "walk",
+            "glob", "rglob", "iterdir", "exists", "is_file", "is_dir", "stat", "mkdir"}
+# Known violations being removed (hlofacts: memory reports and HLO facts move to the analyzer). This list
+# may only shrink: an entry that no longer happens fails the test, so delete it with the fix.
+ALLOWED = {
+    ("rules/remat_overhead.py", "imports parsers.hlo_shapes"),
+    ("rules/remat_overhead.py", "imports pathlib"),
+    ("rules/remat_overhead.py", "calls .glob()"),
+    ("rules/remat_overhead.py", "calls .is_file()"),
+    ("rules/remat_overhead.py", "calls .read_text()"),
+    ("rules/retiling_copy.py", "imports parsers.hlo_text"),
+}
+
+
+def _package_modules() -> dict[str, Path]:
+    """Dotted name inside the package ('analyzer.steps', 'cli', '' for __init__) -> file."""
+    out = {}
+    for path in sorted(REPO.rglob("*.py")):
+        rel = path.relative_to(REPO)
+        if rel.parts[0] in ("tests", "benchmarks", "sample_profiles", "build", "artifacts") or rel.parts[0].startswith("."):
+            continue
+        parts = list(rel.with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _package_modules()
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[tuple[str, ast.AST]]:
+    """(imported package module, node) for every import of the package in the file."""
+    package = name.split(".")[:-1] if path.name != "__init__.py" else name.split(".") if name else []
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                targets = [".".join(base + ([node.module] if node.module else []))]
+            else:
+                targets = [node.module or ""]
+            # 'from pkg import sub' names a module when pkg/sub is one.
+            targets = [f"{t}.{a.name}".strip(".") if f"{t}.{a.name}".strip(".") in modules else t
+                       for t in targets for a in node.names]
+        else:
+            continue
+        for target in targets:
+            if node.level if isinstance(node, ast.ImportFrom) else False:
+                found.append((target, node))
+            elif target == "xladiag" or target.startswith("xladiag."):
+                found.append((target.removeprefix("xladiag").lstrip("."), node))
+            else:
+                found.append(("<stdlib>" + target, node))
+    return found
+
+
+def _layer(module: str) -> int | None:
+    """Layer of a package module; None for the leaves and the package root (which holds __version__)."""
+    top = module.split(".")[0]
+    return None if module == "" or top in LEAVES else LAYERS[top]
+
+
+def _violations(modules: dict[str, Path], root: Path) -> set[tuple[str, str]]:
+    """(file relative to root, what is wrong) for every broken house rule."""
+    found = set()
+    for name, path in modules.items():
+        rel = str(path.relative_to(root))
+        here = _layer(name)
+        for target, node in _imports(name, path, modules):
+            if target.startswith("<stdlib>"):
+                std = target.removeprefix("<stdlib>").split(".")[0]
+                if name.startswith("rules.") and name != "rules.catalog" and std in IO_MODULES:
+                    found.add((rel, f"imports {std}"))
+                continue
+            there = _layer(target)
+            if name == "":
+                continue  # the package root re-exports the API lazily: it is the top, not a layer
+            if here is None and there is not None:
+                found.add((rel, f"leaf imports {target}"))
+            elif here is not None and there is not None and there > here:
+                found.add((rel, f"imports {target} (layer {there}) from layer {here}"))
+            if name.startswith("rules.") and target.split(".")[0] == "parsers":
+                found.add((rel, f"imports {target}"))
+        if name.startswith("rules.") and name != "rules.catalog":  # the catalogue's CLI writes docs/rules.md
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Call):
+                    func = node.func
+                    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+                    if called in IO_CALLS and (called != "open" or isinstance(func, ast.Name)):
+                        found.add((rel, f"calls {called}()" if isinstance(func, ast.Name) else f"calls .{called}()"))
+    return found
+
+
+def test_imports_point_down_and_rules_do_no_io():
+    found = _violations(MODULES, REPO)
+    new = sorted(found - ALLOWED)
+    assert not new, "layering broken:\n" + "\n".join(f"{f}: {what}" for f, what in new)
+    fixed = sorted(ALLOWED - found)
+    assert not fixed, "fixed, so remove from ALLOWED in tests/test_layers.py:\n" + "\n".join(map(str, fixed))
+
+
+def test_the_walk_sees_every_layer_and_catches_what_it_should(tmp_path):
+    """The walk is not vacuous: it finds the package's modules and flags planted violations."""
+    assert {"parsers.xplane", "analyzer.analysis", "rules.registry", "report.json_out", "api", "cli", "units"} \
+        <= set(MODULES)
+    planted = {
+        "analyzer/planted.py": "from ..report import json_out\nfrom .. import units, errors\n",
+        "rules/planted.py": "import glob\nfrom ..parsers import xplane\nfrom .base import make_finding\n\n"
+                            "def check(a):\n    return open('x').read()\n",
+        "errors.py": "from .analyzer import steps\n",
+        "report/planted.py": "def f():\n    from ..cli import main\n    from ..rules import registry\n",
+    }
+    modules = {}
+    for rel, source in planted.items():
+        path = tmp_path / rel
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(source)
+        modules[rel.removesuffix(".py").replace("/", ".")] = path
+    modules.update({"report.json_out": tmp_path / "x.py", "parsers.xplane": tmp_path / "x.py"})
+    (tmp_path / "x.py").write_text("")
+    assert _violations(modules, tmp_path) == {
+        ("analyzer/planted.py", "imports report.json_out (layer 3) from layer 1"),
+        ("rules/planted.py", "imports glob"),
+        ("rules/planted.py", "imports parsers.xplane"),
+        ("rules/planted.py", "calls open()"),
+        ("errors.py", "leaf imports analyzer"),
+        ("report/planted.py", "imports cli (layer 5) from layer 3"),
+    }
