@@ -69,3 +69,28 @@ def test_fsdp_steps_are_annotated_and_include_the_loader_wait():
         host_only = s["annotated_ms"] - s["device_busy_ms_any_device"]
         assert known["loader_wait_ms"] <= host_only < known["loader_wait_ms"] * 1.5, s
         assert s["executions"] == 2  # one train step, one global norm, launched inside the span
+
+
+MANY = SAMPLES / "jax_many_programs"
+
+
+def test_many_programs_share_one_name_and_one_op_name():
+    known = answers(MANY)
+    rows = dump_modules(MANY / "hlo")
+    assert {name for _, name, _ in rows} == {"jit_dot"} and len(rows) == len(known["programs"]) == 6
+    executed = read_back(MANY, None)["programs_executed"]
+    assert [p["program_id"] for p in executed] == [p["program_id"] for p in known["programs"]]
+    # Same module name and same op name in every program: only the program id tells them apart.
+    assert {tuple(p["op_names"]) for p in executed} == {("ynn_fusion",)}
+    assert [p["executions"] for p in executed] == [p["executions"] for p in known["programs"]] == [6, 5, 4, 3, 2, 1]
+    # The biggest dot (most FLOPs) runs once; it is the longest by far, as its FLOPs say.
+    spans = [p["execution_span_ms"]["mean"] for p in executed]
+    assert spans[-1] == max(spans) and spans[-1] > 100 * spans[0]
+
+
+def test_many_programs_dump_shapes_are_the_recorded_ones():
+    for program in answers(MANY)["programs"]:
+        m, k, n = program["m_k_n"]
+        text = next((MANY / "hlo").glob(f"module_{program['program_id']:04d}.jit_dot.*after_optimizations.txt")).read_text()
+        assert f"f32[{m},{k}]" in text and f"f32[{k},{n}]" in text and f"f32[{m},{n}]" in text
+        assert program["flops"] == 2 * m * k * n
