@@ -12,7 +12,7 @@ TPU torus, one mesh axis:
   * over k mesh axes at once the bandwidth time is divided by k;
   * latency time = hops × T_min; predicted = max(bandwidth, latency) (each hop costs max(T_min, payload/W1)).
   * all-reduce = reduce-scatter + all-gather (2×); all-to-all ≈ ¼ of an all-gather of the same array (book's
-    bidirectional-ring figure; we apply the same ¼ on a line); collective-permute = one hop of V.
+    bidirectional-ring figure; we apply the same ¼ on a line); collective-permute and send-recv = one hop of V.
 
 GPU (NVLink switch, MI300X Infinity Fabric full mesh): every pair is one hop at the GPU's per-direction
 bandwidth W = W1·links, so there is no wraparound question. We use the ring-algorithm costs NCCL/RCCL run:
@@ -30,22 +30,82 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from .chip_catalog import Chip
 
+# The vocabulary. KINDS are the collectives the ring model prices; TRANSFER_KINDS add the other transfers a
+# step can wait on. Send/recv is its own kind, "send-recv": XLA has distinct send/recv/send-done/recv-done
+# opcodes (channel point-to-point, often host transfers or pipelined permutes), not the collective-permute
+# opcode; the model prices it like a permute (one hop of V). "host-offload" is a copy-start/copy-done to or
+# from host memory (S(5)): PCIe, not the interconnect.
 KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
-_KIND_ALIASES = {
+TRANSFER_KINDS = KINDS + ("send-recv", "host-offload")
+_ALIASES = {  # opcode bases and spelled names (lower case, '-' for '_') -> kind
+    **{k: k for k in KINDS},
     "allgather": "all-gather",
     "reducescatter": "reduce-scatter",
     "all-reduce-scatter": "reduce-scatter",  # TPU 'all-reduce-scatter fusion' is a reduce-scatter
     "allreduce": "all-reduce",
     "alltoall": "all-to-all",
     "ragged-all-to-all": "all-to-all",
-    "send": "collective-permute",
-    "recv": "collective-permute",
+    "collective-broadcast": "collective-permute",
+    "send": "send-recv",
+    "recv": "send-recv",
+    "send-recv": "send-recv",
 }
+# Op names as JAX/XLA/NCCL print them (captures without a dump, custom kernels), searched anywhere in the name.
+_NAME_PATTERNS = [
+    (re.compile(r"all[-_]?gather", re.I), "all-gather"),
+    (re.compile(r"reduce[-_]?scatter", re.I), "reduce-scatter"),
+    (re.compile(r"all[-_]?reduce|psum|nccl.*allreduce|rccl.*allreduce", re.I), "all-reduce"),
+    (re.compile(r"all[-_]?to[-_]?all", re.I), "all-to-all"),
+    (re.compile(r"collective[-_]?permute|ppermute", re.I), "collective-permute"),
+]
 _DEFAULT_HOP_LATENCY_S = 1e-6
+
+
+def _base(text: str, suffixes: str = "start|done|update") -> str:
+    """'all-gather-start.3' / 'all-reduce fusion' / 'AllGather' -> 'all-gather' / 'all-reduce' / 'allgather'."""
+    k = str(text).strip().lower().replace("_", "-")
+    k = re.sub(r"\.\d+$", "", k)
+    k = re.sub(r"[\s-]*fusion$", "", k)
+    return re.sub(rf"-({suffixes})$", "", k)
+
+
+def kind_of(opcode: str | None = None, *, wrapped: str | None = None, category: str | None = None,
+            name: str | None = None, to_host: bool = False) -> str | None:
+    """The transfer an op performs, one of :data:`TRANSFER_KINDS`, or None.
+
+    Evidence in order of trust: a host transfer (``to_host``: a copy touching host memory), the HLO
+    ``opcode`` (``*-start``/``*-done`` stripped; an ``async-start``/``async-done`` wrapper by its
+    ``wrapped`` op), the TPU trace ``category`` of collective fusions ('all-reduce fusion'), and only without
+    an opcode the op ``name`` (GPU kernels, captures without HLO).
+    """
+    if to_host:
+        return "host-offload"
+    if opcode:
+        base = _base(opcode, "start|done")  # an async-update is plumbing of its chain, not a transfer
+        if base == "async" and wrapped:
+            base = _base(wrapped)
+        if base in _ALIASES:
+            return _ALIASES[base]
+    if category and str(category).lower().endswith("fusion"):
+        kind = _ALIASES.get(_base(category))
+        if kind in KINDS:
+            return kind
+    if name and not opcode:  # a known opcode that is no transfer is not one because of its name
+        for pattern, kind in _NAME_PATTERNS:
+            if pattern.search(str(name)):
+                return kind
+    return None
+
+
+def normalize_kind(kind: str) -> str:
+    """A kind the ring model prices ('all-gather-start', 'AllGather', 'send' ...) -> KINDS or 'send-recv'."""
+    k = _ALIASES.get(_base(kind))
+    if k is None:
+        raise ValueError(f"not a collective kind: {kind!r} (expected one of {', '.join(KINDS)}, send-recv)")
+    return k
 
 
 @dataclass(frozen=True)
@@ -69,18 +129,6 @@ class CollectivePrediction:
     note: str = ""
 
 
-def normalize_kind(kind: str) -> str:
-    """'all-gather-start', 'all-reduce fusion', 'reduce-scatter.3', 'AllGather' → one of :data:`KINDS`."""
-    k = str(kind).strip().lower().replace("_", "-")
-    k = re.sub(r"\.\d+$", "", k)
-    k = re.sub(r"[\s-]*fusion$", "", k)
-    k = re.sub(r"-(start|done|update)$", "", k)
-    k = _KIND_ALIASES.get(k, k)
-    if k not in KINDS:
-        raise ValueError(f"not a collective kind: {kind!r} (expected one of {', '.join(KINDS)})")
-    return k
-
-
 def wraparound_for(chip: Chip, axis_size: int) -> bool:
     """Whether a mesh axis of ``axis_size`` chips is a full (bidirectional) ring on ``chip``.
 
@@ -95,17 +143,18 @@ def wraparound_for(chip: Chip, axis_size: int) -> bool:
 
 def latency_threshold_bytes(chip: Chip, *, spans_dcn: bool = False) -> float:
     """Per-hop payload below which a hop costs its latency, not its bytes: W1 × T_min (v5e: 45 kB)."""
-    _, w1 = _links(chip, spans_dcn)
+    _, w1 = link_bandwidth(chip, spans_dcn=spans_dcn)
     return w1 * (chip.per_hop_latency_s or _DEFAULT_HOP_LATENCY_S)
 
 
-def is_latency_bound(per_hop_bytes: float, chip: Chip, *, spans_dcn: bool = False) -> bool:
-    """True when each hop's payload is below :func:`latency_threshold_bytes`."""
-    return per_hop_bytes < latency_threshold_bytes(chip, spans_dcn=spans_dcn)
+def link_bandwidth(chip: Chip, *, spans_dcn: bool = False, both_directions: bool = False) -> tuple[str, float]:
+    """(network, bytes/s) of the link a collective's hops cross.
 
-
-def _links(chip: Chip, spans_dcn: bool) -> tuple[str, float]:
-    """(network, W1): one-way bandwidth of one torus link, or a switch port's whole per-direction bandwidth."""
+    Torus ('ici'): W1, one direction of one link; ``both_directions`` gives W = 2·W1, a full ring's two
+    directions (the W of C/W). Switch ('nvlink'): a GPU's whole per-direction bandwidth W1·links, already
+    every pair's one hop. DCN: the per-chip DCN bandwidth. No interconnect ('memory', CPU devices): memory
+    bandwidth. Raises ValueError when the catalog lacks the number.
+    """
     if spans_dcn:
         bw = chip.dcn_bytes_per_s
         if not bw:
@@ -118,7 +167,7 @@ def _links(chip: Chip, spans_dcn: bool) -> tuple[str, float]:
         raise ValueError(f"{chip.name} has no interconnect bandwidth in the catalog")
     if chip.interconnect == "switch":
         return "nvlink", w1 * (chip.ici_links or 1)
-    return "ici", w1
+    return "ici", 2 * w1 if both_directions else w1
 
 
 def _zero(kind: str, bytes_total: float, group_size: int, num_axes: int, note: str) -> CollectivePrediction:
@@ -144,6 +193,7 @@ def predict_collective(
     rule (:func:`wraparound_for`) for torus chips. Raises ValueError for an unknown kind or bad sizes.
     """
     kind = normalize_kind(kind)
+    shape = "collective-permute" if kind == "send-recv" else kind  # point-to-point: one hop of V, as a permute
     v = float(bytes_total)
     if not math.isfinite(v) or v < 0:
         raise ValueError(f"bytes_total must be a finite number >= 0, got {bytes_total!r}")
@@ -159,7 +209,7 @@ def predict_collective(
     if n <= 1 or v == 0:
         return _zero(kind, v, max(n, 1), num_axes, "group of one device or empty array: no communication")
 
-    network, w1 = _links(chip, spans_dcn)
+    network, w1 = link_bandwidth(chip, spans_dcn=spans_dcn)
     hop_latency_s = chip.per_hop_latency_s or _DEFAULT_HOP_LATENCY_S
     notes = []
     if chip.per_hop_latency_s is None:
@@ -167,7 +217,7 @@ def predict_collective(
 
     if network == "ici":
         bidirectional = wraparound if wraparound is not None else all(wraparound_for(chip, a) for a in axes)
-        if kind == "collective-permute":
+        if shape == "collective-permute":
             hops, per_hop, bw_used = 1, v, w1
             bandwidth_s = v / w1
         else:
@@ -176,22 +226,22 @@ def predict_collective(
             shard_hops = math.ceil(n / 2) if bidirectional else n - 1  # shards each device must pass on
             bw_used = 2 * w1 if bidirectional else w1
             gather_s = shard_hops * per_hop / w1 / num_axes
-            factor = {"all-gather": 1.0, "reduce-scatter": 1.0, "all-reduce": 2.0, "all-to-all": 0.25}[kind]
+            factor = {"all-gather": 1.0, "reduce-scatter": 1.0, "all-reduce": 2.0, "all-to-all": 0.25}[shape]
             bandwidth_s = factor * gather_s
-            hops = 2 * gather_hops if kind == "all-reduce" else gather_hops
-            if kind == "all-to-all":
+            hops = 2 * gather_hops if shape == "all-reduce" else gather_hops
+            if shape == "all-to-all":
                 notes.append("all-to-all taken as 1/4 of an all-gather of the same array")
-        if not bidirectional and kind != "collective-permute" and n > 2:  # a ring of 2 is one link anyway
+        if not bidirectional and shape != "collective-permute" and n > 2:  # a ring of 2 is one link anyway
             notes.append("no wraparound on this axis: one-way ring")
     else:
         bidirectional = True
         bw_used = w1
         frac = (n - 1) / n
-        if kind in ("all-gather", "reduce-scatter"):
+        if shape in ("all-gather", "reduce-scatter"):
             hops, per_hop, bandwidth_s = n - 1, v / n, frac * v / w1
-        elif kind == "all-reduce":
+        elif shape == "all-reduce":
             hops, per_hop, bandwidth_s = 2 * (n - 1), v / n, 2 * frac * v / w1
-        elif kind == "all-to-all":
+        elif shape == "all-to-all":
             hops, per_hop, bandwidth_s = 1, v / (n * n), frac * v / n / w1
         else:
             hops, per_hop, bandwidth_s = 1, v, v / w1
@@ -200,7 +250,7 @@ def predict_collective(
 
     sent = {"all-gather": (n - 1) / n * v, "reduce-scatter": (n - 1) / n * v,
             "all-reduce": 2 * (n - 1) / n * v, "all-to-all": (n - 1) / n * v / n,
-            "collective-permute": v}[kind]
+            "collective-permute": v}[shape]
     latency_s = hops * hop_latency_s
     predicted_s = max(bandwidth_s, latency_s)
     return CollectivePrediction(
@@ -219,38 +269,4 @@ def predict_collective(
         link_bytes_per_s_used=bw_used,
         network=network,
         note="; ".join(notes),
-    )
-
-
-def predict_collectives(
-    kinds: Sequence[str] | pd.Series,
-    bytes_total: Sequence[float] | pd.Series,
-    group_sizes: Sequence[int] | pd.Series,
-    chip: Chip,
-    *,
-    spans_dcn: Sequence[bool] | pd.Series | None = None,
-) -> pd.DataFrame:
-    """Columns ``collective_predicted_s``, ``collective_bound_by``, ``collective_note`` for many rows.
-
-    Feeds :func:`xladiag.analyzer.roofline.predict_ops`. Rows that cannot be modelled (unknown kind or size)
-    get NaN and a note instead of an error. Collectives are few per program, so a plain loop is fine here.
-    """
-    index = kinds.index if isinstance(kinds, pd.Series) else None
-    dcn = [False] * len(kinds) if spans_dcn is None else list(spans_dcn)
-    predicted, bound, notes = [], [], []
-    for kind, v, n, over_dcn in zip(list(kinds), list(bytes_total), list(group_sizes), dcn):
-        try:
-            if n is None or (isinstance(n, float) and not math.isfinite(n)):
-                raise ValueError("replica group size unknown")
-            p = predict_collective(kind, v, int(n), chip, spans_dcn=bool(over_dcn))
-            predicted.append(p.predicted_s)
-            bound.append(p.bound_by)
-            notes.append(p.note)
-        except (TypeError, ValueError) as exc:
-            predicted.append(math.nan)
-            bound.append("unknown")
-            notes.append(str(exc))
-    return pd.DataFrame(
-        {"collective_predicted_s": predicted, "collective_bound_by": bound, "collective_note": notes},
-        index=index,
     )

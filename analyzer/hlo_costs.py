@@ -346,8 +346,7 @@ def _bytes(costs: _Costs, instr: Instruction) -> dict:
         return acc
     operands = module.resolve_operand_shapes(instr)
     if op == "async-start":
-        body = module.fusion_body(instr)
-        inner = _main_instruction(body)
+        inner = wrapped_instruction(module, instr)
         if inner is not None and inner.opcode in ("slice", "dynamic-slice", "gather"):
             out = _async_output(instr)
             _add(acc, operands[0], _array(out).num_elements * _share(operands[0]))
@@ -415,7 +414,12 @@ def _share(shape: Shape) -> float:
     return shape.padded_bytes / max(shape.num_elements, 1)
 
 
-def _main_instruction(comp: Computation | None) -> Instruction | None:
+def wrapped_instruction(module: HloModule, instr: Instruction) -> Instruction | None:
+    """The op an async wrapper (``async-start``/``-update``/``-done``) runs: its computation's root, looking
+    past plumbing (tuples, bitcasts, parameters); None for any other op or a wrapper without a body."""
+    if not instr.opcode.startswith("async-"):
+        return None
+    comp = module.fusion_body(instr)
     if comp is None:
         return None
     plumbing = {"parameter", "tuple", "get-tuple-element", "bitcast", "constant"}

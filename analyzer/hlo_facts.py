@@ -15,44 +15,17 @@ Also here, because they are facts about one instruction, not about time:
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pandas as pd
 
 from ..parsers.hlo_text import HloModule, HloParseError, Instruction, parse_instruction, parse_replica_groups
 from .chip_catalog import Chip
-from .collectives import predict_collective
-from .hlo_costs import instruction_costs
+from .collectives import KINDS, kind_of, predict_collective
+from .hlo_costs import instruction_costs, wrapped_instruction
 
 HOST_MEMORY_SPACE = 5
 
-_COLLECTIVE_OPCODES = {
-    "all-gather": "all-gather",
-    "all-reduce": "all-reduce",
-    "reduce-scatter": "reduce-scatter",
-    "all-to-all": "all-to-all",
-    "collective-permute": "collective-permute",
-    "ragged-all-to-all": "all-to-all",
-    "collective-broadcast": "collective-permute",
-}
-# Op names of collectives as JAX/XLA print them (CPU/GPU captures without a dump, or custom kernels).
-_COLLECTIVE_NAME_PATTERNS = [
-    (re.compile(r"all[-_]?gather", re.I), "all-gather"),
-    (re.compile(r"reduce[-_]?scatter", re.I), "reduce-scatter"),
-    (re.compile(r"all[-_]?reduce|psum|nccl.*allreduce|rccl.*allreduce", re.I), "all-reduce"),
-    (re.compile(r"all[-_]?to[-_]?all", re.I), "all-to-all"),
-    (re.compile(r"collective[-_]?permute|ppermute", re.I), "collective-permute"),
-]
-# TPU trace categories of collectives fused with compute (the op is a fusion, not a collective opcode).
-_COLLECTIVE_CATEGORIES = {
-    "all-reduce fusion": "all-reduce",
-    "all-gather fusion": "all-gather",
-    "all-reduce-scatter fusion": "reduce-scatter",
-    "reduce-scatter fusion": "reduce-scatter",
-    "all-to-all fusion": "all-to-all",
-    "collective-permute fusion": "collective-permute",
-}
 _CATEGORY_BY_FUSION_KIND = {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion",
                             "kCustom": "custom fusion"}
 _DATA_FORMATTING = {"copy", "transpose", "bitcast-convert", "reshape", "pad", "slice", "concatenate",
@@ -61,28 +34,11 @@ _DATA_FORMATTING = {"copy", "transpose", "bitcast-convert", "reshape", "pad", "s
 FACT_COLUMNS = [
     "category", "opcode", "fusion_kind", "hlo_text", "tf_op", "source",
     "flops", "flops_source", "bytes_accessed", "bytes_source", "hbm_bytes", "host_bytes", "model_flops",
-    "dtype", "is_matmul", "is_async_start", "is_async_done", "is_host_transfer",
+    "dtype", "is_matmul", "is_async_start", "is_async_done", "is_host_transfer", "transfer_kind", "start_op",
     "collective_kind", "replica_group_size", "collective_bytes", "collective_predicted_s",
     "collective_bandwidth_s", "collective_latency_s", "collective_per_hop_bytes", "collective_bound_by",
     "operand_layout", "result_layout",
 ]
-
-
-def _collective_kind(opcode: str, wrapped: str = "") -> str | None:
-    base = opcode
-    for suffix in ("-start", "-done"):
-        if base.endswith(suffix):
-            base = base[: -len(suffix)]
-    if base == "async" and wrapped:
-        base = wrapped
-    return _COLLECTIVE_OPCODES.get(base)
-
-
-def _kind_from_name(name: str) -> str | None:
-    for pattern, kind in _COLLECTIVE_NAME_PATTERNS:
-        if pattern.search(name):
-            return kind
-    return None
 
 
 def _array_shapes(shape) -> list:
@@ -221,7 +177,7 @@ def attach_hlo_facts(
     facts = [
         _instruction_facts(ins, mod, text, name, chip, num_devices,
                            lambda n, pid=pid: _parse_trace_text(texts.get((pid, n))),
-                           _COLLECTIVE_CATEGORIES.get(str(category)))
+                           category)
         for ins, mod, text, name, pid, category in zip(
             instructions, dump_modules, ops["hlo_text"], ops["op_name"], ops["program_id"], ops["category"])
     ]
@@ -263,22 +219,24 @@ def _parse_trace_text(text) -> Instruction | None:
 
 
 def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, num_devices: int, trace_lookup,
-                       kind_from_category: str | None = None) -> dict:
+                       category=None) -> dict:
     if ins is None:
         ins = _parse_trace_text(trace_text)
+    category = category if isinstance(category, str) else None
     facts: dict = {"is_async_start": False, "is_async_done": False, "is_host_transfer": False, "host_bytes": 0.0}
     if ins is None:
-        kind = kind_from_category or _kind_from_name(op_name)
-        facts.update(collective_kind=kind, category=_category(None, op_name, kind, False), is_matmul=False)
+        transfer = kind_of(category=category, name=op_name)
+        kind = transfer if transfer in KINDS else None
+        facts.update(transfer_kind=transfer, collective_kind=kind, category=_category(None, op_name, kind, False),
+                     is_matmul=False)
         return facts
 
     operand_shapes = module.resolve_operand_shapes(ins) if module is not None else ins.operand_shapes
-    wrapped = ""
-    if ins.opcode in ("async-start", "async-done") and module is not None:
-        body = module.fusion_body(ins)
-        if body is not None and body.root is not None:
-            wrapped = body.root.opcode
-    kind = _collective_kind(ins.opcode, wrapped) or kind_from_category
+    wrapped = wrapped_instruction(module, ins) if module is not None else None
+    to_host = ins.opcode in ("copy-start", "copy-done") and _touches_host(ins, operand_shapes)
+    transfer = kind_of(ins.opcode, wrapped=wrapped.opcode if wrapped is not None else None, category=category,
+                       to_host=to_host)
+    kind = transfer if transfer in KINDS else None  # the ring model's collectives; send/recv are not priced
     is_matmul = ins.opcode in ("dot", "convolution")
     facts.update(
         opcode=ins.opcode,
@@ -286,6 +244,7 @@ def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, num_de
         hlo_text=ins.text.strip(),
         is_async_start=ins.opcode.endswith("-start"),
         is_async_done=ins.opcode.endswith("-done"),
+        transfer_kind=transfer,
         collective_kind=kind,
         category=_category(ins, op_name, kind, is_matmul),
         is_matmul=is_matmul,
@@ -293,14 +252,17 @@ def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, num_de
         result_layout=ins.shape.layout_str if not ins.shape.is_tuple else None,
         operand_layout=(operand_shapes[0].layout_str if operand_shapes and not operand_shapes[0].is_tuple else None),
     )
-    if ins.opcode in ("copy-start", "copy-done") and _touches_host(ins, operand_shapes):
+    if to_host:
         facts["is_host_transfer"] = True
         facts["host_bytes"] = _largest_bytes(_array_shapes(ins.shape) + [s for sh in operand_shapes for s in _array_shapes(sh)])
+    # The one start<->done pairing: a done op's operand that is a start op (dump or trace text).
+    start = _partner(ins, _module_lookup(module) if module is not None else trace_lookup) \
+        if facts["is_async_done"] else None
+    facts["start_op"] = start.name if start is not None else None
     if kind is not None and not facts["is_async_start"]:
         payload = _collective_payload(kind, ins, operand_shapes)
         if facts["is_async_done"]:
             # The start holds the replica groups (and, for async-start wrappers, the shapes).
-            start = _partner(ins, _module_lookup(module) if module is not None else trace_lookup)
             if start is not None:
                 start_operands = module.resolve_operand_shapes(start) if module is not None else start.operand_shapes
                 payload = payload or _collective_payload(kind, start, start_operands)

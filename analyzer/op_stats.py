@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 
 from .capture import Capture
-from .steps import PS_PER_S, Steps, assign_steps, interval_union_ps
+from .intervals import union_length
+from .steps import PS_PER_S, Steps, assign_steps, measured_rows
 
 OP_KEY = ["module", "program_id", "op_name"]
 
@@ -14,7 +15,10 @@ OP_KEY = ["module", "program_id", "op_name"]
 def step_device_times(step_ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     """Per (device, step): duration, busy (interval union of ops) and idle seconds."""
     measured = steps.measured.set_index(["device", "step"])
-    busy = interval_union_ps(step_ops, ["device", "step"], length="span_ps").reindex(measured.index, fill_value=0)
+    start = step_ops["start_ps"].to_numpy(np.int64)
+    end = start + step_ops["span_ps"].to_numpy(np.int64)  # the timeline extent: streams and async ops overlap
+    rows = measured_rows(steps, step_ops["device"], step_ops["step"])
+    busy = pd.Series(union_length(start, end, rows, len(measured)), index=measured.index)
     out = pd.DataFrame(
         {
             "duration_s": measured["duration_ps"] / PS_PER_S,

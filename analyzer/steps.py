@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .capture import Capture
+from .intervals import locate
 
 PS_PER_S = 1e12
 
@@ -82,34 +83,40 @@ def find_steps(capture: Capture) -> Steps:
     return Steps(table, "", "the whole capture (no program executions found)", False)
 
 
+def measured_rows(steps: Steps, device, step) -> np.ndarray:
+    """Row position in ``steps.measured`` of each (device, step) pair, -1 for a pair not measured.
+
+    The row is the device-step's integer code: interval sums group by it."""
+    measured = steps.measured
+    device, step = np.asarray(device, np.int64), np.asarray(step, np.int64)
+    if measured.empty or len(device) == 0:
+        return np.full(len(device), -1, np.int64)
+    md, ms = measured["device"].to_numpy(np.int64), measured["step"].to_numpy(np.int64)
+    n_steps = int(max(ms.max(), step.max(initial=0))) + 1
+    lookup = np.full((int(max(md.max(), device.max(initial=0))) + 1) * n_steps, -1, np.int64)
+    lookup[md * n_steps + ms] = np.arange(len(md))
+    ok = (device >= 0) & (step >= 0)
+    return np.where(ok, lookup[np.where(ok, device * n_steps + step, 0)], -1)
+
+
+def step_rows(steps: Steps, device, time_ps) -> np.ndarray:
+    """Row position in ``steps.measured`` of the measured step each (device, time) falls in, -1 if none."""
+    measured = steps.measured
+    return locate(time_ps, device, measured["start_ps"], measured["end_ps"], measured["device"])
+
+
 def assign_steps(ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
-    """``ops`` restricted to measured steps, with ``step`` and ``event`` (row in ``ops``) columns."""
+    """``ops`` restricted to measured steps, with ``step`` and ``event`` (row in ``ops``) columns.
+
+    Rows come in start-time order (stable), indexed by their position in that order."""
     measured = steps.measured
     if measured.empty or ops.empty:
         return ops.iloc[0:0].assign(step=pd.Series(dtype="int64"), event=pd.Series(dtype="int64"))
-    left = ops.rename_axis("event").reset_index().sort_values("start_ps", kind="stable")
-    right = measured[["device", "step", "start_ps", "end_ps"]].sort_values("start_ps", kind="stable")
-    right = right.rename(columns={"start_ps": "step_start_ps"})
-    joined = pd.merge_asof(
-        left, right, left_on="start_ps", right_on="step_start_ps", by="device", direction="backward"
-    )
-    inside = joined["step"].notna() & (joined["start_ps"] < joined["end_ps"])
-    joined = joined[inside].drop(columns=["step_start_ps", "end_ps"])
-    return joined.astype({"step": "int64"})
-
-
-def interval_union_ps(frame: pd.DataFrame, keys: list[str], length: str = "duration_ps") -> pd.Series:
-    """Covered time per group of [start_ps, start_ps + length) intervals, overlaps counted once.
-
-    Never a plain sum: GPU streams and async ops run concurrently on one device.
-    """
-    if frame.empty:
-        return pd.Series(dtype="int64")
-    f = frame.assign(end_ps=frame["start_ps"] + frame[length]).sort_values(keys + ["start_ps"], kind="stable")
-    # Running max of the previous ends within the group: an interval starting after it opens a new block.
-    f["run_end_ps"] = f.groupby(keys)["end_ps"].cummax()
-    prev_end = f.groupby(keys)["run_end_ps"].shift(fill_value=np.iinfo(np.int64).min)
-    new_block = f["start_ps"] > prev_end
-    block = new_block.groupby([f[k] for k in keys]).cumsum()
-    blocks = f.assign(block=block).groupby(keys + ["block"]).agg(start=("start_ps", "min"), end=("end_ps", "max"))
-    return (blocks["end"] - blocks["start"]).groupby(level=list(range(len(keys)))).sum()
+    start = ops["start_ps"].to_numpy(np.int64)
+    order = np.argsort(start, kind="stable")
+    rows = step_rows(steps, ops["device"].to_numpy(np.int64)[order], start[order])
+    inside = rows >= 0
+    out = ops.iloc[order[inside]].rename_axis("event").reset_index()
+    out["step"] = measured["step"].to_numpy(np.int64)[rows[inside]]
+    out.index = np.flatnonzero(inside)
+    return out

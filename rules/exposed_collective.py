@@ -46,8 +46,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analyzer.collectives import KINDS
-from ..analyzer.steps import PS_PER_S, assign_steps, interval_union_ps
+from ..analyzer.collectives import KINDS, link_bandwidth
+from ..analyzer.intervals import covered, union_length
+from ..analyzer.steps import PS_PER_S, assign_steps, measured_rows
 from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
 
 RULE_ID = "exposed-collective"
@@ -57,12 +58,8 @@ _KEY = ["module", "program_id", "op_name"]
 
 
 def transfer_kinds(ops: pd.DataFrame) -> pd.Series:
-    """Per op: the transfer it performs (a collective kind, 'send-recv', 'host-offload') or None."""
-    # collective_kind already covers TPU collective fusions ('all-reduce fusion', ...): analyzer.hlo_facts.
-    kind = ops["collective_kind"].astype(object).where(ops["collective_kind"].notna(), None)
-    kind[ops["opcode"].isin(["send-done", "recv-done"])] = "send-recv"
-    kind[ops["is_host_transfer"].fillna(False).astype(bool)] = "host-offload"
-    return kind
+    """Per op: the transfer it performs (analyzer.collectives.TRANSFER_KINDS) or None."""
+    return ops["transfer_kind"].astype(object).where(ops["transfer_kind"].notna(), None)
 
 
 def _flags(ops: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -93,34 +90,13 @@ def _event_table(analysis, kinds: pd.Series) -> pd.DataFrame:
                         index=ev.index)
 
 
-def covered_ps(query_start, query_end, start, end) -> np.ndarray:
-    """For each query interval, how much of it the union of the [start, end) intervals covers."""
-    qs, qe = np.asarray(query_start, np.int64), np.asarray(query_end, np.int64)
-    if len(start) == 0 or len(qs) == 0:
-        return np.zeros(len(qs), np.int64)
-    order = np.argsort(np.asarray(start), kind="stable")
-    s, e = np.asarray(start, np.int64)[order], np.asarray(end, np.int64)[order]
-    first = np.ones(len(s), dtype=bool)
-    first[1:] = s[1:] > np.maximum.accumulate(e)[:-1]  # a start after every earlier end opens a block
-    idx = np.flatnonzero(first)
-    bs, be = s[idx], np.maximum.reduceat(e, idx)
-    cum = np.concatenate([[0], np.cumsum(be - bs)])
-
-    def covered_until(t):  # covered time in (-inf, t]: whole blocks before t plus the part of t's block
-        i = np.searchsorted(bs, t, side="right") - 1
-        j = np.maximum(i, 0)
-        return np.where(i >= 0, cum[j] + np.clip(t - bs[j], 0, be[j] - bs[j]), 0)
-
-    return covered_until(qe) - covered_until(qs)
-
-
 def _gpu_exposed_ps(ev: pd.DataFrame) -> pd.Series:
     """Per communication event: the part no compute kernel on the same device overlaps (any stream)."""
     out = []
     for _, dev in ev.groupby("device", sort=False):
         comm, compute = dev[dev["kind"].notna()], dev[dev["kind"].isna()]
-        hidden = covered_ps(comm["start_ps"], comm["start_ps"] + comm["duration_ps"], compute["start_ps"],
-                            compute["start_ps"] + compute["duration_ps"])
+        hidden = covered(comm["start_ps"], comm["start_ps"] + comm["duration_ps"], comm["device"], compute["start_ps"],
+                         compute["start_ps"] + compute["duration_ps"], compute["device"])
         out.append(pd.Series(comm["duration_ps"].to_numpy() - hidden, index=comm.index))
     return pd.concat(out) if out else pd.Series(dtype="int64")
 
@@ -213,6 +189,13 @@ def exposure_by_op(analysis, inputs=None) -> pd.DataFrame:
     return out.sort_values("exposed_s_per_step", ascending=False, kind="stable").reset_index(drop=True)
 
 
+def _union_s(analysis, frame: pd.DataFrame) -> float:
+    rows = measured_rows(analysis.steps, frame["device"], frame["step"])
+    start = frame["start_ps"].to_numpy(np.int64)
+    return float(union_length(start, start + frame["duration_ps"].to_numpy(np.int64), rows,
+                              len(analysis.steps.measured)).sum()) / PS_PER_S
+
+
 def _step_terms(analysis, exposure: pd.DataFrame, inputs) -> tuple[float, dict[str, float]]:
     """(non-transfer seconds per step that transfers could hide behind, measured transfer seconds per kind)."""
     kinds, ev = inputs
@@ -226,7 +209,7 @@ def _step_terms(analysis, exposure: pd.DataFrame, inputs) -> tuple[float, dict[s
         compute_s = float(analysis.ops.loc[plain, "measured_s_per_step"].sum())
     else:
         compute = ev[ev["kind"].isna() & ~ev["is_async"].astype(bool)]
-        compute_s = float(interval_union_ps(compute, ["device", "step"]).sum()) / PS_PER_S / n
+        compute_s = _union_s(analysis, compute) / n
     if analysis.platform == "gpu":
         parts = ev[ev["kind"].notna()]
     else:
@@ -235,7 +218,7 @@ def _step_terms(analysis, exposure: pd.DataFrame, inputs) -> tuple[float, dict[s
         kind_of = exposure.set_index([exposure["program_id"].astype(str), "op_name"])["kind"]
         parts = parts.assign(kind=kind_of.reindex(pd.MultiIndex.from_arrays(
             [parts["program_id"], parts["done_op"]])).to_numpy() if len(parts) else None)
-    measured = {k: float(interval_union_ps(p, ["device", "step"]).sum()) / PS_PER_S / n
+    measured = {k: _union_s(analysis, p) / n
                 for k, p in parts.dropna(subset=["kind"]).groupby("kind")}
     for kind, part in exposure[~exposure["is_async"]].groupby("kind"):  # synchronous: the time is the transfer
         measured[kind] = measured.get(kind, 0.0) + float(part["exposed_s_per_step"].sum())
@@ -244,9 +227,12 @@ def _step_terms(analysis, exposure: pd.DataFrame, inputs) -> tuple[float, dict[s
 
 def _fix(kind: str, analysis, part: pd.DataFrame, needed_s: float, compute_s: float) -> str:
     chip, platform = analysis.chip, analysis.platform
-    w1 = chip.ici_link_bytes_per_s_oneway if chip.interconnect != "none" else None
     # W of C/W: both directions of one torus axis, or a switch port's whole bandwidth.
-    w = (w1 * (chip.ici_links or 1) if chip.interconnect == "switch" else 2 * w1) if w1 else None
+    try:
+        network, w = link_bandwidth(chip, both_directions=True)
+    except ValueError:
+        network, w = "", None
+    w = w if network in ("ici", "nvlink") else None
     c_over_w = chip.peak_bf16_flops_per_s / w if w else None
     if kind == "host-offload":
         return (f"Host offload is exposed: {format_bytes(part['bytes_per_step'].sum())} per step cross PCIe to or "

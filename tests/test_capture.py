@@ -11,7 +11,7 @@ import pytest
 from conftest import CPU_SAMPLE
 from xladiag.analyzer.capture import build_capture
 from xladiag.analyzer.op_stats import measure
-from xladiag.analyzer.steps import find_steps, interval_union_ps
+from xladiag.analyzer.steps import find_steps
 from xladiag.parsers.hlo_text import parse_hlo_file
 from xladiag.parsers.xplane import parse_xspace_bytes, read_xspace
 from xladiag.parsers.xspace_schema import XSpace
@@ -116,18 +116,6 @@ def test_cpu_sample_records_its_program_and_collectives():
     opcodes = module.instructions()["opcode"].str.replace(r"-(start|done)$", "", regex=True)
     for kind, count in data["collective_counts"].items():
         assert int((opcodes == kind).sum()) == count, kind
-
-
-def test_interval_union_counts_overlap_once():
-    frame = pd.DataFrame(
-        {
-            "device": [0, 0, 0, 0, 1],
-            "start_ps": [0, 5, 20, 22, 0],
-            "duration_ps": [10, 10, 5, 1, 3],  # [0,10)+[5,15) -> 15; [20,25)+[22,23) -> 5; device 1: 3
-        }
-    )
-    union = interval_union_ps(frame, ["device"])
-    assert union.to_dict() == {0: 20, 1: 3}
 
 
 def test_two_hosts_give_globally_numbered_devices(tmp_path, tpu_xplane):

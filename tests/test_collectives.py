@@ -5,16 +5,17 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import pandas as pd
 import pytest
 
 from xladiag.analyzer.chip_catalog import load_catalog
 from xladiag.analyzer.collectives import (
-    is_latency_bound,
+    KINDS,
+    TRANSFER_KINDS,
+    kind_of,
     latency_threshold_bytes,
+    link_bandwidth,
     normalize_kind,
     predict_collective,
-    predict_collectives,
     wraparound_for,
 )
 
@@ -64,8 +65,7 @@ def test_worked_4_small_all_gather_is_latency_bound(catalog):
     assert p.predicted_s == pytest.approx(3e-6, rel=REL)
     assert p.bound_by == "latency" and p.latency_s > p.bandwidth_s
     assert latency_threshold_bytes(v5e) == pytest.approx(45e3)  # 4.5e10 * 1 us
-    assert is_latency_bound(p.per_hop_bytes, v5e)
-    assert not is_latency_bound(8.4e6, v5e)
+    assert p.per_hop_bytes < latency_threshold_bytes(v5e) < 8.4e6
 
 
 def test_ring_time_independent_of_group_size_with_wraparound(catalog):
@@ -136,13 +136,45 @@ def test_normalize_kind_and_errors(catalog):
         predict_collective("all-gather", float("nan"), 8, catalog["v5e"])
 
 
-def test_predict_collectives_table(catalog):
-    table = pd.DataFrame(
-        {"kind": ["all-gather", "all-reduce", "copy-start"], "bytes": [2048 * 8192 * 2, 131072, 10], "n": [4, 4, 2]},
-        index=[10, 11, 12],
-    )
-    out = predict_collectives(table["kind"], table["bytes"], table["n"], catalog["v5e"])
-    assert list(out.index) == [10, 11, 12]
-    assert out.loc[10, "collective_predicted_s"] == pytest.approx(560e-6, rel=REL)
-    assert out.loc[11, "collective_bound_by"] == "latency"  # 6 hops * 1 us
-    assert math.isnan(out.loc[12, "collective_predicted_s"]) and "copy-start" in out.loc[12, "collective_note"]
+def test_kind_of_one_vocabulary():
+    # Opcodes, with async suffixes; an async wrapper by the op it wraps.
+    assert kind_of("all-gather-start") == "all-gather"
+    assert kind_of("reduce-scatter") == "reduce-scatter"
+    assert kind_of("ragged-all-to-all") == "all-to-all"
+    assert kind_of("collective-broadcast") == "collective-permute"
+    assert kind_of("async-done", wrapped="all-reduce") == "all-reduce"
+    assert kind_of("async-start", wrapped="slice") is None
+    assert kind_of("async-update", wrapped="all-reduce") is None  # plumbing of the chain, not the transfer
+    # send/recv are XLA's own opcodes: their own kind, not a collective-permute.
+    assert {kind_of(op) for op in ("send", "recv", "send-done", "recv-done")} == {"send-recv"}
+    # A copy touching host memory is host offload whatever else it says.
+    assert kind_of("copy-done", to_host=True) == "host-offload"
+    assert kind_of("copy-done") is None
+    # TPU trace categories of collective fusions; names only as the last resort.
+    assert kind_of("fusion", category="all-reduce-scatter fusion") == "reduce-scatter"
+    assert kind_of("fusion", category="loop fusion", name="all-gather.3") is None
+    assert kind_of(category="all-gather fusion") == "all-gather"
+    assert kind_of(name="ncclDevKernel_AllReduce_Sum_f32_RING_LL") == "all-reduce"
+    assert kind_of(name="jit_step/psum") == "all-reduce"
+    assert kind_of(name="fusion.12") is None
+    assert set(KINDS) < set(TRANSFER_KINDS) and len(set(TRANSFER_KINDS)) == 7
+
+
+def test_send_recv_is_priced_as_one_hop(catalog):
+    v6e = catalog["v6e"]
+    assert normalize_kind("send-done.2") == "send-recv"
+    send = predict_collective("send", 8e6, 2, v6e)
+    permute = predict_collective("collective-permute", 8e6, 2, v6e)
+    assert send.kind == "send-recv" and send.predicted_s == permute.predicted_s == pytest.approx(8e6 / 9e10)
+    with pytest.raises(ValueError, match="not a collective"):
+        normalize_kind("host-offload")
+
+
+def test_link_bandwidth_per_network(catalog):
+    # v6e: 9e10 B/s one way per ICI link; a full ring uses both directions.
+    assert link_bandwidth(catalog["v6e"]) == ("ici", 9e10)
+    assert link_bandwidth(catalog["v6e"], both_directions=True) == ("ici", 1.8e11)
+    # H100: 18 NVLink links of 25 GB/s per direction, one switch hop; both directions do not add up per hop.
+    assert link_bandwidth(catalog["h100"], both_directions=True) == ("nvlink", pytest.approx(4.5e11))
+    assert link_bandwidth(catalog["v6e"], spans_dcn=True) == ("dcn", catalog["v6e"].dcn_bytes_per_s)
+    assert link_bandwidth(catalog["cpu"])[0] == "memory"

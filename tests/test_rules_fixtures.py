@@ -205,18 +205,12 @@ def test_clean_profile_fires_no_rule(tmp_path):
 
 # ----------------------------------------------------------------------- GPU interval arithmetic (no GPU fixture)
 
-def test_covered_time_of_intervals():
-    # Compute blocks [0,30) [20,50) merge to [0,50); [80,90) stays alone.
-    got = exposed_collective.covered_ps([10, 40, 60, 0], [70, 85, 75, 100], [0, 20, 80], [30, 50, 90])
-    assert list(got) == [40, 15, 0, 60]
-
-
 def test_gpu_communication_kernel_exposure():
     """A 100 us all-reduce kernel on its own stream, half covered by two overlapping compute kernels."""
     us = 1_000_000
     ops = pd.DataFrame({
         "module": "jit_step", "program_id": "1", "op_name": ["all-reduce-start", "fusion.1", "fusion.2"], "op_id": [0, 1, 2],
-        "in_step": True, "collective_kind": ["all-reduce", None, None], "category": ["all-reduce", "fusion", "fusion"],
+        "in_step": True, "collective_kind": ["all-reduce", None, None], "transfer_kind": ["all-reduce", None, None], "category": ["all-reduce", "fusion", "fusion"],
         "opcode": ["all-reduce-start", "fusion", "fusion"], "is_host_transfer": False,
         "is_async_start": [True, False, False], "is_async_done": False, "measured_s_per_step": [100e-6, 30e-6, 30e-6],
         "predicted_s_per_step": [10e-6, 20e-6, 20e-6], "replica_group_size": [8.0, None, None],
