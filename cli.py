@@ -11,7 +11,6 @@ import click
 
 from . import __version__
 from .errors import InputError, XladiagError
-
 from .report.render import FORMATS
 from .text_safety import terminal_line, visible_controls
 
@@ -27,8 +26,8 @@ Examples:
 Formats:
 """ + "\n".join(f"  {name:<10} {f.description}" for name, f in FORMATS.items()) + """
 \b
-Exit codes: 0 ok, 1 bad input, 2 usage (arguments, unwritable output), 3 a --fail-on/--max-*/--min-* gate
-tripped. Errors are one line; --debug adds the traceback.
+Exit codes: 0 ok, 1 bad input, 2 usage (arguments, unwritable output, full disk),
+3 a --fail-on/--max-*/--min-* gate tripped. Errors are one line; --debug adds the traceback.
 """
 
 
@@ -55,7 +54,8 @@ class _OneLineErrors(click.Command):
         except Exception as exc:  # a bug: still one line, the traceback on demand
             if debug:
                 traceback.print_exc()
-            _fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug; please report)", EXIT_INPUT)
+            detail = str(exc) if len(str(exc)) <= 300 else str(exc)[:299] + "…"
+            _fail(f"internal error: {type(exc).__name__}: {detail} (rerun with --debug; please report)", EXIT_INPUT)
         sys.exit(code or EXIT_OK)
 
 
@@ -69,7 +69,7 @@ class _Progress:
     def __call__(self, message: str) -> None:
         if not self.enabled:
             return
-        text = f"xladiag: {message}"
+        text = f"xladiag: {terminal_line(message)}"  # file names come from the capture folder
         sys.stderr.write("\r" + text.ljust(self._width))
         sys.stderr.flush()
         self._width = len(text)
