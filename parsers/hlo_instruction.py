@@ -10,12 +10,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .hlo_shapes import ARRAY_SHAPE, Shape, parse_shape
-from .hlo_tokens import COMMENT, HloParseError, match_close, split_top, unquote
+from .hlo_shapes import Shape, parse_shape, shape_end
+from .hlo_tokens import QUOTED, HloParseError, match_close, split_top, strip_comments, unquote
 
 __all__ = ["Instruction", "InstructionReader", "parse_instruction", "SECTION_HEADERS"]
 
-_METADATA_FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
+_METADATA_FIELD = re.compile(rf'(\w+)=({QUOTED}|[^\s}}]+)')
+# Source lines and parameter numbers are int32 in practice (XLA's LineNumber, a program with a
+# billion parameters); larger values are damage: the line is dropped, the parameter refused.
+_MAX_SOURCE_LINE = 2**31 - 1
+_MAX_PARAMETER_DIGITS = 9
 _OPCODE = re.compile(r"([a-z][a-z0-9\-_]*)\(")
 # Index tables printed after the module header; metadata stack_frame_id points into them.
 SECTION_HEADERS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
@@ -69,16 +73,10 @@ class InstructionReader:
         if eq <= 0:
             raise self.error(lineno, f"not an instruction: {s[:60]!r}")
         name, rest = s[:eq].lstrip("%"), s[eq + 3:]
-        if rest.startswith("("):
-            end = match_close(rest, 0)
-            if end < 0:
-                raise self.error(lineno, f"unbalanced tuple shape in %{name} (truncated line?)")
-            shape_text, rest = rest[: end + 1], rest[end + 1:].lstrip()
-        else:
-            m = ARRAY_SHAPE.match(rest)
-            if not m:
-                raise self.error(lineno, f"%{name}: cannot read the result shape")
-            shape_text, rest = m.group(), rest[m.end():].lstrip()
+        end = shape_end(rest)
+        if end < 0:
+            raise self.error(lineno, f"%{name}: cannot read the result shape (truncated line?)")
+        shape_text, rest = rest[:end], rest[end:].lstrip()
         m = _OPCODE.match(rest)
         if not m:
             raise self.error(lineno, f"%{name}: no opcode(operands) after the shape")
@@ -101,11 +99,17 @@ class InstructionReader:
                 key, _, value = part.partition("=")
                 attrs[key.strip()] = value.strip()
         names, shapes = [], []
-        if opcode in ("constant", "parameter", "iota"):
+        if opcode == "parameter":
+            number = strip_comments(operands_text).strip()
+            if not number.isdigit() or len(number) > _MAX_PARAMETER_DIGITS:
+                raise self.error(lineno, f"%{name}: parameter number {operands_text[:40]!r} "
+                                         "is not a small non-negative integer")
+            attrs["parameter_number"] = number
+        elif opcode in ("constant", "iota"):
             if operands_text.strip():
-                attrs["literal" if opcode != "parameter" else "parameter_number"] = operands_text.strip()
+                attrs["literal"] = operands_text.strip()
         else:
-            for op in split_top(COMMENT.sub("", operands_text)):
+            for op in split_top(strip_comments(operands_text)):
                 shape_part, _, op_name = op.rpartition(" ")
                 names.append(op_name.lstrip("%"))
                 if shape_part.strip():
@@ -124,16 +128,18 @@ class InstructionReader:
         fields = {k: unquote(v) for k, v in _METADATA_FIELD.findall(raw)}
         source_file, line = fields.get("source_file", ""), fields.get("source_line")
         frame = fields.get("stack_frame_id")
-        if not source_file and frame and frame.isdigit() and int(frame) > 0:
+        if not source_file and frame and frame.isdigit() and 0 < len(frame) <= 18:
             source_file, line = self.frame_location(int(frame))
-        return fields.get("op_name", ""), source_file, int(line) if line else None
+        ok = line is not None and line.isdigit() and line.isascii() and len(line) <= 10
+        number = int(line) if ok else None
+        return fields.get("op_name", ""), source_file, number if ok and number <= _MAX_SOURCE_LINE else None
 
     def frame_location(self, frame_id: int) -> tuple[str, str | None]:
         """Innermost frame of a stack_frame_id, through the StackFrames/FileLocations tables."""
         frame = self.tables["StackFrames"].get(frame_id, "")
-        loc_id = re.search(r"file_location_id=(\d+)", frame)
+        loc_id = re.search(r"file_location_id=(\d{1,18})\b", frame)
         loc = self.tables["FileLocations"].get(int(loc_id.group(1)), "") if loc_id else ""
-        file_id, line = re.search(r"file_name_id=(\d+)", loc), re.search(r"\bline=(\d+)", loc)
+        file_id, line = re.search(r"file_name_id=(\d{1,18})\b", loc), re.search(r"\bline=(\d+)", loc)
         file_name = self.tables["FileNames"].get(int(file_id.group(1)), "") if file_id else ""
         return unquote(file_name), line.group(1) if line else None
 

@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .hlo_tokens import COMMENT, match_close, split_top
+from .hlo_tokens import Brackets, HloParseError, match_close, parse_int, split_top, strip_comments
 
-__all__ = ["Shape", "parse_shape", "element_bits", "ARRAY_SHAPE"]
+__all__ = ["Shape", "parse_shape", "element_bits", "shape_end"]
 
 # Bits per element; sub-byte types are packed (s4 = half a byte).
 _ELEMENT_BITS = {
@@ -30,7 +30,12 @@ _ELEMENT_BITS = {
     "token": 0, "opaque": 0, "tuple": 0,
 }
 _LAYOUT_ITEM = re.compile(r"([A-Z#*]*)\(([^()]*)\)")
-ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](\{[^}]*\})?")
+_ARRAY_HEAD = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
+MAX_INT64 = 2**63 - 1
+MAX_ELEMENT_BITS = 1024  # E(n) element sizes; the widest XLA type (c128) has 128 bits
+# Real tuples nest two or three levels (async start ops: ((operands), result, context)); deeper
+# nesting is damage, and the limit keeps the recursive shape reader far from Python's stack limit.
+MAX_TUPLE_DEPTH = 64
 
 
 def element_bits(dtype: str) -> int:
@@ -38,7 +43,7 @@ def element_bits(dtype: str) -> int:
         return _ELEMENT_BITS[dtype]
     if dtype.startswith("f8"):
         return 8
-    raise ValueError(f"unknown element type {dtype!r}")
+    raise HloParseError(f"unknown element type {dtype[:40]!r}")
 
 
 @dataclass(frozen=True)
@@ -118,45 +123,102 @@ class Shape:
         return f"{self.dtype}[{dims}]{self.layout_str}"
 
 
-def _parse_layout(text: str) -> tuple:
+def _parse_layout(text: str, rank: int) -> tuple:
+    """``{2,1,0:T(8,128)(2,1)E(4)S(1)}`` → (minor_to_major, tiles, memory space, element bits)."""
     body = text[1:-1]
     mtm_text, _, rest = body.partition(":")
-    mtm = tuple(int(x) for x in mtm_text.split(",") if x.strip())
+    mtm = tuple(parse_int(x, "layout dimension") for x in mtm_text.split(",") if x.strip())
+    if sorted(mtm) != list(range(rank)):
+        raise HloParseError(f"layout {{{mtm_text}}} does not order the {rank} dims of the shape")
+    physical = rest.find("P(")  # P(<physical shape>) nests its own T(...): not this layout's
+    if physical >= 0:
+        close = match_close(rest, physical + 1)
+        rest = rest[:physical] + (rest[close + 1:] if close > 0 else "")
     tiles, space, ebits, key = [], 0, 0, ""
     for m in _LAYOUT_ITEM.finditer(rest):
         key = m.group(1) or key  # bare "(2,1)" continues the previous T(...)
         if key == "T":
-            tiles.append(tuple(-1 if t.strip() == "*" else int(t) for t in m.group(2).split(",")
-                               if t.strip()))
+            tile = tuple(-1 if t.strip() == "*" else parse_int(t, "tile size")
+                         for t in m.group(2).split(",") if t.strip())
+            if any(t == 0 or t < -1 for t in tile):
+                raise HloParseError(f"tile {m.group()} has a size below 1")
+            tiles.append(tile)
         elif key == "S":
-            space = int(m.group(2))
+            space = parse_int(m.group(2), "memory space")
         elif key == "E":
-            ebits = int(m.group(2))
+            ebits = parse_int(m.group(2), "element size")
+            if not 0 <= ebits <= MAX_ELEMENT_BITS:
+                raise HloParseError(f"element size E({ebits}) is not a size in bits")
     return mtm, tuple(tiles), space, ebits
+
+
+def _dim(text: str) -> tuple[int, bool]:
+    """``8`` → (8, static); ``<=8`` → (8, dynamic); ``?`` → (-1, dynamic)."""
+    if text == "?":
+        return -1, True
+    bounded = text.startswith("<=")
+    size = parse_int(text[2:] if bounded else text, "dimension")
+    if size < 0:
+        raise HloParseError(f"negative dimension {text!r}")
+    return size, bounded
+
+
+def _check_size(shape: Shape, text: str) -> Shape:
+    # XLA counts elements and bytes in int64; beyond that the text is damage, not a program.
+    if shape.num_elements > MAX_INT64 or shape.padded_bytes > MAX_INT64:
+        raise HloParseError(f"shape {text[:60]!r} holds more than 2^63 elements or bytes")
+    return shape
+
+
+def _array_end(text: str, start: int = 0) -> int:
+    """End of the array shape at ``text[start:]`` (``dtype[dims]`` and an optional ``{layout}``
+    whose P(...) may nest braces); -1 if there is none."""
+    m = _ARRAY_HEAD.match(text, start)
+    if not m:
+        return -1
+    if m.end() < len(text) and text[m.end()] == "{":
+        close = match_close(text, m.end())
+        return close + 1 if close > 0 else -1
+    return m.end()
+
+
+def shape_end(text: str) -> int:
+    """Length of the shape that starts ``text`` (tuple or array); -1 if it does not start with one."""
+    if text.startswith("("):
+        close = match_close(text, 0)
+        return close + 1 if close > 0 else -1
+    return _array_end(text)
+
+
+def _parse_shape(text: str) -> Shape:
+    text = strip_comments(text).strip()
+    if text.startswith("("):
+        if match_close(text, 0) != len(text) - 1:
+            raise HloParseError(f"unbalanced tuple shape {text[:60]!r}")
+        elems = tuple(_parse_shape(p) for p in split_top(text[1:-1]))
+        return Shape(dtype="tuple", is_tuple=True, elements=elems)
+    m = _ARRAY_HEAD.match(text)
+    if not m or _array_end(text) != len(text):
+        raise HloParseError(f"not a shape: {text[:60]!r}")
+    dtype, dims_text = m.groups()
+    element_bits(dtype)
+    parsed = [_dim(d.strip()) for d in dims_text.split(",") if d.strip()]
+    dims, dyn = tuple(d for d, _ in parsed), tuple(b for _, b in parsed)
+    layout_text = text[m.end():]
+    mtm, tiles, space, ebits = _parse_layout(layout_text, len(dims)) if layout_text else (None, (), 0, 0)
+    return _check_size(Shape(dtype, tuple(dims), mtm, tiles, space, False, (), ebits,
+                             tuple(dyn) if any(dyn) else ()), text)
 
 
 @lru_cache(maxsize=8192)
 def parse_shape(text: str) -> Shape:
-    """Parse ``bf16[8,128]{1,0:T(8,128)(2,1)S(1)}``, ``(f32[8]{0}, s32[])``, ``f32[<=8]`` …"""
-    text = COMMENT.sub("", text).strip()
-    if text.startswith("("):
-        end = match_close(text, 0)
-        if end != len(text) - 1:
-            raise ValueError(f"unbalanced tuple shape {text!r}")
-        elems = tuple(parse_shape(p) for p in split_top(text[1:-1]))
-        return Shape(dtype="tuple", is_tuple=True, elements=elems)
-    m = ARRAY_SHAPE.fullmatch(text)
-    if not m:
-        raise ValueError(f"not a shape: {text!r}")
-    dtype, dims_text, layout_text = m.groups()
-    element_bits(dtype)
-    dims, dyn = [], []
-    for d in dims_text.split(","):
-        d = d.strip()
-        if not d:
-            continue
-        dyn.append(d.startswith("<=") or d == "?")
-        dims.append(-1 if d == "?" else int(d.lstrip("<=")))
-    mtm, tiles, space, ebits = _parse_layout(layout_text) if layout_text else (None, (), 0, 0)
-    return Shape(dtype, tuple(dims), mtm, tiles, space, False, (), ebits,
-                 tuple(dyn) if any(dyn) else ())
+    """Parse ``bf16[8,128]{1,0:T(8,128)(2,1)S(1)}``, ``(f32[8]{0}, s32[])``, ``f32[<=8]`` …
+
+    Raises HloParseError (a ValueError) on anything else, before allocating for it."""
+    if text.lstrip().startswith("("):
+        brackets, deepest = Brackets(), 0
+        for _, _, level in brackets.walk(text):
+            deepest = max(deepest, level)
+        if deepest > MAX_TUPLE_DEPTH:
+            raise HloParseError(f"tuple shape nested {deepest} deep (limit {MAX_TUPLE_DEPTH})")
+    return _parse_shape(text)

@@ -19,7 +19,11 @@ import pandas as pd
 from .hlo_instruction import SECTION_HEADERS, Instruction, InstructionReader, parse_instruction
 from .hlo_replica_groups import parse_mesh_axes, parse_replica_groups, parse_source_target_pairs
 from .hlo_shapes import Shape, parse_shape
-from .hlo_tokens import HloParseError, depth
+from .hlo_tokens import Brackets, HloParseError, split_top, unquote
+
+# Lines that start a statement: a continuation line (string or constant rows) never looks so.
+_NEXT_STATEMENT = re.compile(r"(?:\s+(?:ROOT\s+)?%[\w.\-]+ = \S|\}$|ENTRY\s|HloModule\s)")
+MAIN_THREAD = "main"  # XLA's HloInstruction::kMainExecutionThread
 
 __all__ = [
     "HloParseError", "Shape", "Instruction", "Computation", "HloModule", "parse_shape",
@@ -28,11 +32,30 @@ __all__ = [
 ]
 
 
+def _closing(stripped: str) -> str | None:
+    """The attributes after a computation's closing brace ('' for none), None if the line is no
+    closing brace: ``}``, ``}, execution_thread="sparsecore"``, ``} // fused_computation.3``."""
+    if not stripped.startswith("}"):
+        return None
+    rest = stripped[1:]
+    comment = rest.rfind("//")
+    if comment >= 0 and '"' not in rest[comment:]:
+        rest = rest[:comment]
+    rest = rest.strip()
+    if not rest:
+        return ""
+    if not rest.startswith(",") or not Brackets().feed(rest) == 0:
+        return None
+    parts = split_top(rest[1:])
+    return rest[1:] if parts and all("=" in p for p in parts) else None
+
+
 @dataclass(frozen=True)
 class Computation:
     name: str
     is_entry: bool
     instructions: tuple[Instruction, ...]
+    execution_thread: str = "main"  # "sparsecore" etc. for computations printed with one
 
     @cached_property
     def by_name(self) -> dict:
@@ -88,9 +111,10 @@ class HloModule:
                              else ",".join(map(str, s.dims)),
                              s.padded_bytes, s.layout_str, s.memory_space, ins.op_name,
                              ins.source_file, ins.source_line, ins.attrs.get("calls", "").lstrip("%"),
-                             ins.attrs.get("kind", ""), comp.is_entry))
+                             ins.attrs.get("kind", ""), comp.is_entry, comp.execution_thread))
         cols = ["computation", "name", "opcode", "dtype", "dims", "result_bytes", "layout",
-                "memory_space", "op_name", "source_file", "source_line", "calls", "kind", "is_entry"]
+                "memory_space", "op_name", "source_file", "source_line", "calls", "kind", "is_entry",
+                "execution_thread"]
         df = pd.DataFrame(rows, columns=cols)
         df["source_line"] = df["source_line"].astype("Int64")
         return df
@@ -130,8 +154,34 @@ class _ModuleParser(InstructionReader):
     def __init__(self, text: str, source: str, strict: bool):
         super().__init__(source)
         self.lines = text.splitlines()
-        self.ends_cleanly = text.endswith("\n")
         self.strict = strict
+        self.cut: list[tuple[int, str]] = []  # why the text looks truncated, and where
+        if self.lines and not text.endswith(("\n", "\r")) and _closing(self.lines[-1].strip()) is None:
+            # A text that stops mid-line: the last line cannot be trusted, even if it parses.
+            self.truncate(len(self.lines), "the last line is cut")
+            self.lines.pop()
+
+    def truncate(self, lineno: int, what: str) -> None:
+        if self.strict:
+            raise self.error(lineno, what)
+        self.cut.append((lineno, what))
+
+    def joined(self, i: int, in_computation: bool = True) -> tuple[str, int]:
+        """The statement starting at line ``i`` with the lines that close its brackets and strings
+        (attributes may hold newlines); returns it and the index of the next line."""
+        lines, brackets = self.lines, Brackets()
+        parts = [lines[i]]
+        brackets.feed(lines[i])
+        i += 1
+        while not brackets.balanced and brackets.level >= 0 and i < len(lines):
+            if in_computation and _NEXT_STATEMENT.match(lines[i]):
+                break  # an open bracket or quote ran into the next line: damage, not truncation
+            brackets.feed("\n" + lines[i])
+            parts.append(lines[i])
+            i += 1
+        if not brackets.balanced and brackets.level >= 0 and i == len(lines):
+            return "", i  # ran into the end of the text
+        return "\n".join(parts), i
 
     def run(self) -> HloModule:
         name, entry, scheduled = "", "", False
@@ -141,42 +191,46 @@ class _ModuleParser(InstructionReader):
         section = None
         lines, i = self.lines, 0
         while i < len(lines):
-            line = lines[i]
-            i += 1
-            lineno, stripped = i, line.strip()
+            lineno, stripped = i + 1, lines[i].strip()
             if current is not None:
-                if stripped == "}":
+                closing = _closing(stripped)
+                if closing is not None:
                     self.check_operands(body)
                     comps[current[0]] = Computation(current[0], current[1],
-                                                    tuple(ins for ins, _ in body))
+                                                    tuple(ins for ins, _ in body),
+                                                    self.thread(closing))
                     current, body = None, []
+                    i += 1
                 elif stripped:
-                    # Attributes may span lines (frontend_attributes with a newline inside):
-                    # join lines until the brackets balance.
-                    level = depth(line)
-                    while level > 0 and i < len(lines):
-                        level += depth(lines[i])
-                        line += "\n" + lines[i]
-                        i += 1
-                    if level > 0:
-                        raise self.error(lineno, "unbalanced brackets at the end of the text "
-                                                 "(truncated line?)")
-                    body.append((self.instruction(line, lineno, current[0]), lineno))
+                    text, i = self.joined(i)
+                    if not text:
+                        self.truncate(lineno, f"unbalanced brackets at the end of the text in %{current[0]}")
+                        break
+                    body.append((self.instruction(text, lineno, current[0]), lineno))
+                else:
+                    i += 1
                 continue
+            if stripped.startswith("HloModule"):
+                if name:
+                    raise self.error(lineno, f"a second HloModule header (one module per text; the first is {name})")
+                header, i = self.joined(i, in_computation=False)
+                while header and i < len(lines) and lines[i].startswith(", "):
+                    more, i = self.joined(i, in_computation=False)  # fields after a multi-line one
+                    header += more
+                m = re.match(r"HloModule\s+([^\s,]+)", stripped)
+                if not header or not m:
+                    raise self.error(lineno, "HloModule header without a name or with unbalanced brackets")
+                name, scheduled = m.group(1), bool(re.search(r"\bis_scheduled=true\b", header))
+                continue
+            i += 1
             if not stripped:
                 section = None
-            elif stripped.startswith("HloModule"):
-                m = re.match(r"HloModule\s+([^\s,]+)", stripped)
-                if not m:
-                    raise self.error(lineno, "HloModule header without a name")
-                name = m.group(1)
-                scheduled = "is_scheduled=true" in stripped
             elif stripped in SECTION_HEADERS:
                 section = stripped
-            elif section and re.match(r"\d+\s", stripped):
+            elif section and re.match(r"\d{1,18}\s", stripped):
                 key, _, value = stripped.partition(" ")
                 self.tables[section][int(key)] = value.strip()
-            elif stripped.endswith("{") and not line[0].isspace():
+            elif stripped.endswith("{") and not lines[i - 1][0].isspace():
                 is_entry = stripped.startswith("ENTRY ")
                 head = stripped[6:].lstrip() if is_entry else stripped
                 cname = re.split(r"[\s(]", head, maxsplit=1)[0].lstrip("%")
@@ -187,26 +241,34 @@ class _ModuleParser(InstructionReader):
                 current, body = (cname, is_entry, lineno), []
             else:
                 raise self.error(lineno, f"expected a computation header, got {stripped[:60]!r}")
-        truncated = current is not None
-        if truncated and not self.ends_cleanly:
-            raise self.error(len(self.lines), "the last line is cut (truncated text)")
-        if truncated:
-            msg = (f"{self.source}:{len(self.lines)}: text ends inside computation "
-                   f"%{current[0]} (opened at line {current[2]}); truncated dump?")
-            if self.strict:
-                raise HloParseError(msg)
-            warnings.warn(msg + " Keeping the instructions read so far.", stacklevel=3)
+        if current is not None:
+            self.truncate(len(self.lines), f"text ends inside computation %{current[0]} "
+                                           f"(opened at line {current[2]})")
             comps[current[0]] = Computation(current[0], current[1], tuple(i for i, _ in body))
         if not comps:
             raise self.error(len(self.lines), "no computation found")
-        if not entry and self.strict:
-            raise self.error(len(self.lines), "no ENTRY computation")
+        if not entry:
+            self.truncate(len(self.lines), "no ENTRY computation (XLA prints it last)")
+        if self.cut:
+            warnings.warn(f"{self.source}:{self.cut[0][0]}: truncated dump? "
+                          + "; ".join(what for _, what in self.cut)
+                          + ". Keeping what was read before.", stacklevel=3)
         by_name: dict[str, Instruction] = {}
         for comp in comps.values():
             for ins in comp.instructions:
                 by_name.setdefault(ins.name, ins)
         return HloModule(name or Path(self.source).name, comps, entry, scheduled, self.source,
-                         truncated, by_name)
+                         bool(self.cut), by_name)
+
+    def thread(self, attrs: str) -> str:
+        """``}, execution_thread="sparsecore"``: the thread a computation runs on (main if absent)."""
+        if not attrs:
+            return MAIN_THREAD
+        for part in split_top(attrs):
+            key, _, value = part.partition("=")
+            if key.strip() == "execution_thread":
+                return unquote(value.strip())
+        return MAIN_THREAD
 
     def check_operands(self, body: list) -> None:
         """Operands come from the same computation; a missing one means a damaged dump."""
@@ -228,17 +290,16 @@ def parse_hlo_module(text: str, source: str = "<string>", strict: bool = False) 
 
 
 def parse_hlo_file(path, strict: bool = False) -> HloModule:
+    """Parse a dump file; a byte that is not UTF-8 is an HloParseError naming its line."""
     path = Path(path)
-    return parse_hlo_module(path.read_text(encoding="utf-8"), str(path), strict)
-
-
-def find_hlo_dumps(directory) -> list[Path]:
-    """The ``*after_optimizations.txt`` modules under ``directory`` (recursive), without the
-    ``-buffer-assignment``/``-memory-usage-report``/``-live-range`` reports."""
-    directory = Path(directory)
-    if directory.is_file():
-        return [directory] if directory.name.endswith("after_optimizations.txt") else []
-    return sorted(p for p in directory.rglob("*after_optimizations.txt") if p.is_file())
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise HloParseError(f"{path}:{line}: not UTF-8 text (byte {data[exc.start]:#04x}); "
+                            "expected an HLO text dump") from None
+    return parse_hlo_module(text, str(path), strict)
 
 
 def find_hlo_dumps(directory) -> list[Path]:

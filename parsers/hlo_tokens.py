@@ -1,6 +1,10 @@
-"""Text-level helpers of the HLO parser: the parse error, quoted strings, brackets, integer lists.
+"""Text-level helpers of the HLO parser: the parse error, limits, quoted strings, brackets, integers.
 
-Every other ``hlo_*`` module builds on these; they know nothing of shapes or instructions.
+Every other ``hlo_*`` module builds on these; they know nothing of shapes or instructions. The
+bracket scanner is linear in its input: it jumps from one special character to the next with a
+compiled search and over quoted strings with ``str.find``, so a 10 MB string costs one pass and
+no per-character state (a regex alternation such as ``"(?:[^"\\]|\\.)*"`` keeps backtracking state
+for every character: about 180 bytes per byte of input).
 """
 
 from __future__ import annotations
@@ -9,57 +13,127 @@ import re
 
 from ..errors import InputError
 
-__all__ = ["HloParseError", "COMMENT", "bracket_walk", "match_close", "depth", "split_top",
-           "unquote", "parse_ints"]
+__all__ = ["HloParseError", "QUOTED", "strip_comments", "Brackets", "match_close", "depth", "split_top",
+           "unquote", "parse_ints", "parse_int", "MAX_INT_DIGITS"]
 
-COMMENT = re.compile(r"/\*.*?\*/")
-# Strings first so that brackets and commas inside quotes are skipped.
-_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[()\[\]{},]')
-_OPEN = {"(": ")", "[": "]", "{": "}"}
-_INT = re.compile(r"-?\d+")
+# XLA prints int64 values: 19 digits at most. Longer digit runs are damage, and refusing them
+# also keeps int() away from Python's 4300-digit conversion limit.
+MAX_INT_DIGITS = 19
+
+_SPECIAL = re.compile(r"[\"'()\[\]{},]")
+_QUOTE = re.compile(r"[\"']")
+_INT = re.compile(r"-?[0-9]+")
+# Possessive repeats (``*+``) keep no backtracking state, so memory stays flat on long strings.
+_CLOSING = {q: re.compile(rf"(?<!\\)(?:\\\\)*+{q}") for q in "\"'"}
+QUOTED = r'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
 
 
 class HloParseError(InputError):
-    """Malformed HLO text; the message starts with ``FILE:LINE:``."""
+    """Malformed HLO text; the message starts with ``FILE:LINE:`` when it comes from a file."""
 
 
-def bracket_walk(text: str, start: int = 0):
-    """Yield (token match, bracket depth after it) outside quoted strings: one walker for all callers."""
-    level = 0
-    for m in _TOKENS.finditer(text, start):
-        tok = m.group()
-        if tok in _OPEN:
-            level += 1
-        elif tok in ")]}":
-            level -= 1
-        yield m, level
+def _string_end(text: str, pos: int, quote: str) -> int:
+    """Index just past the quote that closes a string whose body starts at ``pos``; -1 if none."""
+    k = text.find(quote, pos)
+    if k < 0 or k == pos or text[k - 1] != "\\":
+        return k + 1 if k >= 0 else -1
+    m = _CLOSING[quote].search(text, pos)  # escapes present: a quote after an even backslash run
+    return m.end() if m else -1
+
+
+class Brackets:
+    """Bracket depth of text read in pieces; an open string carries over to the next piece
+    (attribute strings may hold newlines, so an instruction can span lines)."""
+
+    def __init__(self) -> None:
+        self.level = 0
+        self.quote = ""
+
+    def walk(self, text: str, pos: int = 0):
+        """Yield (index, char, depth after it) for each bracket and comma outside quotes."""
+        search, n = _SPECIAL.search, len(text)
+        while pos < n:
+            if self.quote:
+                end = _string_end(text, pos, self.quote)
+                if end < 0:
+                    return
+                self.quote, pos = "", end
+                continue
+            m = search(text, pos)
+            if m is None:
+                return
+            ch, i = m.group(), m.start()
+            pos = i + 1
+            if ch == '"' or ch == "'":
+                self.quote = ch
+                continue
+            if ch in "([{":
+                self.level += 1
+            elif ch != ",":
+                self.level -= 1
+            yield i, ch, self.level
+
+    def feed(self, text: str) -> int:
+        """Depth after ``text``; counts brackets between strings with str.count (C speed)."""
+        pos, n = 0, len(text)
+        while pos < n:
+            if self.quote:
+                end = _string_end(text, pos, self.quote)
+                if end < 0:
+                    break
+                self.quote, pos = "", end
+                continue
+            m = _QUOTE.search(text, pos)
+            seg = text[pos: m.start() if m else n]
+            self.level += (seg.count("(") + seg.count("[") + seg.count("{")
+                           - seg.count(")") - seg.count("]") - seg.count("}"))
+            if m is None:
+                break
+            self.quote, pos = m.group(), m.end()
+        return self.level
+
+    @property
+    def balanced(self) -> bool:
+        return self.level == 0 and not self.quote
 
 
 def match_close(text: str, start: int) -> int:
     """Index of the bracket closing ``text[start]``, skipping quoted strings; -1 if unbalanced."""
-    for m, level in bracket_walk(text, start):
-        if level == 0 and m.group() in ")]}":
-            return m.start()
+    for i, ch, level in Brackets().walk(text, start):
+        if level == 0 and ch != ",":
+            return i
     return -1
 
 
 def depth(text: str) -> int:
     """Open minus closed brackets outside quotes."""
-    level = 0
-    for _, level in bracket_walk(text):
-        pass
-    return level
+    return Brackets().feed(text)
 
 
 def split_top(text: str, sep: str = ",") -> list[str]:
-    """Split on ``sep`` outside brackets and quotes."""
+    """Split on ``sep`` (a comma or a bracket) outside brackets and quotes."""
     parts, last = [], 0
-    for m, level in bracket_walk(text):
-        if level == 0 and m.group() == sep:
-            parts.append(text[last: m.start()])
-            last = m.end()
+    for i, ch, level in Brackets().walk(text):
+        if level == 0 and ch == sep:
+            parts.append(text[last:i])
+            last = i + 1
     parts.append(text[last:])
     return [p.strip() for p in parts if p.strip()]
+
+
+def strip_comments(text: str) -> str:
+    """Drop ``/*index=5*/``-style comments (shapes and operand lists hold no strings)."""
+    if "/*" not in text:
+        return text
+    out, pos = [], 0
+    while True:
+        start = text.find("/*", pos)
+        end = text.find("*/", start + 2) if start >= 0 else -1
+        if end < 0:
+            out.append(text[pos:])
+            return "".join(out)
+        out.append(text[pos:start])
+        pos = end + 2
 
 
 def unquote(text: str) -> str:
@@ -68,6 +142,17 @@ def unquote(text: str) -> str:
     return text
 
 
+def parse_int(text: str, what: str = "integer") -> int:
+    """One decimal integer of at most :data:`MAX_INT_DIGITS` digits (HloParseError otherwise)."""
+    t = text.strip()
+    digits = t[1:] if t[:1] == "-" else t
+    if not digits.isdigit() or not digits.isascii():
+        raise HloParseError(f"{what} is not an integer: {t[:40]!r}")
+    if len(digits) > MAX_INT_DIGITS:
+        raise HloParseError(f"{what} has {len(digits)} digits (int64 has 19): {t[:40]!r}…")
+    return int(t)
+
+
 def parse_ints(text: str) -> list[int]:
     """Every integer in an attribute's text (dims lists, windows, replica groups)."""
-    return [int(x) for x in _INT.findall(text or "")]
+    return [parse_int(x) for x in _INT.findall(text or "")]

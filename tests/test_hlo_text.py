@@ -2,6 +2,7 @@
 
 import re
 import time
+import tracemalloc
 import warnings
 from pathlib import Path
 
@@ -22,50 +23,6 @@ def v6e():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return parse_hlo_file(V6E)
-
-
-# --- shapes -----------------------------------------------------------------------------------
-
-def test_padded_bytes_tpu_tiles():
-    # 3x100 bf16 pads to one 8x128 tile: 1024 elements x 2 bytes.
-    s = parse_shape("bf16[3,100]{1,0:T(8,128)(2,1)}")
-    assert (s.logical_bytes, s.padded_bytes) == (600, 2048)
-    assert s.tiles == ((8, 128), (2, 1)) and s.layout == (1, 0)
-    # The (2,1) packing re-tiles the 128 tile, it must not double a rank-1 buffer.
-    assert parse_shape("bf16[4096]{0:T(1024)(128)(2,1)}").padded_bytes == 8192
-    assert parse_shape("bf16[100]{0:T(1024)(128)(2,1)}").padded_bytes == 2048
-    # Layout order matters: {0,1} makes dim 0 minor, so [4096,4] is stored as 4 rows of 4096.
-    assert parse_shape("f32[4096,4]{0,1:T(4,128)}").padded_bytes == 4096 * 4 * 4
-    assert parse_shape("f32[4,4096]{1,0:T(8,128)}").padded_bytes == 8 * 4096 * 4
-    assert parse_shape("f32[5,3]{0,1:T(8,128)}").padded_bytes == 8 * 128 * 4
-    # Scalars: a T(128) scalar occupies a 128-element tile; SMEM S(2) has no tiles.
-    scalar = parse_shape("f32[]{:T(128)}")
-    assert scalar.dims == () and scalar.padded_bytes == 512
-    smem = parse_shape("s32[]{:T(128)S(2)}")
-    assert smem.memory_space == 2 and smem.padded_bytes == 512
-    assert parse_shape("u32[]{:S(2)}").padded_bytes == 4
-
-
-def test_shape_kinds():
-    t = parse_shape("(f32[8]{0}, s32[]{:S(2)}, /*index=2*/bf16[2,3])")
-    assert t.is_tuple and len(t.elements) == 3
-    assert t.padded_bytes == 32 + 4 + 12 and t.num_elements == 8 + 1 + 6
-    nested = parse_shape("((s8[64]{0}), s8[16]{0:S(1)}, s32[]{:S(2)})")
-    assert nested.elements[0].is_tuple and nested.elements[1].memory_space == 1
-    dyn = parse_shape("f32[<=8,4]{1,0}")
-    assert dyn.dims == (8, 4) and dyn.dynamic_dims == (True, False)
-    assert parse_shape("s4[1024]{0}").logical_bytes == 512
-    assert parse_shape("s4[1024]").element_bytes == 0.5
-    assert parse_shape("f8e4m3fn[16,16]").logical_bytes == 256
-    assert parse_shape("pred[10]").element_bytes == 1
-    assert parse_shape("c64[2]").logical_bytes == 16
-    assert parse_shape("token[]").padded_bytes == 0
-    assert parse_shape("f32[2,3]").layout is None
-    host = parse_shape("f32[1024]{0:T(1024)S(5)}")
-    assert host.memory_space == 5 and host.layout_str == "{0:T(1024)S(5)}"
-    assert parse_shape("bf16[3,100]{1,0:T(8,128)(2,1)S(1)}").layout_str == "{1,0:T(8,128)(2,1)S(1)}"
-    with pytest.raises(ValueError):
-        parse_shape("q7[3]")
 
 
 # --- the real TPU v6e module ------------------------------------------------------------------
@@ -143,26 +100,6 @@ def test_v6e_computation_roles(v6e):
     # The while body and condition lost their caller with the ENTRY; they are still loop bodies.
     assert roles["wide.region_1.6_spmd.sunk.clone.clone.clone.sunk"] == "control"
     assert roles["wide.region_4.7_spmd.clone.clone.clone"] == "control"
-
-
-# --- replica groups ---------------------------------------------------------------------------
-
-def test_replica_groups_forms():
-    assert parse_replica_groups("{{0,1,2,3},{4,5,6,7}}") == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    # iota(8) as [2,4] = [[0,1,2,3],[4,5,6,7]], transposed -> [[0,4],[1,5],[2,6],[3,7]].
-    assert parse_replica_groups("[4,2]<=[2,4]T(1,0)") == [[0, 4], [1, 5], [2, 6], [3, 7]]
-    assert parse_replica_groups("[2,4]<=[8]") == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    assert parse_replica_groups("[1,8]<=[8]") == [list(range(8))]
-    assert parse_replica_groups("{}") == []
-    assert parse_replica_groups("{}", num_devices=4) == [[0, 1, 2, 3]]
-    # Mesh [a=2, b=4] over devices 0..7 row-major: b varies fastest.
-    assert parse_replica_groups("mesh['a'=2,'b'=4] {'b'}") == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    assert parse_replica_groups("mesh['a'=2,'b'=4] {'a'}") == [[0, 4], [1, 5], [2, 6], [3, 7]]
-    assert parse_replica_groups("mesh['a'=2,'b'=4] {'a','b'}") == [list(range(8))]
-    # Sub-axis a:(1)2 is the major half of a=8: devices 4 apart.
-    assert parse_replica_groups("mesh['a'=8] {'a':(1)2}") == [[0, 4], [1, 5], [2, 6], [3, 7]]
-    assert parse_replica_groups("mesh['a'=8] {'a':(4)2}") == [[0, 1], [2, 3], [4, 5], [6, 7]]
-    assert parse_source_target_pairs("{{0,1},{1,2},{2,0}}") == [(0, 1), (1, 2), (2, 0)]
 
 
 # --- CPU and GPU style modules ----------------------------------------------------------------
@@ -274,6 +211,117 @@ def test_sample_profile_dumps_parse(path):
             assert len(m.resolve_operand_shapes(ins)) == len(ins.operand_names)
 
 
+# --- forms current XLA prints -------------------------------------------------------------------
+
+# Shaped after a MaxText DeepSeek-3 TPU module (SparseCore offload) and XLA's own printer tests:
+# a header spanning lines, computations on another execution thread, async ops in both the
+# generic and the syntax-sugar form, mesh/iota groups, and attribute strings holding braces,
+# quotes, commas and a newline.
+FORMS_MODULE = r"""HloModule jit_step, is_scheduled=true, entry_computation_layout={(f32[8,128]{1,0})->f32[8,128]{1,0}}, frontend_attributes={fingerprint_before_lhs="7f3a"}, origin_recovery_table={
+  {"a.1" {0}} : {"b.1" {0}}
+}
+
+
+%add.sc (x: f32[], y: f32[]) -> f32[] {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %add = f32[] add(f32[] %x, f32[] %y)
+}, execution_thread="sparsecore"
+
+%sc_gather (p0: f32[1024,128], p1: s32[64]) -> f32[64,128] {
+  %p0 = f32[1024,128]{1,0} parameter(0)
+  %p1 = s32[64]{0} parameter(1)
+  ROOT %gather.1 = f32[64,128]{1,0} gather(f32[1024,128]{1,0} %p0, s32[64]{0} %p1), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,128}
+}, execution_thread="sparsecore"
+
+%fused_computation.7 (param_0.1: f32[8,128], param_1.2: f32[8,128]) -> f32[8,128] {
+  %param_0.1 = f32[8,128]{1,0} parameter(0)
+  %param_1.2 = f32[8,128]{1,0} parameter(1)
+  %constant.9 = f32[2,2]{1,0} constant({ { 1, 2 },
+{ 3, 4 } })
+  %multiply.1 = f32[8,128]{1,0} multiply(f32[8,128]{1,0} %param_0.1, f32[8,128]{1,0} %param_1.2), statistics={visualizing_index=1,stat-1=33,stat-2=44}
+  %negate.2 = f32[8,128]{1,0} negate(f32[8,128]{1,0} %multiply.1), origin={{"negate.2" {0}}}
+  ROOT %add.3 = f32[8,128]{1,0} add(f32[8,128]{1,0} %negate.2, f32[8,128]{1,0} %param_0.1)
+} // fused_computation.7
+
+ENTRY %main.5 (Arg_0.1: f32[8,128], Arg_1.2: f32[1024,128], Arg_2.3: s32[64]) -> f32[8,128] {
+  %Arg_0.1 = f32[8,128]{1,0} parameter(0), sharding={replicated}
+  %Arg_1.2 = f32[1024,128]{1,0} parameter(1)
+  %Arg_2.3 = s32[64]{0} parameter(/*index=2*/2)
+  %gather-start = ((f32[1024,128]{1,0}, s32[64]{0}), f32[64,128]{1,0}, u32[]{:S(2)}) async-start(f32[1024,128]{1,0} %Arg_1.2, s32[64]{0} %Arg_2.3), async_execution_thread="sparsecore", calls=%sc_gather, frontend_attributes={_xla_stream_annotation="1",_scheduling_group_id="{2},\"x\""}
+  %gather-done = f32[64,128]{1,0} async-done(((f32[1024,128]{1,0}, s32[64]{0}), f32[64,128]{1,0}, u32[]{:S(2)}) %gather-start)
+  %all-reduce-start = f32[8,128]{1,0} all-reduce-start(f32[8,128]{1,0} %Arg_0.1), channel_id=1, replica_groups=mesh['axis_0'=8,'axis_1'=1] {'axis_0'}, use_global_device_ids=true, to_apply=%add.sc, backend_config="{\"is_sync\":false,\"note\":\"a } and a {\"}"
+  %all-reduce-done = f32[8,128]{1,0} all-reduce-done(f32[8,128]{1,0} %all-reduce-start)
+  %all-gather = f32[64,128]{1,0} all-gather(f32[8,128]{1,0} %all-reduce-done), channel_id=2, replica_groups=[1,8]<=[8], dimensions={0}, use_global_device_ids=true, control-predecessors={%gather-done}
+  %custom-call-start = ((f32[8,128]{1,0}), f32[8,128]{1,0}, s32[]) custom-call-start(f32[8,128]{1,0} %Arg_0.1), async_execution_thread="parallel_thread", custom_call_target="foo"
+  %custom-call-done = f32[8,128]{1,0} custom-call-done(((f32[8,128]{1,0}), f32[8,128]{1,0}, s32[]) %custom-call-start)
+  ROOT %fusion.7 = f32[8,128]{1,0} fusion(f32[8,128]{1,0} %all-reduce-done, f32[8,128]{1,0} %custom-call-done), kind=kLoop, calls=%fused_computation.7, metadata={op_name="jit(step)/add" source_file="/x/a \"b\".py" source_line=7}
+}
+
+"""
+
+
+def test_forms_current_xla_prints():
+    m = parse_hlo_module(FORMS_MODULE, "forms.txt", strict=True)
+    assert (m.name, m.entry, m.is_scheduled, m.truncated) == ("jit_step", "main.5", True, False)
+    threads = {c.name: c.execution_thread for c in m.computations.values()}
+    assert threads == {"add.sc": "sparsecore", "sc_gather": "sparsecore",
+                       "fused_computation.7": "main", "main.5": "main"}
+    df = m.instructions().set_index("name")
+    assert df.loc["gather.1", "execution_thread"] == "sparsecore"
+    start = m.instruction("gather-start")
+    assert start.attrs["async_execution_thread"] == '"sparsecore"'
+    assert start.called_computations() == ("sc_gather",)
+    assert m.fusion_body(start).root.opcode == "gather"
+    assert '\\"x\\"' in start.attrs["frontend_attributes"]
+    assert m.computation_roles()["sc_gather"] == "async"
+    ar = m.instruction("all-reduce-start")
+    assert ar.attrs["backend_config"].startswith('"{') and "a } and a {" in ar.attrs["backend_config"]
+    assert ar.attrs["replica_groups"] == "mesh['axis_0'=8,'axis_1'=1] {'axis_0'}"
+    assert parse_replica_groups(ar.attrs["replica_groups"]) == [list(range(8))]
+    assert m.instruction("all-gather").attrs["control-predecessors"] == "{%gather-done}"
+    assert m.instruction("custom-call-start").attrs["custom_call_target"] == '"foo"'
+    assert m.instruction("Arg_2.3").attrs["parameter_number"] == "2"
+    assert m.instruction("constant.9").attrs["literal"].startswith("{ { 1, 2 },\n{ 3, 4 }")
+    assert m.instruction("multiply.1").attrs["statistics"].startswith("{visualizing_index=1")
+    assert m.instruction("negate.2").attrs["origin"] == '{{"negate.2" {0}}}'
+    root = m.computations["main.5"].root
+    assert root.name == "fusion.7" and (root.source_file, root.source_line) == ('/x/a "b".py', 7)
+
+
+def test_hostile_values_become_one_line_errors_or_are_dropped():
+    bad_param = CPU_MODULE.replace("parameter(0), sharding", "parameter(/*x*/), sharding")
+    with pytest.raises(HloParseError, match=rf"^p\.txt:{_line_of(CPU_MODULE, '  %param.10')}: %param.10: parameter number"):
+        parse_hlo_module(bad_param, "p.txt")
+    # A source line beyond int32 is no line number: kept as unknown, the instruction stays.
+    huge = GPU_MODULE.replace("source_line=42", "source_line=12345678901234567890")
+    assert parse_hlo_module(huge, "h.txt").instruction("custom-call.1").source_line is None
+    digits = GPU_MODULE.replace("source_line=42", "source_line=1" + "0" * 5000)
+    assert parse_hlo_module(digits, "d.txt").instruction("custom-call.1").source_line is None
+    deep = CPU_MODULE.replace("%dot = f32[16,32]{1,0} dot(", "%dot = " + "(" * 1000 + "f32[]" + ")" * 1000 + " dot(")
+    with pytest.raises(HloParseError, match=r"^t\.txt:\d+: %dot: tuple shape nested"):
+        parse_hlo_module(deep, "t.txt")
+    second = CPU_MODULE + "HloModule again\n"
+    with pytest.raises(HloParseError, match="a second HloModule header"):
+        parse_hlo_module(second, "s.txt")
+
+
+def test_long_strings_cost_memory_linear_in_their_length():
+    # A 10 MB quoted string used to take ~1.8 GB in the tokenizer regex (~180x its length).
+    size = 10_000_000
+    text = GPU_MODULE.replace('op_name="jit(step)/dot_general"', 'op_name="' + "x" * size + '"')
+    escapes = GPU_MODULE.replace('custom_call_target="__cublas$gemm"', 'custom_call_target="' + '\\"' * (size // 2) + '"')
+    for hostile in (text, escapes):
+        tracemalloc.start()
+        try:
+            m = parse_hlo_module(hostile, "long.txt", strict=True)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert m.instruction("custom-call.1").opcode == "custom-call"
+        assert peak < 12 * len(hostile)  # a few copies of the line, never per-character state
+
+
 # --- errors and dump discovery ----------------------------------------------------------------
 
 def _line_of(text: str, needle: str) -> int:
@@ -281,22 +329,6 @@ def _line_of(text: str, needle: str) -> int:
 
 
 def test_parse_errors_name_file_and_line():
-    ag_line = _line_of(CPU_MODULE, "  %all_gather.17 = ")
-    cut_in_brackets = CPU_MODULE[: CPU_MODULE.index("{2,3},{4,5}")]
-    with pytest.raises(HloParseError, match=rf"^cut\.txt:{ag_line}: unbalanced brackets"):
-        parse_hlo_module(cut_in_brackets, "cut.txt")
-    cut_after_comma = CPU_MODULE[: CPU_MODULE.index("dimensions={0}")]
-    with pytest.raises(HloParseError, match=rf"^cut\.txt:{ag_line}: %all_gather.17: unbalanced"):
-        parse_hlo_module(cut_after_comma, "cut.txt")
-    # Balanced but without its newline: the last line cannot be trusted.
-    cut_mid_line = CPU_MODULE[: CPU_MODULE.index(", replica_groups={{0,1}")]
-    with pytest.raises(HloParseError, match=rf"^cut\.txt:{ag_line}: the last line is cut"):
-        parse_hlo_module(cut_mid_line, "cut.txt")
-    cut_at_line = CPU_MODULE[: CPU_MODULE.index("  %dot = ")]
-    with pytest.raises(HloParseError, match=rf"^cut\.txt:{ag_line}: text ends inside computation"):
-        parse_hlo_module(cut_at_line, "cut.txt", strict=True)
-    with pytest.warns(UserWarning):
-        assert parse_hlo_module(cut_at_line, "cut.txt").truncated
     garbage = CPU_MODULE.replace("  %dot = f32[16,32]{1,0} dot(", "  %dot = f32[16,32]{1,0} (")
     dot_line = _line_of(CPU_MODULE, "  %dot = ")
     with pytest.raises(HloParseError, match=rf"^bad\.txt:{dot_line}: %dot: no opcode"):
@@ -310,6 +342,41 @@ def test_parse_errors_name_file_and_line():
         parse_hlo_module(undefined, "u.txt")
     with pytest.raises(HloParseError, match="no computation"):
         parse_hlo_module("HloModule empty\n", "e.txt")
+    # A damaged line in the middle is an error even where the rest would parse.
+    unbalanced = CPU_MODULE.replace("dimensions={0}, use_global", "dimensions={0, use_global")
+    with pytest.raises(HloParseError, match=rf"^x\.txt:{_line_of(CPU_MODULE, '  %all_gather.17 = ')}:"):
+        parse_hlo_module(unbalanced, "x.txt")
+
+
+@pytest.mark.parametrize("cut_before, kept, why", [
+    ("{2,3},{4,5}", ["param.10"], "last line is cut"),  # inside the brackets of a line
+    ("dimensions={0}", ["param.10"], "last line is cut"),  # after an attribute's comma
+    (", replica_groups={{0,1}", ["param.10"], "last line is cut"),  # balanced but no newline
+    ("  %dot = ", ["param.10", "all_gather.17"], "ends inside computation"),  # at a line boundary
+    ("ENTRY %main", [], "no ENTRY computation"),  # XLA prints ENTRY last: cut before it
+])
+def test_truncated_dumps_keep_what_parsed(cut_before, kept, why):
+    text = CPU_MODULE[: CPU_MODULE.index(cut_before)]
+    with pytest.warns(UserWarning, match=rf"^cut\.txt:\d+: .*{why}"):
+        m = parse_hlo_module(text, "cut.txt")
+    assert m.truncated
+    entry = m.computations.get("main.0_spmd")
+    assert [i.name for i in entry.instructions] == kept if entry else kept == []
+    assert "region_3.0" in m.computations and m.computations["region_3.0"].root.name == "add.4"
+    with pytest.raises(HloParseError, match=rf"^cut\.txt:\d+: .*{why}"):
+        parse_hlo_module(text, "cut.txt", strict=True)
+
+
+def test_text_without_final_newline_is_whole():
+    m = parse_hlo_module(CPU_MODULE.rstrip("\n"), "n.txt", strict=True)
+    assert m.entry == "main.0_spmd" and not m.truncated
+
+
+def test_binary_file_is_one_line_error(tmp_path):
+    path = tmp_path / "m.after_optimizations.txt"
+    path.write_bytes(CPU_MODULE.encode().replace(b"%dot = ", b"%d\xffot = "))
+    with pytest.raises(HloParseError, match=rf"m\.after_optimizations\.txt:{_line_of(CPU_MODULE, '  %dot = ')}: not UTF-8"):
+        parse_hlo_file(path)
 
 
 def test_find_hlo_dumps(tmp_path):
