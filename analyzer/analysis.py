@@ -23,7 +23,7 @@ from ..parsers.discovery import CaptureFiles, discover
 from ..parsers.hlo_text import HloModule, HloParseError, parse_hlo_file
 from ..parsers.xplane import read_xspace
 from . import chip_catalog
-from .device_detection import chip_for_device
+from .device_detection import choose_chip
 from .capture import Capture, build_capture
 from .hlo_costs import instruction_costs
 from .hlo_facts import attach_hlo_facts
@@ -105,45 +105,10 @@ def _read_hlo(files: CaptureFiles, progress: Progress | None, notes: list[str]) 
 
 def _detect_chip(devices: pd.DataFrame, platform: str, chip_name: str | None, chip_file) -> tuple[chip_catalog.Chip, str, list[str]]:
     try:
-        catalog = chip_catalog.load_catalog(chip_file)
+        found = choose_chip(devices, platform, chip_name, chip_catalog.load_catalog(chip_file))
     except chip_catalog.ChipCatalogError as exc:
         raise AnalysisError(str(exc)) from None
-    notes: list[str] = []
-    first = devices.iloc[0] if len(devices) else None
-    peak = float(devices["peak_flops_per_s"].median()) if len(devices) else float("nan")
-    hbm = float(devices["hbm_bytes_per_s"].median()) if len(devices) else float("nan")
-    trace_peaks = {
-        "peak_flops_per_s": peak if math.isfinite(peak) else None,
-        "hbm_bytes_per_s": hbm if math.isfinite(hbm) else None,
-    }
-
-    detected, detected_note = None, ""
-    if first is not None and platform not in ("cpu", "hlo"):
-        detected, detected_note = chip_for_device(
-            first.get("device_type"), first.get("vendor"), first.get("plane_stats") or {}, catalog
-        )
-
-    if chip_name:
-        chip = chip_catalog.find_chip(chip_name, catalog)
-        if chip is None:
-            known = ", ".join(sorted(catalog))
-            raise AnalysisError(f"--chip {chip_name!r}: unknown chip; known: {known}")
-        # The trace's peaks belong to the chip that recorded it: apply them only if that is the chip named.
-        if detected is not None and detected.key == chip.key:
-            return detected, f"{chip.name} (from --chip; matches the capture, trace peaks applied)", notes
-        if detected is not None:
-            notes.append(f"--chip {chip_name!r} overrides the detected {detected.name}: using the chip table only")
-        return chip, f"{chip.name} (from --chip; chip table numbers)", notes
-
-    if platform == "hlo":
-        notes.append("no trace and no --chip: predictions use the generic CPU entry; pass --chip (e.g. --chip v6e)")
-        return catalog["cpu"], f"{catalog['cpu'].name} (no trace and no --chip)", notes
-    if platform == "cpu" or first is None:
-        return catalog["cpu"], f"{catalog['cpu'].name} (no accelerator in the capture)", notes
-    if detected is None:
-        notes.append(f"unknown chip ({detected_note}); pass --chip NAME. Using trace peaks where present")
-        return catalog["cpu"].with_trace_peaks(**trace_peaks), f"unknown ({detected_note})", notes
-    return detected, detected_note, notes
+    return found.chip, found.note, list(found.warnings)
 
 
 def _hlo_only_ops(modules: tuple[HloModule, ...]) -> pd.DataFrame:
