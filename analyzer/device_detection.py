@@ -159,8 +159,9 @@ def chip_for_device(device_type: str | None, vendor: str | None, stats: Mapping[
                    "HBM bandwidth")) if not math.isfinite(getattr(chip, field))]
         missing += ["interconnect bandwidth", "host-link bandwidth"]
         note += "; missing: " + ", ".join(missing) + " (name the chip with --chip or add it with --chip-file)"
-        warnings.append(f"unknown {_VENDOR_LABEL.get(kind, 'accelerator')} ({device_type or vendor}): "
-                        f"{', '.join(missing)} not known; pass --chip NAME or a chips file")
+        warnings.append(f"unknown chip ({device_type or vendor}), priced as an unknown "
+                        f"{_VENDOR_LABEL.get(kind, 'accelerator')}: {', '.join(missing)} not known; "
+                        "pass --chip NAME or a chips file")
     return Detection(chip, note, tuple(warnings))
 
 

@@ -85,6 +85,10 @@ def _combined(group: pd.DataFrame, kind: str, chip):
 def check(analysis) -> list:
     if analysis.ops.empty:
         return []
+    try:
+        latency_threshold_bytes(analysis.chip)
+    except ValueError:  # an unknown accelerator: no link bandwidth to tell latency-bound hops by
+        return []
     table = classify_collectives(analysis)
     bound = table[table["latency_bound"]]
     if bound.empty:
