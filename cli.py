@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import InputError, XladiagError
+from .errors import InputError, UsageError, XladiagError
 from .report.render import FORMATS
 from .text_safety import terminal_line, visible_controls
 
@@ -90,6 +90,16 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def _write_stdout(text: str) -> None:
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise  # the reader left (`| head`): click exits 1 without a message
+    except OSError as exc:  # e.g. `-o - > /dev/full`: the same exit 2 as a full disk with -o FILE
+        raise UsageError(f"-: cannot write to stdout: {exc.strerror or exc}") from None
+
+
 def _default_output(path: Path | None, hlo_dir: Path | None, fmt: str) -> Path:
     ext = FORMATS[fmt].extension
     base = path if path is not None else hlo_dir
@@ -162,8 +172,7 @@ def main(path, run, hlo_dir, chip, chip_file, fmt, output, fail_on, max_exposed_
         progress.done()
 
     if to_stdout:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        _write_stdout(text)
     else:
         write_report(out, text)
 

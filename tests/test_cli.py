@@ -264,9 +264,23 @@ def test_cli_catches_only_the_error_root():
     import xladiag.cli as cli
 
     tree = ast.parse(Path(cli.__file__).read_text(encoding="utf-8"))
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names}
-    assert {"XladiagError", "InputError"} <= imported
-    assert not {name for name in imported if name.endswith("Error")} - {"XladiagError", "InputError"}
+    errors = {(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+              for alias in node.names if alias.name.endswith("Error")}
+    assert ("errors", "XladiagError") in errors
+    assert {module for module, _ in errors} == {"errors"}, errors
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_stdout_on_a_full_disk_is_a_usage_error(tmp_path):
+    import subprocess
+    import sys
+
+    dump = _small_dump(tmp_path)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "xladiag.cli", "--hlo-dir", str(dump), "--chip", "v6e",
+                               "--format", "json", "-o", "-", "-q"], stdout=full, stderr=subprocess.PIPE, text=True)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == ["diagnose: error: -: cannot write to stdout: No space left on device"]
 
 
 def test_format_table_drives_choices_help_and_default_name(tmp_path, monkeypatch):
