@@ -24,9 +24,9 @@ ANSWERS = "known_answers.json"
 
 # --- before jax is imported ---------------------------------------------------------------------
 
-def set_xla_flags(n_devices: int, dump_dir: Path | None) -> None:
+def set_xla_flags(n_devices: int, dump_dir: Path | None, extra: str = "") -> None:
     """Host device count and dump flags; both must be in XLA_FLAGS before jax is imported."""
-    wanted = f"--xla_force_host_platform_device_count={n_devices}"
+    wanted = f"--xla_force_host_platform_device_count={n_devices} {extra}".strip()
     if dump_dir is not None:
         wanted += f" --xla_dump_to={dump_dir} --xla_dump_hlo_as_text"
     prior = os.environ.get("XLA_FLAGS", "").strip()

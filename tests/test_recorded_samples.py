@@ -94,3 +94,56 @@ def test_many_programs_dump_shapes_are_the_recorded_ones():
         text = next((MANY / "hlo").glob(f"module_{program['program_id']:04d}.jit_dot.*after_optimizations.txt")).read_text()
         assert f"f32[{m},{k}]" in text and f"f32[{k},{n}]" in text and f"f32[{m},{n}]" in text
         assert program["flops"] == 2 * m * k * n
+
+
+# --- the HLO rule fixtures (make_hlo_rule_fixtures.py) ------------------------------------------
+
+from xladiag.sample_profiles import make_hlo_rule_fixtures as fixtures  # noqa: E402
+
+
+def fixture_module(name):
+    (path,) = (SAMPLES / name / "hlo").glob("module_*after_optimizations.txt")
+    return path.read_text()
+
+
+@pytest.mark.parametrize("name", sorted(fixtures.FIXTURES))
+def test_rule_fixture_answers_match_its_hlo(name):
+    known = answers(SAMPLES / name)
+    facts = fixtures.hlo_facts(fixture_module(name))
+    assert known["spec"] == fixtures.FIXTURES[name]
+    assert facts["dots"] == known["dots"] and facts["collectives"] == known["collectives"]
+    # No library fusion hides the dots: each is a top-level instruction of the entry computation.
+    entry = fixture_module(name).split("\nENTRY ", 1)[1]
+    assert facts["dots"] and "__ynn_fusion" not in entry
+    assert all(f"%{d['name']} = " in entry for d in facts["dots"])
+
+
+def test_padding_fixtures_padded_fraction():
+    bad, good = answers(SAMPLES / "hlo_rules_dot_k200_n72"), answers(SAMPLES / "hlo_rules_dot_aligned_1024")
+    (dot,) = bad["dots"]
+    assert dot["contracting"] == 200 and dot["result"] == [1024, 72]
+    assert bad["padded_flops_fraction"]["v6e/tpu7x"] == round(1 - 200 * 72 / 256**2, 4) == 0.7803
+    assert bad["padded_flops_fraction"]["v5e/v5p/v4"] == round(1 - 200 * 72 / (256 * 128), 4)
+    assert good["padded_flops_fraction"] == {"v5e/v5p/v4": 0.0, "v6e/tpu7x": 0.0}
+
+
+def test_attention_fixture_materializes_the_score_matrix_and_the_mlp_does_not():
+    attention, mlp = answers(SAMPLES / "hlo_rules_attention_naive"), answers(SAMPLES / "hlo_rules_mlp_same_flops")
+    assert attention["flops"] == mlp["flops"] == attention["dot_flops_per_device_from_hlo"] == mlp["dot_flops_per_device_from_hlo"]
+    scores, out = attention["dots"]
+    assert scores["result"] == attention["score_matrix"] == [4, 8, 2048, 2048]
+    assert attention["score_matrix_bytes_f32"] == 4 * 8 * 2048 * 2048 * 4
+    entry = fixture_module("hlo_rules_attention_naive").split("\nENTRY ", 1)[1]
+    readers = [line for line in entry.splitlines() if f"%{scores['name']})" in line or f"%{scores['name']}," in line]
+    assert readers and all(" dot(" not in line for line in readers)  # the softmax reads the scores
+    assert "f32[4,8,2048,2048]" not in fixture_module("hlo_rules_mlp_same_flops")
+
+
+def test_fsdp_fixtures_intensity_follows_tokens_per_device():
+    small, large = answers(SAMPLES / "hlo_rules_fsdp_256_tokens"), answers(SAMPLES / "hlo_rules_fsdp_16k_tokens")
+    assert (small["tokens_per_device"], large["tokens_per_device"]) == (256, 16384)
+    # Same weights gathered, 64x the tokens: 64x the forward FLOPs per gathered (f32) byte.
+    assert small["all_gather_result_bytes_per_device"] == large["all_gather_result_bytes_per_device"]
+    for known in (small, large):
+        assert known["forward_flops_per_all_gather_byte"] == known["tokens_per_device"] / 2
+    assert small["forward_flops_per_all_gather_byte"] < 2500 and large["forward_flops_per_all_gather_byte"] > 5100
