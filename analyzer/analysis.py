@@ -30,10 +30,14 @@ from .hlo_facts import attach_hlo_facts
 from .op_stats import measure
 from .roofline import predict_ops, step_roofline
 from .steps import Steps, find_steps
+from .tables import DEVICE_STEPS, OPS, STEP_EVENTS
 
 Progress = Callable[[str], None]
 
 BREAKDOWN_CATEGORIES = ("compute", "memory", "collective", "host_transfer", "other", "idle")
+# Columns the stages before the ops table compute on the way (op_stats, hlo_facts, roofline): not in it.
+_WORKING_COLUMNS = ("total_s", "devices", "measured_s", "fusion_kind", "collective_bandwidth_s",
+                    "collective_latency_s", "peak_flops_per_s", "t_compute_s", "t_memory_s", "t_host_s")
 
 
 class AnalysisError(InputError):
@@ -49,9 +53,9 @@ class Analysis:
     chip: chip_catalog.Chip
     chip_note: str
     steps: Steps | None
-    step_ops: pd.DataFrame  # op events inside measured steps (device, step, module, op_name, start_ps, duration_ps, span_ps, line)
-    device_steps: pd.DataFrame  # device, step, duration_s, busy_s, idle_s
-    ops: pd.DataFrame  # one row per HLO op: measured + HLO facts + roofline (see README "ops table")
+    step_ops: pd.DataFrame  # op events inside measured steps: tables.STEP_EVENTS
+    device_steps: pd.DataFrame  # one row per measured (device, step): tables.DEVICE_STEPS
+    ops: pd.DataFrame  # one row per HLO op, measured + HLO facts + roofline: tables.OPS
     async_spans: pd.DataFrame
     hlo_modules: tuple[HloModule, ...]
     breakdown: dict[str, float]  # seconds per step by BREAKDOWN_CATEGORIES
@@ -118,11 +122,10 @@ def _hlo_only_ops(modules: tuple[HloModule, ...]) -> pd.DataFrame:
         names = instruction_costs(module)["name"]
         frames.append(pd.DataFrame({"module": module.name, "program_id": "", "op_name": names}))
     ops = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["module", "program_id", "op_name"])
-    for col in ("total_s", "mean_s", "min_s", "max_s", "measured_s_per_step", "share_of_step"):
+    for col in ("mean_s", "min_s", "max_s", "measured_s_per_step", "share_of_step"):
         ops[col] = np.nan
     ops["occurrences"] = 1
     ops["occurrences_per_step"] = 1.0
-    ops["devices"] = 1
     ops["in_step"] = True
     ops["op_id"] = -1  # nothing measured: no events to join
     return ops
@@ -134,7 +137,7 @@ def _breakdown(ops: pd.DataFrame, device_steps: pd.DataFrame, step_s: float) -> 
     if ops.empty or not math.isfinite(step_s):
         return out
     cls = ops["time_class"]
-    per_class = ops[ops["in_step"].astype(bool)].groupby(cls)["measured_s_per_step"].sum()
+    per_class = ops[ops["in_step"]].groupby(cls, observed=True)["measured_s_per_step"].sum()
     busy = float(device_steps["busy_s"].mean()) if len(device_steps) else float(per_class.sum())
     total = float(per_class.sum())
     # Concurrent streams (GPU) or async overlap can make the op sum exceed the busy union: scale to it.
@@ -161,16 +164,16 @@ def analyze(
     if files.xplane_files:
         capture: Capture | None = build_capture(_read_spaces(files, progress))
         if progress:
-            progress(f"measuring {len(capture.ops):,} op events on {len(capture.devices)} devices")
+            progress(f"measuring {len(capture.events):,} op events on {len(capture.devices)} devices")
         steps = find_steps(capture)
         step_ops, op_table, device_steps = measure(capture, steps)
+        step_ops, device_steps = STEP_EVENTS.coerce(step_ops), DEVICE_STEPS.coerce(device_steps)
         platform, devices, hosts = capture.platform, capture.devices, capture.hosts
         notes.extend(capture.warnings)
         op_metadata, async_spans = capture.op_metadata, capture.async_spans
     else:
         capture, steps = None, None
-        step_ops = pd.DataFrame()
-        device_steps = pd.DataFrame(columns=["device", "step", "duration_s", "busy_s", "idle_s"])
+        step_ops, device_steps = STEP_EVENTS.empty(), DEVICE_STEPS.empty()
         op_table = _hlo_only_ops(hlo_modules)
         platform, hosts = "hlo", ()
         devices = pd.DataFrame(columns=["device", "host", "plane_name", "local_index", "device_type", "vendor"])
@@ -186,17 +189,18 @@ def analyze(
     ops = predict_ops(ops, the_chip)
     ops["predicted_s_per_step"] = ops["predicted_s"] * ops["occurrences_per_step"]
     # A *-done op measures only the wait for its transfer, not the transfer: no roofline efficiency.
-    ops.loc[ops["is_async_done"].fillna(False).astype(bool), "efficiency"] = np.nan
+    ops.loc[ops["is_async_done"], "efficiency"] = np.nan
     ops["time_class"] = _time_class(ops)
+    ops = OPS.coerce(ops.drop(columns=list(_WORKING_COLUMNS), errors="ignore"))
 
-    in_step = ops[ops["in_step"].astype(bool)]
+    in_step = ops[ops["in_step"]]
     # Model FLOPs per device and step: XLA's model_flops where the trace has them, else all FLOPs.
     model_flops = in_step["model_flops"].where(in_step["model_flops"] > 0, in_step["flops"])
     known_flops = model_flops.notna().any()
     model_flops_per_step = float(np.nansum(model_flops * in_step["occurrences_per_step"])) if known_flops else None
     # The ideal step runs every blocking op at its roofline; async transfers (the *-done ops) are
     # taken as hidden behind it, as a well-scheduled program would have them.
-    blocking = in_step[~in_step["is_async_done"].fillna(False).astype(bool)]
+    blocking = in_step[~in_step["is_async_done"]]
     has_prediction = blocking["predicted_s"].notna().any()
     ideal = step_roofline(1.0, 1.0, ops=blocking, count_column="occurrences_per_step").ideal_step_s if has_prediction else None
     step_s = steps.mean_s if steps is not None else (ideal or float("nan"))
@@ -233,14 +237,14 @@ def _time_class(ops: pd.DataFrame) -> pd.Series:
     cls[ops["bound_by"] == "compute"] = "compute"
     cls[ops["bound_by"] == "hbm"] = "memory"
     cls[ops["collective_kind"].notna()] = "collective"
-    cls[ops["is_host_transfer"].fillna(False).astype(bool)] = "host_transfer"
+    cls[ops["is_host_transfer"]] = "host_transfer"
     return cls
 
 
 def _predicted_breakdown(ops: pd.DataFrame) -> dict[str, float]:
     """Without a trace: the ideal step's split (async transfers hidden, as in ``ideal_step_s``)."""
     out = {c: 0.0 for c in BREAKDOWN_CATEGORIES}
-    blocking = ops[~ops["is_async_done"].fillna(False).astype(bool)]
-    for name, value in blocking.groupby(blocking["time_class"])["predicted_s_per_step"].sum().items():
+    blocking = ops[~ops["is_async_done"]]
+    for name, value in blocking.groupby(blocking["time_class"], observed=True)["predicted_s_per_step"].sum().items():
         out[str(name)] = float(value)
     return out

@@ -3,8 +3,8 @@
 Whatever the platform, the analysis downstream sees the same tables:
 
 - ``devices``: one row per accelerator (or, on CPU captures, per XLA host device).
-- ``ops``: one row per measured HLO op execution: device, module, program_id, op_name,
-  start_ps, duration_ps (what it cost), span_ps (its extent on the timeline), line.
+- ``events``: one row per op event (one execution of one HLO op on one device); columns declared in
+  ``tables.EVENTS``.
 - ``modules``: one row per program execution on a device (the basis of steps).
 - ``op_metadata``: per (program_id, op_name), what the trace says about the op: HLO
   text, category, flops, bytes.
@@ -29,13 +29,12 @@ import numpy as np
 import pandas as pd
 
 from ..parsers.xplane import XSpaceTables
+from .tables import EVENTS
 
 _TPU_PLANE = re.compile(r"^/device:TPU:(\d+)$")
 _GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
 _MODULE_EVENT = re.compile(r"^(?P<module>.*)\((?P<program_id>\d+)\)$")
 
-# duration_ps: what the op cost (device clock on TPU); span_ps: its extent on the timeline.
-OP_COLUMNS = ["device", "module", "program_id", "op_name", "start_ps", "duration_ps", "span_ps", "line"]
 MODULE_COLUMNS = ["device", "module", "program_id", "run_id", "start_ps", "duration_ps"]
 METADATA_COLUMNS = [
     "program_id",
@@ -45,12 +44,9 @@ METADATA_COLUMNS = [
     "flops",
     "model_flops",
     "bytes_accessed",
-    "raw_bytes_accessed",
     "hbm_bytes",
-    "shape_with_layout",
     "tf_op",
     "source",
-    "deduplicated_name",
 ]
 
 
@@ -63,7 +59,7 @@ class Capture:
     platform: str  # 'tpu' | 'gpu' | 'cpu'
     hosts: tuple[str, ...]
     devices: pd.DataFrame
-    ops: pd.DataFrame
+    events: pd.DataFrame  # one row per op event: tables.EVENTS
     modules: pd.DataFrame
     op_metadata: pd.DataFrame
     async_spans: pd.DataFrame
@@ -133,7 +129,7 @@ def _tpu_tables(space: XSpaceTables, device_base: int):
     row = np.where(np.isnan(row), len(op_meta), row).astype(np.int64)
     name_codes = np.append(name_codes, len(name_values))
     program_codes = np.append(program_codes, list(program_values).index("") if "" in program_values else len(program_values))
-    ops = pd.DataFrame(
+    events = pd.DataFrame(
         {
             "device": ops_ev["plane"].map(plane_to_device).to_numpy(),
             "program_id": pd.Categorical.from_codes(
@@ -201,7 +197,7 @@ def _tpu_tables(space: XSpaceTables, device_base: int):
         hbm_bytes_per_s=lambda st: _scaled(st.get("peak_hbm_bw_gigabytes_per_second"), 1e9),
         core_count=lambda st: np.nan,
     )
-    return devices, ops, modules, op_metadata, async_spans, steps_line
+    return devices, events, modules, op_metadata, async_spans, steps_line
 
 
 def _device_table(space: XSpaceTables, planes: pd.DataFrame, **from_stats) -> pd.DataFrame:
@@ -265,7 +261,7 @@ def _gpu_tables(space: XSpaceTables, device_base: int):
             f"{int(unattributed.sum())} GPU kernels ({share:.0%} of kernel time) have no HLO op "
             "(no hlo_op stat and no matching launch correlation_id); they are listed under their kernel names"
         )
-    ops = pd.DataFrame(
+    events = pd.DataFrame(
         {
             "device": joined["plane"].map(plane_to_device),
             "module": joined["hlo_module"].fillna(""),
@@ -285,7 +281,7 @@ def _gpu_tables(space: XSpaceTables, device_base: int):
         hbm_bytes_per_s=lambda st: _scaled(st.get("memory_bandwidth"), 1.0),
         core_count=lambda st: st.get("core_count", np.nan),
     )
-    return devices, ops, warnings
+    return devices, events, warnings
 
 
 def _gpu_device_type(stats: dict) -> str:
@@ -308,7 +304,7 @@ def _cpu_tables(space: XSpaceTables, device_base: int):
     ordinal = ev["device_ordinal"].fillna(0).astype("int64")
     local = np.sort(ordinal.unique()) if len(ev) else np.array([0])
     to_device = {o: device_base + i for i, o in enumerate(local)}
-    ops = pd.DataFrame(
+    events = pd.DataFrame(
         {
             "device": ordinal.map(to_device),
             "module": ev["hlo_module"].fillna(""),
@@ -335,10 +331,10 @@ def _cpu_tables(space: XSpaceTables, device_base: int):
         }
     )
     devices["plane_stats"] = [{} for _ in range(len(devices))]
-    return devices, ops
+    return devices, events
 
 
-def _derived_module_runs(ops: pd.DataFrame) -> pd.DataFrame:
+def _derived_module_runs(events: pd.DataFrame) -> pd.DataFrame:
     """Program executions where the capture records none (GPU, CPU).
 
     CPU op events carry the execution's ``run_id``. Without it (GPU kernels), a run
@@ -346,10 +342,10 @@ def _derived_module_runs(ops: pd.DataFrame) -> pd.DataFrame:
     device) appears again: every op of a program runs once per execution, so the
     count of that first op numbers the executions.
     """
-    ops = ops[ops["module"].astype(str) != ""]  # kernels of no program (driver copies) form no runs
-    if ops.empty:
+    events = events[events["module"].astype(str) != ""]  # kernels of no program (driver copies) form no runs
+    if events.empty:
         return _empty(MODULE_COLUMNS)
-    o = ops.sort_values(["device", "module", "start_ps"], kind="stable")
+    o = events.sort_values(["device", "module", "start_ps"], kind="stable")
     if "run_id" in o and o["run_id"].notna().all():
         run = o["run_id"].astype("int64")
     else:
@@ -370,27 +366,27 @@ def build_capture(spaces: list[XSpaceTables]) -> Capture:
     platforms = {_platform_of(s) for s in spaces}
     platform = "tpu" if "tpu" in platforms else "gpu" if "gpu" in platforms else "cpu"
 
-    all_devices, all_ops, all_modules, all_meta, all_async, all_steps, warnings = [], [], [], [], [], [], []
+    all_devices, all_events, all_modules, all_meta, all_async, all_steps, warnings = [], [], [], [], [], [], []
     device_base = 0
     for space in spaces:
         if platform == "tpu":
-            devices, ops, modules, meta, async_spans, steps = _tpu_tables(space, device_base)
+            devices, events, modules, meta, async_spans, steps = _tpu_tables(space, device_base)
             all_modules.append(modules)
             all_meta.append(meta)
             all_async.append(async_spans)
             all_steps.append(steps)
         elif platform == "gpu":
-            devices, ops, w = _gpu_tables(space, device_base)
+            devices, events, w = _gpu_tables(space, device_base)
             warnings.extend(w)
         else:
-            devices, ops = _cpu_tables(space, device_base)
+            devices, events = _cpu_tables(space, device_base)
         all_devices.append(devices)
-        all_ops.append(ops)
+        all_events.append(events)
         device_base += len(devices)
 
     devices = pd.concat(all_devices, ignore_index=True)
-    ops = pd.concat(all_ops, ignore_index=True)
-    if ops.empty:
+    events = pd.concat(all_events, ignore_index=True)
+    if events.empty:
         hosts = ", ".join(str(s.path) for s in spaces)
         raise CaptureError(f"{hosts}: no HLO op events found in this capture (was the program running while tracing?)")
 
@@ -399,30 +395,31 @@ def build_capture(spaces: list[XSpaceTables]) -> Capture:
         op_metadata = pd.concat(all_meta, ignore_index=True).drop_duplicates(["program_id", "op_name"])
         # Name each op's program after its module execution events.
         module_names = modules.dropna(subset=["program_id"]).drop_duplicates("program_id").set_index("program_id")["module"]
-        ops["module"] = ops["program_id"].map(module_names).astype(object).fillna("")
+        events["module"] = events["program_id"].map(module_names).astype(object).fillna("")
         async_spans = pd.concat(all_async, ignore_index=True)
         steps_line = pd.concat(all_steps, ignore_index=True)
     else:
-        modules = _derived_module_runs(ops)
+        modules = _derived_module_runs(events)
         op_metadata = _empty(METADATA_COLUMNS)
         async_spans = _empty(["device", "program_id", "start_op", "done_op", "kind", "start_ps", "end_ps"])
         steps_line = _empty(["device", "start_ps", "duration_ps"])
-        if "run_id" not in ops or ops["run_id"].isna().any():
+        if "run_id" not in events or events["run_id"].isna().any():
             warnings.append(
                 f"{platform.upper()} capture: program executions were inferred from op order "
                 "(no 'XLA Modules' line); each repeat of a program's first op starts a new run"
             )
 
-    ops = ops[OP_COLUMNS].sort_values(["device", "start_ps"], kind="stable").reset_index(drop=True)
+    events = events[EVENTS.names].sort_values(["device", "start_ps"], kind="stable").reset_index(drop=True)
     # Few distinct names over millions of events: categoricals make every later groupby cheap.
     for col in ("module", "program_id", "op_name", "line"):
-        if not isinstance(ops[col].dtype, pd.CategoricalDtype):
-            ops[col] = ops[col].astype(object).where(ops[col].notna(), "").astype("category")
+        if not isinstance(events[col].dtype, pd.CategoricalDtype):
+            events[col] = events[col].astype(object).where(events[col].notna(), "").astype("category")
+    events = EVENTS.coerce(events)
     return Capture(
         platform=platform,
         hosts=tuple(s.hostname for s in spaces),
         devices=devices,
-        ops=ops,
+        events=events,
         modules=modules.reset_index(drop=True),
         op_metadata=op_metadata.reset_index(drop=True),
         async_spans=async_spans.reset_index(drop=True),

@@ -69,7 +69,7 @@ def _other_program_ops(capture: Capture, steps: Steps, step_ops: pd.DataFrame, s
     driver copies before the first step): listed, but not per step."""
     if not steps.program:
         return step_table.iloc[0:0]
-    outside = capture.ops.drop(index=step_ops["event"].to_numpy())
+    outside = capture.events.drop(index=step_ops["event"].to_numpy())
     others = outside[outside["module"] != steps.program]
     if others.empty:
         return step_table.iloc[0:0]
@@ -91,7 +91,7 @@ def measure(capture: Capture, steps: Steps) -> tuple[pd.DataFrame, pd.DataFrame,
     The statistics list the step program's ops first (ranked by time per step), then the
     ops of every other program in the capture, whose per-step columns are NaN.
     """
-    step_ops = assign_steps(capture.ops, steps)
+    step_ops = assign_steps(capture.events, steps)
     # op_id numbers the step's ops once; rules and renderers join events to the ops table through it
     # (one integer column, instead of three string keys over millions of events).
     step_ops["op_id"] = step_ops.groupby(OP_KEY, sort=False, observed=True).ngroup().astype(np.int64)

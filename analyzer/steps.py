@@ -75,7 +75,7 @@ def find_steps(capture: Capture) -> Steps:
         return Steps(table, program, f"{n} executions of {program}", bool(table["is_warmup"].any()))
 
     # No program structure at all: the whole op span on each device is one step.
-    ops = capture.ops
+    ops = capture.events
     spans = ops.groupby("device").agg(start_ps=("start_ps", "min"), end_ps=("start_ps", "max"))
     ends = (ops["start_ps"] + ops["span_ps"]).groupby(ops["device"]).max()
     spans["duration_ps"] = ends - spans["start_ps"]

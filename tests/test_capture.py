@@ -45,7 +45,7 @@ def test_tpu_per_occurrence_times_match_event_durations(tpu, tpu_xplane):
     line = raw.lines[(raw.lines["plane"] == 0) & (raw.lines["name"] == "XLA Ops")]["line"].iloc[0]
     ev = raw.events[raw.events["line"] == line]
     durations = ev.assign(op=ev["metadata_id"].map(md)).groupby("op")["duration_ps"].apply(sorted)
-    ours = capture.ops[capture.ops["device"] == 0].groupby("op_name")["duration_ps"].apply(sorted)
+    ours = capture.events[capture.events["device"] == 0].groupby("op_name")["duration_ps"].apply(sorted)
     for op in ("copy-done", "copy-done.2", "broadcast_add_fusion.2"):
         assert ours[op] == durations[op]
 
@@ -62,10 +62,10 @@ def test_gpu_ops_for_all_eight_gpus(gpu_xplane):
     capture = build_capture([read_xspace(gpu_xplane)])
     assert capture.platform == "gpu"
     assert len(capture.devices) == 8
-    conv = capture.ops[capture.ops["op_name"] == "cudnn-conv.1"]
+    conv = capture.events[capture.events["op_name"] == "cudnn-conv.1"]
     assert sorted(conv["device"].unique()) == list(range(8))
-    assert (capture.ops.loc[capture.ops["op_name"] == "loop_transpose_fusion", "device"].nunique()) == 8
-    assert set(capture.ops.loc[capture.ops["module"] == "jit_forward_3d_conv", "op_name"]) >= {
+    assert (capture.events.loc[capture.events["op_name"] == "loop_transpose_fusion", "device"].nunique()) == 8
+    assert set(capture.events.loc[capture.events["module"] == "jit_forward_3d_conv", "op_name"]) >= {
         "cudnn-conv.1", "loop_transpose_fusion", "input_transpose_fusion"}
 
 
@@ -84,8 +84,8 @@ def test_gpu_hlo_op_comes_through_correlation_id_when_kernels_lack_it(gpu_xplane
     stripped = build_capture([parse_xspace_bytes(space.SerializeToString(), gpu_xplane)])
     original = build_capture([read_xspace(gpu_xplane)])
     key = ["device", "start_ps", "op_name", "module", "duration_ps"]
-    pd.testing.assert_frame_equal(stripped.ops[key].reset_index(drop=True), original.ops[key].reset_index(drop=True))
-    assert (stripped.ops["module"] == "jit_forward_3d_conv").sum() >= 8 * 5
+    pd.testing.assert_frame_equal(stripped.events[key].reset_index(drop=True), original.events[key].reset_index(drop=True))
+    assert (stripped.events["module"] == "jit_forward_3d_conv").sum() >= 8 * 5
 
 
 def test_cpu_capture_per_op_times(cpu_xplane):

@@ -137,7 +137,7 @@ def test_odd_but_valid_content_is_kept(tmp_path):
     assert tables.event_stats.loc[0, "run_id"] == -5  # two's complement, as the numpy decoder keeps it
     from xladiag.analyzer.capture import build_capture
 
-    ops = build_capture([tables]).ops
+    ops = build_capture([tables]).events
     assert len(ops) == 3
     assert "<unknown op>" in set(ops["op_name"].astype(str))
 

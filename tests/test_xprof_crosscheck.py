@@ -30,7 +30,7 @@ def test_per_op_totals_match_xprof_hlo_stats(tmp_path, tpu_xplane):
     shutil.copy(tpu_xplane, path)
     theirs = _hlo_stats(path)
 
-    ops = build_capture([read_xspace(tpu_xplane)]).ops
+    ops = build_capture([read_xspace(tpu_xplane)]).events
     ours = ops.groupby(["program_id", "op_name"]).agg(n=("duration_ps", "size"), total_ps=("duration_ps", "sum"))
 
     compared = 0

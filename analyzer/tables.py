@@ -1,0 +1,196 @@
+"""The analysis' tables, declared: what a row is, and each column's dtype, unit and meaning.
+
+Each table is built once by its stage and passed through :meth:`Table.coerce`, which checks the columns
+against the declaration (none missing, none undeclared) and gives every column its declared dtype, so
+readers never coerce again (no object bools, no ``fillna(False)``). The JSON report's ``ops`` fields and
+the ops section of ``docs/json_schema.md`` come from :data:`OPS` (``python -m xladiag.analyzer.tables``
+prints that section; a test fails when the doc drifts).
+
+dtypes: ``bool``; ``int64``; ``float64`` (NaN = unknown); ``category`` (few distinct values, NaN =
+unknown); ``text`` (pandas ``str``, NaN = unknown).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+
+DTYPES = ("bool", "int64", "float64", "category", "text")
+
+
+class TableError(InputError):
+    """A table that does not match its declaration: a bug in the stage that built it."""
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    dtype: str  # one of DTYPES
+    unit: str  # 's', 'ps', 'bytes', 'flops', 'count', 'fraction', ... ; '' for names and flags
+    meaning: str
+    json: str | None = None  # field name in the JSON report, None when the column is not public
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    row: str  # what one row is
+    columns: tuple[Column, ...]
+
+    def __post_init__(self):
+        bad = [c.name for c in self.columns if c.dtype not in DTYPES]
+        assert not bad, f"{self.name}: unknown dtype for {bad}"
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        return next(c for c in self.columns if c.name == name)
+
+    def public(self) -> tuple[Column, ...]:
+        """The columns the JSON report carries, in its order."""
+        return tuple(c for c in self.columns if c.json)
+
+    def empty(self) -> pd.DataFrame:
+        return self.coerce(pd.DataFrame({name: pd.Series(dtype="object") for name in self.names}))
+
+    def coerce(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The frame with exactly the declared columns, in declared order and dtype; TableError otherwise."""
+        missing = [n for n in self.names if n not in frame.columns]
+        undeclared = [n for n in frame.columns if n not in self.names]
+        if missing or undeclared:
+            raise TableError(f"{self.name} table: missing columns {missing}, undeclared columns {undeclared} "
+                             "(declare them in analyzer/tables.py)")
+        return pd.DataFrame({c.name: _as(frame[c.name], c, self.name) for c in self.columns}, index=frame.index)
+
+
+def _as(values: pd.Series, column: Column, table: str) -> pd.Series:
+    kind = column.dtype
+    if kind == "bool":
+        if values.dtype == bool:
+            return values
+        known = values.dropna()
+        if not known.map(lambda v: isinstance(v, (bool, np.bool_))).all():
+            raise TableError(f"{table} table: column {column.name} holds non-bool values {known.unique()[:3]}")
+        return values.astype(object).where(values.notna(), False).astype(bool)  # unknown is False
+    if kind == "int64":
+        return values.astype("int64")
+    if kind == "float64":
+        return pd.to_numeric(values, errors="raise").astype("float64")
+    if kind == "category":
+        return values if isinstance(values.dtype, pd.CategoricalDtype) else values.astype("category")
+    return values.astype("str")
+
+
+def _col(name, dtype, unit, meaning, json=None) -> Column:
+    return Column(name, dtype, unit, meaning, json)
+
+
+# One row per op event as recorded in the capture (every host, every device).
+EVENTS = Table("events", "one op event: one execution of one HLO op on one device", (
+    _col("device", "int64", "", "global device index (devices are numbered across hosts)"),
+    _col("module", "category", "", "program (HLO module) name, '' when the event names none"),
+    _col("program_id", "category", "", "XLA program id, '' when the capture has none"),
+    _col("op_name", "category", "", "HLO op name (GPU kernels without one: the kernel name)"),
+    _col("start_ps", "int64", "ps", "start on the device's timeline"),
+    _col("duration_ps", "int64", "ps", "what the op cost: device time on TPU (as xprof), else the event's length"),
+    _col("span_ps", "int64", "ps", "the event's extent on the timeline, for overlaps and busy time"),
+    _col("line", "category", "", "trace line the event is on ('XLA Ops', 'Stream #k(...)', a CPU thread)"),
+))
+
+# The events inside measured steps (the timeline, the transfer rules).
+STEP_EVENTS = Table("step events", "one op event inside a measured step", EVENTS.columns + (
+    _col("event", "int64", "", "row of the event in the capture's events table"),
+    _col("step", "int64", "", "step number on its device (0 is the warm-up when it is excluded)"),
+    _col("op_id", "int64", "", "row key of the op in the ops table (its op_id column)"),
+))
+
+# One row per HLO op: what was measured, what the HLO says, what the roofline predicts.
+OPS = Table("ops", "one HLO op (module, program, op name): the step program's ops, then other programs'", (
+    _col("op_id", "int64", "", "key shared with the step events' op_id; -1 for ops outside the steps"),
+    _col("op_name", "text", "", "HLO op name", "name"),
+    _col("module", "text", "", "program (HLO module) name", "module"),
+    _col("program_id", "text", "", "XLA program id ('' when the capture has none)", "program_id"),
+    _col("category", "category", "",
+         "the op's kind: TPU `hlo_category` such as `loop fusion`, `convolution fusion`, `all-gather`; "
+         "else derived from the HLO", "category"),
+    _col("opcode", "category", "", "HLO opcode, where known", "opcode"),
+    _col("time_class", "category", "", "the breakdown class its time counts in", "time_class"),
+    _col("in_step", "bool", "", "whether the op belongs to the step program", "in_step"),
+    _col("occurrences", "int64", "count", "executions inside measured steps, all devices (other programs: all)",
+         "occurrences"),
+    _col("occurrences_per_step", "float64", "count", "executions per device-step", "occurrences_per_step"),
+    _col("measured_s_per_step", "float64", "s", "measured time per step on one device", "measured_s_per_step"),
+    _col("share_of_step", "float64", "fraction", "`measured_s_per_step / step_s`", "share_of_step"),
+    _col("mean_s", "float64", "s", "measured time per occurrence, mean", "mean_s"),
+    _col("min_s", "float64", "s", "measured time per occurrence, least", "min_s"),
+    _col("max_s", "float64", "s", "measured time per occurrence, most", "max_s"),
+    _col("predicted_s", "float64", "s",
+         "roofline prediction per occurrence: max(FLOPs / peak, bytes / HBM bandwidth), PCIe time for host "
+         "transfers, the ring model for collectives", "predicted_s"),
+    _col("predicted_s_per_step", "float64", "s", "`predicted_s` x occurrences per step", "predicted_s_per_step"),
+    _col("efficiency", "float64", "ratio",
+         "`predicted_s / mean_s`: 1 = at its roofline, 0.1 = ten times slower than it could be; null for "
+         "`*-done` ops, which measure a wait", "efficiency"),
+    _col("bound_by", "category", "",
+         "`compute`, `hbm`, `host`, `ici` (interconnect), `latency` (fixed overhead dominates), `unknown`",
+         "bound_by"),
+    _col("flops", "float64", "flops", "FLOPs per occurrence; null when unknown", "flops"),
+    _col("flops_source", "category", "", "where the FLOPs came from: `trace` (trace metadata) or `hlo` (HLO dump)",
+         "flops_source"),
+    _col("bytes_accessed", "float64", "bytes", "bytes accessed per occurrence", "bytes"),
+    _col("bytes_source", "category", "", "where the bytes came from (same values as `flops_source`)",
+         "bytes_source"),
+    _col("hbm_bytes", "float64", "bytes", "of those, bytes to HBM", "hbm_bytes"),
+    _col("host_bytes", "float64", "bytes", "of those, bytes over the host link", "host_bytes"),
+    _col("arithmetic_intensity", "float64", "flops/byte", "FLOPs per HBM byte", "arithmetic_intensity"),
+    _col("dtype", "category", "", "result element type", "dtype"),
+    _col("collective_kind", "category", "",
+         "for collectives: `all-gather`, `all-reduce`, `reduce-scatter`, `all-to-all`, `collective-permute`",
+         "collective_kind"),
+    _col("replica_group_size", "float64", "count", "for collectives: devices per replica group",
+         "replica_group_size"),
+    _col("collective_bytes", "float64", "bytes", "for collectives: the bytes of the full array the ring model moves",
+         "collective_bytes"),
+    _col("source", "text", "", "Python source `file:line` of the op, where the HLO metadata has it", "source"),
+    _col("tf_op", "text", "", "the JAX op path (`jit(train_step)/.../dot_general`)", "tf_op"),
+    _col("hlo_text", "text", "", "the HLO instruction ('' when unknown)", "hlo_text"),
+    _col("model_flops", "float64", "flops", "XLA's model FLOPs per occurrence (trace metadata; recomputation excluded)"),
+    _col("is_matmul", "bool", "", "a dot or convolution, or a fusion holding one"),
+    _col("is_async_start", "bool", "", "an async start op (`*-start`, `send`, `recv`): issues a transfer"),
+    _col("is_async_done", "bool", "", "an async done op (`*-done`): waits for a transfer"),
+    _col("is_host_transfer", "bool", "", "a copy to or from host memory (`S(5)`): its bytes cross PCIe"),
+    _col("operand_layout", "text", "", "layout of a copy's / transpose's operand"),
+    _col("result_layout", "text", "", "layout of its result"),
+    _col("collective_predicted_s", "float64", "s", "ring-model time of a collective per occurrence"),
+    _col("collective_per_hop_bytes", "float64", "bytes", "bytes one hop of the ring carries"),
+    _col("collective_bound_by", "category", "", "`ici` or `latency`: which term of the ring model dominates"),
+))
+
+# One row per (device, measured step): the per-step distribution (compare, stragglers).
+DEVICE_STEPS = Table("device steps", "one measured step on one device", (
+    _col("device", "int64", "", "global device index"),
+    _col("step", "int64", "", "step number on its device"),
+    _col("duration_s", "float64", "s", "the step's length"),
+    _col("busy_s", "float64", "s", "time some op runs (union of op spans)"),
+    _col("idle_s", "float64", "s", "the rest of the step"),
+))
+
+
+def json_schema_markdown(table: Table = OPS) -> str:
+    """The ``docs/json_schema.md`` field table of a table's public columns."""
+    lines = ["| Field | Type | Unit | Meaning |", "| --- | --- | --- | --- |"]
+    for c in table.public():
+        json_type = {"bool": "bool", "int64": "int", "float64": "number or null"}.get(c.dtype, "string or null")
+        meaning = c.meaning.replace("|", "\\|")
+        lines.append(f"| `{c.json}` | {json_type} | {c.unit} | {meaning[0].upper() + meaning[1:]} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(json_schema_markdown(), end="")
