@@ -170,6 +170,9 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("collective_predicted_s", "float64", "s", "ring-model time of a collective per occurrence"),
     _col("collective_per_hop_bytes", "float64", "bytes", "bytes one hop of the ring carries"),
     _col("collective_bound_by", "category", "", "`ici` or `latency`: which term of the ring model dominates"),
+    _col("transfer_kind", "category", "",
+         "the transfer the op performs: a collective kind, `send-recv` or `host-offload` (collectives.kind_of)"),
+    _col("start_op", "text", "", "for a done op, the name of the start op it waits for"),
 ))
 
 # One row per (device, measured step): the per-step distribution (compare, stragglers).
