@@ -127,7 +127,7 @@ def _percent(value: str | None) -> float | None:
 @click.option("--run", "run", metavar="NAME", help="Which run folder under plugins/profile/ (default: the newest).")
 @click.option("--hlo-dir", type=click.Path(path_type=Path), metavar="DIR",
               help="XLA dump (--xla_dump_to) with *after_optimizations*.txt; default: found inside PATH.")
-@click.option("--chip", metavar="NAME", help="Override chip detection, e.g. v6e, v5p, h100, mi300x, cpu.")
+@click.option("--chip", metavar="NAME", help="Override chip detection, e.g. v6e, v5p, h100, mi300x, cpu, or a TPU slice name (v6e-8, v5p-128).")
 @click.option("--chip-file", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
               help="TOML file that adds or overrides chips (same keys as the built-in catalog).")
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="html", show_default=True,

@@ -297,8 +297,8 @@ def _build_chip(key: str, fields: dict[str, Any], sources_by_field: dict[str, st
             kwargs[name] = fields[name]
     for name in _LIST_FIELDS:
         kwargs[name] = tuple(fields.get(name, ()))
-    cited = FLOAT_FIELDS + INT_FIELDS + FACT_FIELDS
-    number_sources = {n: sources_by_field.get(n, "chip table") for n in cited if n in fields}
+    # Facts (interconnect kind, wraparound rule…) are cited in the TOML too, but only numbers travel here.
+    number_sources = {n: sources_by_field.get(n, "chip table") for n in FLOAT_FIELDS + INT_FIELDS if n in fields}
     return Chip(number_sources=number_sources, **kwargs)
 
 

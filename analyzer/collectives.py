@@ -130,15 +130,10 @@ class CollectivePrediction:
 
 
 def wraparound_for(chip: Chip, axis_size: int) -> bool:
-    """Whether a mesh axis of ``axis_size`` chips is a full (bidirectional) ring on ``chip``.
-
-    TPU tori have wraparound links only on axes that are multiples of ``wraparound_axis_multiple`` (16 on
-    v5e/v6e, 4 on v4/v5p); a switch connects every pair, which is as good as a bidirectional ring.
-    """
-    if chip.interconnect != "torus":
-        return True
-    multiple = chip.wraparound_axis_multiple or 0
-    return multiple > 0 and axis_size >= multiple and axis_size % multiple == 0
+    """Whether a mesh axis of ``axis_size`` chips is a full (bidirectional) ring on ``chip``: the chip's
+    rule (:meth:`Chip.has_wraparound`: axes of 16 on v5e/v6e, whole 4×4×4 cubes on v4/v5p/7x, using the
+    slice shape the user named), and a switch connects every pair, as good as a ring."""
+    return chip.has_wraparound(axis_size)
 
 
 def latency_threshold_bytes(chip: Chip, *, spans_dcn: bool = False) -> float:

@@ -343,3 +343,35 @@ def test_missing_user_file(tmp_path):
 
 def test_sources_table_is_exposed():
     assert builtin_sources()["gcp-v6e"]["url"].startswith("https://cloud.google.com/")
+
+
+# ---------------------------------------------------------------- end to end on built device planes
+
+
+def _analyze_planes(tmp_path, device_type: str, peak_tflops: float, peak_hbm_gbps: float):
+    import xspace_builder as xb
+
+    from xladiag.analyzer.analysis import analyze
+
+    template = [xb.matmul_fusion("fusion.1", 2048, 2048, 2048), xb.loop_fusion("fusion.2", [2048, 2048])]
+    builder = xb.TpuCaptureBuilder(device_type=device_type, peak_tflops=peak_tflops, peak_hbm_gbps=peak_hbm_gbps)
+    builder, _ = xb.build_train_steps(template, builder=builder)
+    builder.write(tmp_path)
+    return analyze(tmp_path)
+
+
+def test_tpu7x_planes_are_priced_per_tensorcore(tmp_path):
+    # the peaks a real TPU7x plane reports: one TensorCore, about half the chip's 2307 TF/s and 7380 GB/s
+    analysis = _analyze_planes(tmp_path, "TPU7x", 1028.75, 3686.1556817920005)
+    chip = analysis.chip
+    assert chip.key == "tpu7x" and chip.peak_bf16_flops_per_s == 1028.75e12
+    assert chip.hbm_bytes_per_s == pytest.approx(3686.1556817920005e9)
+    assert chip.hbm_capacity_bytes == 96 * GiB and chip.peak_fp8_flops_per_s == pytest.approx(4.614e15 / 2)
+    assert not any("1.5x" in w for w in analysis.warnings)
+
+
+def test_a_trace_peak_far_from_the_table_loses_with_a_warning(tmp_path):
+    analysis = _analyze_planes(tmp_path, "TPU v6 Lite", 2 * 918.0, 1637.993152512)
+    assert analysis.chip.peak_bf16_flops_per_s == 9.18e14
+    assert analysis.chip.hbm_bytes_per_s == pytest.approx(1637.993152512e9)  # within the limit: the trace's
+    assert any("peak_teraflops_per_second" in w and "using the table" in w for w in analysis.warnings)
