@@ -1,20 +1,28 @@
 """Find the files of a capture: which run, which hosts, which HLO dump.
 
 ``jax.profiler.trace(logdir)`` writes ``logdir/plugins/profile/<run>/<host>.xplane.pb``;
-``--xla_dump_to`` writes ``*after_optimizations*.txt`` files. Users point us at the
-log dir, a run folder, one ``.xplane.pb`` file, or only an HLO dump.
+``--xla_dump_to`` writes, per compiled module, ``[<timestamp>.]module_<id>[.<name>].<pass>.txt``
+(XLA's ``FilenameFor``; the id is the module's unique id, which the trace calls ``program_id``) and,
+beside the after-optimizations text, ``<same>-memory-usage-report.txt`` and
+``<same>-buffer-assignment.txt``. Users point us at the log dir, a run folder, one ``.xplane.pb``
+file, or only an HLO dump.
 """
 
 from __future__ import annotations
 
-from ..errors import InputError
-
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from ..errors import InputError
 
 from .hlo_text import find_hlo_dumps
 
 XPLANE_SUFFIX = ".xplane.pb"
+MEMORY_REPORT_SUFFIX = "-memory-usage-report.txt"
+BUFFER_ASSIGNMENT_SUFFIX = "-buffer-assignment.txt"
+# XLA's FilenameFor: an optional timestamp (--xla_dump_include_timestamp), then module_%04d.
+_DUMP_MODULE_ID = re.compile(r"^(?:\d+\.)?module_(\d+)\.")
 
 
 class DiscoveryError(InputError):
@@ -28,10 +36,38 @@ class CaptureFiles:
     run_name: str | None = None
     run_dir: Path | None = None
     other_runs: tuple[str, ...] = field(default_factory=tuple)
+    memory_reports: tuple[Path, ...] = field(default_factory=tuple)  # beside hlo_files, same stem
+    buffer_assignments: tuple[Path, ...] = field(default_factory=tuple)
+
+    def memory_report_of(self, hlo_file: Path) -> Path | None:
+        """The memory-usage report XLA wrote for this HLO file (same name + suffix), if found."""
+        return _companion(hlo_file, MEMORY_REPORT_SUFFIX, self.memory_reports)
+
+    def buffer_assignment_of(self, hlo_file: Path) -> Path | None:
+        return _companion(hlo_file, BUFFER_ASSIGNMENT_SUFFIX, self.buffer_assignments)
 
     @property
     def hosts(self) -> tuple[str, ...]:
         return tuple(p.name[: -len(XPLANE_SUFFIX)] for p in self.xplane_files)
+
+
+def _companion(hlo_file: Path, suffix: str, found: tuple[Path, ...]) -> Path | None:
+    want = Path(hlo_file).with_name(Path(hlo_file).name.removesuffix(".txt") + suffix)
+    return want if want in found else None
+
+
+def dump_module_id(hlo_file: Path | str) -> int | None:
+    """The module id in an XLA dump file name (``module_0042.jit_step...`` -> 42); None if not named so."""
+    m = _DUMP_MODULE_ID.match(Path(hlo_file).name)
+    return int(m.group(1)) if m else None
+
+
+def _reports_beside(hlo_files: tuple[Path, ...]) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """Memory-usage reports and buffer assignments written next to the given HLO files."""
+    def existing(suffix: str) -> tuple[Path, ...]:
+        paths = (p.with_name(p.name.removesuffix(".txt") + suffix) for p in hlo_files)
+        return tuple(p for p in paths if p.is_file())
+    return existing(MEMORY_REPORT_SUFFIX), existing(BUFFER_ASSIGNMENT_SUFFIX)
 
 
 def find_hlo_files(root: Path) -> tuple[Path, ...]:
@@ -62,7 +98,7 @@ def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | st
             raise DiscoveryError("--run picks a run of a profile directory; give the directory too")
         if not hlo_files:
             raise DiscoveryError("give a profile directory, an .xplane.pb file, or --hlo-dir DIR")
-        return CaptureFiles(xplane_files=(), hlo_files=hlo_files)
+        return _with_reports(CaptureFiles(xplane_files=(), hlo_files=hlo_files))
 
     path = Path(path)
     if not path.exists():
@@ -70,7 +106,8 @@ def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | st
     if path.is_file():
         if run is not None:
             raise DiscoveryError(f"{path}: --run needs a profile directory, not a file")
-        return CaptureFiles(xplane_files=(path,), hlo_files=hlo_files, run_name=path.parent.name, run_dir=path.parent)
+        return _with_reports(CaptureFiles(xplane_files=(path,), hlo_files=hlo_files, run_name=path.parent.name,
+                                          run_dir=path.parent))
 
     run_dirs: list[Path]
     profile_root = path / "plugins" / "profile"
@@ -84,7 +121,7 @@ def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | st
 
     if not run_dirs:
         if hlo_files or find_hlo_files(path):
-            return CaptureFiles(xplane_files=(), hlo_files=hlo_files or find_hlo_files(path))
+            return _with_reports(CaptureFiles(xplane_files=(), hlo_files=hlo_files or find_hlo_files(path)))
         raise DiscoveryError(f"{path}: no '*.xplane.pb' capture found (expected plugins/profile/<run>/<host>.xplane.pb)")
 
     names = [d.name for d in run_dirs]
@@ -98,10 +135,15 @@ def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | st
     xplanes = tuple(sorted(chosen.glob("*" + XPLANE_SUFFIX)))
     if not hlo_files:
         hlo_files = find_hlo_files(path)
-    return CaptureFiles(
+    return _with_reports(CaptureFiles(
         xplane_files=xplanes,
         hlo_files=hlo_files,
         run_name=chosen.name,
         run_dir=chosen,
         other_runs=tuple(n for n in names if n != chosen.name),
-    )
+    ))
+
+
+def _with_reports(files: CaptureFiles) -> CaptureFiles:
+    memory, buffers = _reports_beside(files.hlo_files)
+    return replace(files, memory_reports=memory, buffer_assignments=buffers)

@@ -1,0 +1,122 @@
+"""XLA's per-module memory reports from an HLO dump: ``*-memory-usage-report.txt`` and
+``*-buffer-assignment.txt`` (written beside ``*after_optimizations.txt`` when a buffer assignment exists).
+
+Memory-usage report, two printed forms:
+- current XLA, one section per memory space::
+
+      Memory Space: default (color=0)
+      Total bytes: 8475728 (8.08MiB)
+        cumulative_size;       size;       offset; used_by_n_values; shapes_list
+           1008.0KiB( 11%);  1008.0KiB;      1032192;                2; 2×f32[8,63,512]
+
+- older XLA: ``Total bytes used: N (…)`` then ``cumulative_size; total_size - cumulative_size; allocation``.
+The total of memory space ``default`` (color 0, device HBM) is what a module needs at its peak: XLA
+packs every allocation of the module into it.
+
+Buffer assignment: ``allocation 7: size 24, output shape is |…|, maybe-live-out:`` headers (then the
+values assigned to it), and in some versions ``Total bytes used: N``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import InputError
+
+__all__ = ["MemoryUsageReport", "BufferAssignment", "parse_memory_usage_report", "parse_buffer_assignment",
+           "read_memory_usage_report", "read_buffer_assignment", "MemoryReportError"]
+
+_SPACE = re.compile(r"^Memory Space:\s*(\S+)\s*\(color=(\d+)\)", re.M)
+_TOTAL = re.compile(r"^Total bytes(?: used)?:\s*(\d+)", re.M)
+_ALLOCATION = re.compile(r"^allocation (\d+): size (\d+)(.*?):?\s*$", re.M)
+_PARAMETER = re.compile(r"parameter (\d+)")
+
+
+class MemoryReportError(InputError):
+    """A memory report that holds no total; the message names the file."""
+
+
+@dataclass(frozen=True)
+class MemoryUsageReport:
+    """Bytes per memory space as XLA packed them (``default`` = device HBM)."""
+
+    source: str
+    bytes_by_space: dict  # memory space name -> total bytes
+
+    @property
+    def peak_bytes(self) -> int:
+        """Total of the default memory space (HBM): the module's footprint at its peak."""
+        return int(self.bytes_by_space.get("default", next(iter(self.bytes_by_space.values()))))
+
+
+@dataclass(frozen=True)
+class BufferAssignment:
+    """One row per allocation: index, size_bytes, kind (parameter / constant / output / thread-local /
+    temp), parameter_number (-1 when not a parameter), maybe_live_out."""
+
+    source: str
+    allocations: pd.DataFrame
+
+    def bytes_of(self, kind: str) -> int:
+        a = self.allocations
+        return int(a.loc[a["kind"] == kind, "size_bytes"].sum())
+
+
+def parse_memory_usage_report(text: str, source: str = "<string>") -> MemoryUsageReport:
+    totals = list(_TOTAL.finditer(text))
+    if not totals:
+        raise MemoryReportError(f"{source}: no 'Total bytes' line (not an XLA memory-usage report?)")
+    spaces = list(_SPACE.finditer(text))
+    by_space: dict[str, int] = {}
+    for i, total in enumerate(totals):
+        # Each total belongs to the last 'Memory Space' header before it; the old form has none (default).
+        owner = [s for s in spaces if s.start() < total.start()]
+        name = owner[-1].group(1) if owner else ("default" if i == 0 else f"space_{i}")
+        by_space.setdefault(name, int(total.group(1)))
+    return MemoryUsageReport(source, by_space)
+
+
+def _allocation_kind(flags: str) -> str:
+    if "parameter" in flags:
+        return "parameter"
+    if "constant" in flags:
+        return "constant"
+    if "output shape" in flags:
+        return "output"
+    if "thread-local" in flags:
+        return "thread-local"
+    return "temp"
+
+
+def parse_buffer_assignment(text: str, source: str = "<string>") -> BufferAssignment:
+    rows = []
+    for m in _ALLOCATION.finditer(text):
+        flags = m.group(3)
+        param = _PARAMETER.search(flags)
+        rows.append((int(m.group(1)), int(m.group(2)), _allocation_kind(flags),
+                     int(param.group(1)) if param else -1, "maybe-live-out" in flags))
+    if not rows:
+        raise MemoryReportError(f"{source}: no 'allocation N: size S' line (not an XLA buffer assignment?)")
+    frame = pd.DataFrame(rows, columns=["index", "size_bytes", "kind", "parameter_number", "maybe_live_out"])
+    return BufferAssignment(source, frame.astype({"index": "int64", "size_bytes": "int64",
+                                                  "parameter_number": "int64", "maybe_live_out": bool}))
+
+
+def _read(path: Path | str) -> str:
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise MemoryReportError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def read_memory_usage_report(path: Path | str) -> MemoryUsageReport:
+    return parse_memory_usage_report(_read(path), str(path))
+
+
+def read_buffer_assignment(path: Path | str) -> BufferAssignment:
+    return parse_buffer_assignment(_read(path), str(path))
