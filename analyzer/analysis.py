@@ -11,7 +11,6 @@ from __future__ import annotations
 from ..errors import InputError
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -20,12 +19,14 @@ import numpy as np
 import pandas as pd
 
 from ..parsers.discovery import CaptureFiles, discover
-from ..parsers.hlo_text import HloModule, HloParseError, parse_hlo_file
+from ..parsers.hlo_text import HloModule
 from ..parsers.xplane import read_xspace
 from . import chip_catalog
 from .device_detection import choose_chip
 from .capture import Capture, build_capture
-from .hlo_costs import instruction_costs
+from .dump_facts import DumpFacts, dump_facts
+from .dump_matching import DumpMatch, ProgramSelectionError, choose_program, match_traced
+from .hlo_dump import HloDumpError, read_dump
 from .hlo_facts import attach_hlo_facts
 from .op_stats import measure
 from .roofline import predict_ops, step_roofline
@@ -63,6 +64,7 @@ class Analysis:
     mfu: float | None
     ideal_step_s: float | None  # sum of per-op predictions per step
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    dump: DumpFacts = field(default_factory=DumpFacts)  # the analysed program's dump modules, memory, layouts
 
     @property
     def measured(self) -> bool:
@@ -88,25 +90,6 @@ def _read_spaces(files: CaptureFiles, progress: Progress | None):
     return spaces
 
 
-def _read_hlo(files: CaptureFiles, progress: Progress | None, notes: list[str]) -> tuple[HloModule, ...]:
-    modules = []
-    for path in files.hlo_files:
-        if progress:
-            progress(f"parsing HLO {path.name}")
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                modules.append(parse_hlo_file(path))
-            notes.extend(str(w.message) for w in caught)
-        except HloParseError as exc:
-            raise AnalysisError(str(exc)) from None
-        except UnicodeDecodeError:
-            raise AnalysisError(f"{path}: not a text file (expected HLO text)") from None
-        except OSError as exc:
-            raise AnalysisError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return tuple(modules)
-
-
 def _detect_chip(devices: pd.DataFrame, platform: str, chip_name: str | None, chip_file) -> tuple[chip_catalog.Chip, str, list[str]]:
     try:
         found = choose_chip(devices, platform, chip_name, chip_catalog.load_catalog(chip_file))
@@ -115,12 +98,11 @@ def _detect_chip(devices: pd.DataFrame, platform: str, chip_name: str | None, ch
     return found.chip, found.note, list(found.warnings)
 
 
-def _hlo_only_ops(modules: tuple[HloModule, ...]) -> pd.DataFrame:
-    """Without a trace every top-level instruction (ENTRY, loop bodies) is one op run once per step."""
-    frames = []
-    for module in modules:
-        names = instruction_costs(module)["name"]
-        frames.append(pd.DataFrame({"module": module.name, "program_id": "", "op_name": names}))
+def _hlo_only_ops(match: DumpMatch) -> pd.DataFrame:
+    """Without a trace every top-level instruction (ENTRY, loop bodies) of the chosen module is one op
+    run once per step."""
+    frames = [pd.DataFrame({"module": name, "program_id": pid, "op_name": dm.costs["name"]})
+              for (name, pid), dm in match.by_program.items()]
     ops = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["module", "program_id", "op_name"])
     for col in ("mean_s", "min_s", "max_s", "measured_s_per_step", "share_of_step"):
         ops[col] = np.nan
@@ -156,10 +138,17 @@ def analyze(
     chip: str | None = None,
     chip_file: Path | str | None = None,
     progress: Progress | None = None,
+    program: str | None = None,
 ) -> Analysis:
+    """``program``: without a trace, the dump module to analyse (name, ``name(id)`` or ``module_NNNN``);
+    default: the one with the most FLOPs."""
     files = discover(path, run=run, hlo_dir=hlo_dir)
     notes: list[str] = []
-    hlo_modules = _read_hlo(files, progress, notes)
+    try:
+        dump = read_dump(files, progress, notes)
+    except HloDumpError as exc:
+        raise AnalysisError(str(exc)) from None
+    hlo_modules = tuple(dm.module for dm in dump)
 
     if files.xplane_files:
         capture: Capture | None = build_capture(_read_spaces(files, progress))
@@ -171,10 +160,15 @@ def analyze(
         platform, devices, hosts = capture.platform, capture.devices, capture.hosts
         notes.extend(capture.warnings)
         op_metadata, async_spans = capture.op_metadata, capture.async_spans
+        match = match_traced(dump, op_table) if dump else None
     else:
         capture, steps = None, None
         step_ops, device_steps = STEP_EVENTS.empty(), DEVICE_STEPS.empty()
-        op_table = _hlo_only_ops(hlo_modules)
+        try:
+            match = choose_program(dump, program)
+        except ProgramSelectionError as exc:
+            raise AnalysisError(str(exc)) from None
+        op_table = _hlo_only_ops(match)
         platform, hosts = "hlo", ()
         devices = pd.DataFrame(columns=["device", "host", "plane_name", "local_index", "device_type", "vendor"])
         op_metadata, async_spans = None, pd.DataFrame()
@@ -185,7 +179,10 @@ def analyze(
     if the_chip is None:
         raise AnalysisError("no chip to predict with: pass --chip NAME")
 
-    ops = attach_hlo_facts(op_table, op_metadata, hlo_modules, the_chip, num_devices=max(len(devices), 1))
+    if match is not None:
+        notes.extend(match.notes)
+    ops = attach_hlo_facts(op_table, op_metadata, match.by_program if match else {}, the_chip,
+                           num_devices=max(len(devices), 1))
     ops = predict_ops(ops, the_chip)
     ops["predicted_s_per_step"] = ops["predicted_s"] * ops["occurrences_per_step"]
     # A *-done op measures only the wait for its transfer, not the transfer: no roofline efficiency.
@@ -228,6 +225,7 @@ def analyze(
         mfu=mfu,
         ideal_step_s=ideal,
         warnings=tuple(notes),
+        dump=dump_facts(match, ops),
     )
 
 

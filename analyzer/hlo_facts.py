@@ -4,12 +4,16 @@ Sources, in order of trust: the trace's own per-op metadata (TPU: HLO text, cate
 flops, bytes), then the after-optimizations HLO dump (any platform), then the op name
 (GPU captures without a dump). Every number column has a ``*_source`` column beside it.
 
+The dump module of each op is the one ``dump_matching`` matched to its program (module name and
+program id), never one found by name alone.
+
 Also here, because they are facts about one instruction, not about time:
 - the collective each op performs, its replica-group size and payload, and its predicted
   ICI time (``collectives.predict_collective``);
 - host transfers (``copy-start``/``copy-done`` touching memory space ``S(5)``), whose
   bytes cross PCIe, not HBM;
-- operand vs result layouts of copies and transposes, for the retiling rule.
+- result bytes, operand vs result layouts, fused opcodes and layout changes (``layout_facts``), and
+  whether an op is recomputation, so rules read columns instead of parsing HLO again.
 """
 
 from __future__ import annotations
@@ -22,14 +26,11 @@ import pandas as pd
 from ..parsers.hlo_text import HloModule, HloParseError, Instruction, parse_instruction, parse_replica_groups
 from .chip_catalog import Chip
 from .collectives import KINDS, kind_of, predict_collective
-from .hlo_costs import instruction_costs, wrapped_instruction
+from .hlo_costs import wrapped_instruction
+from .layout_facts import fused_opcodes, is_recomputed, layout_facts
+from .op_categories import category_from_hlo, category_from_name
 
 HOST_MEMORY_SPACE = 5
-
-_CATEGORY_BY_FUSION_KIND = {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion",
-                            "kCustom": "custom fusion"}
-_DATA_FORMATTING = {"copy", "transpose", "bitcast-convert", "reshape", "pad", "slice", "concatenate",
-                    "dynamic-slice", "dynamic-update-slice"}
 
 FACT_COLUMNS = [
     "category", "opcode", "fusion_kind", "hlo_text", "tf_op", "source",
@@ -37,8 +38,17 @@ FACT_COLUMNS = [
     "dtype", "is_matmul", "is_async_start", "is_async_done", "is_host_transfer", "transfer_kind", "start_op",
     "collective_kind", "replica_group_size", "collective_bytes", "collective_predicted_s",
     "collective_bandwidth_s", "collective_latency_s", "collective_per_hop_bytes", "collective_bound_by",
-    "operand_layout", "result_layout",
+    "operand_layout", "result_layout", "result_bytes", "fused_opcodes", "layout_change", "is_data_movement",
+    "is_recomputed",
 ]
+# Per-instruction facts with their value when an op has no HLO at all.
+_NO_HLO = {"opcode": None, "fusion_kind": None, "hlo_text": None, "is_async_start": False, "is_async_done": False,
+           "is_host_transfer": False, "host_bytes": 0.0, "collective_kind": None, "category": None,
+           "is_matmul": False, "dtype": None, "operand_layout": None, "result_layout": None,
+           "result_bytes": np.nan, "fused_opcodes": None, "layout_change": None, "is_data_movement": False,
+           "replica_group_size": np.nan, "collective_bytes": np.nan, "collective_predicted_s": np.nan,
+           "collective_bandwidth_s": np.nan, "collective_latency_s": np.nan, "collective_per_hop_bytes": np.nan,
+           "collective_bound_by": None, "transfer_kind": None, "start_op": None}
 
 
 def _array_shapes(shape) -> list:
@@ -78,47 +88,38 @@ def _touches_host(ins: Instruction, operand_shapes) -> bool:
 def _category(ins: Instruction | None, op_name: str, kind: str | None, is_matmul: bool) -> str:
     if kind:
         return kind
-    if ins is None:
-        lowered = op_name.lower()
-        if "conv" in lowered or "gemm" in lowered or "matmul" in lowered:
-            return "convolution"
-        if "transpose" in lowered or lowered.startswith("copy"):
-            return "data formatting"
-        return "fusion" if "fusion" in lowered else "other"
-    if ins.opcode in ("dot", "convolution") or is_matmul:
-        return "convolution fusion" if ins.opcode == "fusion" else ins.opcode
-    if ins.opcode == "fusion":
-        return _CATEGORY_BY_FUSION_KIND.get(ins.attrs.get("kind", ""), "fusion")
-    if ins.opcode in _DATA_FORMATTING:
-        return "data formatting"
-    return ins.opcode
+    return category_from_name(op_name) if ins is None else category_from_hlo(ins, is_matmul)
 
 
-def _dump_tables(modules: tuple[HloModule, ...]) -> tuple[pd.DataFrame, dict]:
-    """Per (module, instruction) costs, and the Instruction objects for their facts."""
-    frames, lookup = [], {}
-    for module in modules:
-        costs = instruction_costs(module)
-        costs = costs.assign(module=module.name)
-        frames.append(costs)
-        for name in costs["name"]:
-            try:
-                lookup[(module.name, name)] = (module, module.instruction(name))
-            except KeyError:
-                continue
-    if not frames:
-        return pd.DataFrame(columns=["module", "name"]), lookup
-    return pd.concat(frames, ignore_index=True), lookup
+def _dump_costs(ops: pd.DataFrame, by_program: dict) -> tuple[pd.DataFrame, list]:
+    """Per op row: its dump costs row (NaN where none) and its (DumpModule, Instruction) or None."""
+    frames = [dm.costs.assign(module=key[0], program_id=key[1]) for key, dm in by_program.items()]
+    keys = ops[["module", "program_id", "op_name"]].astype(str).rename(columns={"op_name": "name"})
+    if frames:
+        costs = pd.concat(frames, ignore_index=True).drop_duplicates(["module", "program_id", "name"])
+        rows = keys.merge(costs, on=["module", "program_id", "name"], how="left")
+    else:
+        rows = keys.assign(**{c: np.nan for c in ("flops", "flops_source", "bytes_accessed", "hbm_bytes",
+                                                 "host_bytes", "dtype", "is_matmul", "source_file", "source_line",
+                                                 "op_name")})
+    rows.index = ops.index
+    found = []
+    for (module, pid, name), in_dump in zip(keys.itertuples(index=False), rows["flops_source"].notna()):
+        dm = by_program.get((module, pid)) if in_dump else None
+        found.append((dm, dm.module.instruction(name)) if dm is not None else None)
+    return rows, found
 
 
 def attach_hlo_facts(
     op_table: pd.DataFrame,
     trace_metadata: pd.DataFrame | None,
-    hlo_modules: tuple[HloModule, ...],
+    dump_by_program: dict,
     chip: Chip,
     num_devices: int,
 ) -> pd.DataFrame:
-    """``op_table`` (one row per op) plus FACT_COLUMNS; ``measured_s`` = mean time per occurrence."""
+    """``op_table`` (one row per op) plus FACT_COLUMNS; ``measured_s`` = mean time per occurrence.
+
+    ``dump_by_program``: (module, program_id) -> ``DumpModule`` (``dump_matching``)."""
     ops = op_table.copy()
     ops["measured_s"] = ops["mean_s"]
     ops["program_id"] = ops["program_id"].fillna("").astype(str)
@@ -133,23 +134,11 @@ def attach_hlo_facts(
     ops["flops_source"] = np.where(ops["flops"].notna(), "trace", "")
     ops["bytes_source"] = np.where(ops["bytes_accessed"].notna(), "trace", "")
 
-    # 2. The HLO dump, by (module, op name); with a single module, by op name alone.
-    costs, lookup = _dump_tables(hlo_modules)
-    instructions: list[Instruction | None] = [None] * len(ops)
-    dump_modules: list[HloModule | None] = [None] * len(ops)
-    if len(costs):
-        single = hlo_modules[0].name if len(hlo_modules) == 1 else None
-        keys = [
-            (m, n) if (m, n) in lookup else ((single, n) if single and (single, n) in lookup else None)
-            for m, n in zip(ops["module"], ops["op_name"])
-        ]
-        for i, key in enumerate(keys):
-            if key is not None:
-                dump_modules[i], instructions[i] = lookup[key]
-        cost_by_key = costs.set_index(["module", "name"])
-        rows = cost_by_key.reindex(pd.MultiIndex.from_tuples(
-            [k if k is not None else ("", "") for k in keys], names=["module", "name"]))
-        rows.index = ops.index
+    # 2. The matched dump module of each op's program.
+    rows, found = _dump_costs(ops, dump_by_program)
+    instructions: list[Instruction | None] = [f[1] if f else None for f in found]
+    dump_modules: list[HloModule | None] = [f[0].module if f else None for f in found]
+    if any(found):
         fill_flops = ops["flops"].isna() & rows["flops"].notna()
         ops.loc[fill_flops, "flops"] = rows.loc[fill_flops, "flops"]
         ops.loc[fill_flops, "flops_source"] = "hlo"
@@ -181,7 +170,7 @@ def attach_hlo_facts(
         for ins, mod, text, name, pid, category in zip(
             instructions, dump_modules, ops["hlo_text"], ops["op_name"], ops["program_id"], ops["category"])
     ]
-    fact_frame = pd.DataFrame(facts, index=ops.index)
+    fact_frame = pd.DataFrame(facts, index=ops.index, columns=list(_NO_HLO))  # columns even with no op
     for col in fact_frame.columns:
         if col in ("dtype", "category", "hlo_text") and col in ops:
             ops[col] = ops[col].where(ops[col].notna() & (ops[col].astype(str) != ""), fact_frame[col])
@@ -191,6 +180,9 @@ def attach_hlo_facts(
             ops[col] = ops[col] | fact_frame[col].fillna(False).astype(bool)
         else:
             ops[col] = fact_frame[col]
+    for col in ("is_async_start", "is_async_done", "is_host_transfer", "is_data_movement"):
+        ops[col] = ops[col].fillna(False).astype(bool)
+    ops["is_recomputed"] = is_recomputed(ops["op_name"], ops["tf_op"]).astype(bool)
     # Async starts only issue work; the done op (or the synchronous op) carries the transfer.
     starts = ops["is_async_start"]
     ops.loc[starts, ["bytes_accessed", "hbm_bytes", "host_bytes"]] = 0.0
@@ -223,7 +215,7 @@ def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, num_de
     if ins is None:
         ins = _parse_trace_text(trace_text)
     category = category if isinstance(category, str) else None
-    facts: dict = {"is_async_start": False, "is_async_done": False, "is_host_transfer": False, "host_bytes": 0.0}
+    facts: dict = dict(_NO_HLO)
     if ins is None:
         transfer = kind_of(category=category, name=op_name)
         kind = transfer if transfer in KINDS else None
@@ -249,8 +241,7 @@ def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, num_de
         category=_category(ins, op_name, kind, is_matmul),
         is_matmul=is_matmul,
         dtype=(operand_shapes[0].dtype if is_matmul and operand_shapes else _array_shapes(ins.shape)[0].dtype),
-        result_layout=ins.shape.layout_str if not ins.shape.is_tuple else None,
-        operand_layout=(operand_shapes[0].layout_str if operand_shapes and not operand_shapes[0].is_tuple else None),
+        **layout_facts(ins, operand_shapes, fused_opcodes(ins, module)),
     )
     if to_host:
         facts["is_host_transfer"] = True

@@ -165,7 +165,7 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("is_async_start", "bool", "", "an async start op (`*-start`, `send`, `recv`): issues a transfer"),
     _col("is_async_done", "bool", "", "an async done op (`*-done`): waits for a transfer"),
     _col("is_host_transfer", "bool", "", "a copy to or from host memory (`S(5)`): its bytes cross PCIe"),
-    _col("operand_layout", "text", "", "layout of a copy's / transpose's operand"),
+    _col("operand_layout", "text", "", "layout of its first operand, tiling and memory space included"),
     _col("result_layout", "text", "", "layout of its result"),
     _col("collective_predicted_s", "float64", "s", "ring-model time of a collective per occurrence"),
     _col("collective_per_hop_bytes", "float64", "bytes", "bytes one hop of the ring carries"),
@@ -173,6 +173,14 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("transfer_kind", "category", "",
          "the transfer the op performs: a collective kind, `send-recv` or `host-offload` (collectives.kind_of)"),
     _col("start_op", "text", "", "for a done op, the name of the start op it waits for"),
+    _col("result_bytes", "float64", "bytes", "bytes of the op's result at padded (tiled) size, tuples summed"),
+    _col("fused_opcodes", "text", "", "a fusion's body opcodes, sorted and comma-separated (null: unknown body)"),
+    _col("layout_change", "category", "",
+         "copy / transpose / fusion whose result holds its largest operand's elements moved: `layout`, "
+         "`tiling`, `transpose` or `relayout` (null: no such change)"),
+    _col("is_data_movement", "bool", "", "a copy, a transpose, or a fusion of only data movement with one of them"),
+    _col("is_recomputed", "bool", "",
+         "recomputation: an XLA `.remat` clone or `rematted_computation` in its JAX op path"),
 ))
 
 # One row per (device, measured step): the per-step distribution (compare, stragglers).

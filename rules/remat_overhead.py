@@ -38,78 +38,17 @@ Details:
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import numpy as np
-import pandas as pd
 
-from ..parsers.hlo_shapes import parse_shape
 from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
 
 RULE_ID = "remat-overhead"
 FULL_POLICY_EXTRA_FLOPS = (0.25, 0.30)
-_REMAT_NAME = re.compile(r"\.remat\d*(?:\.|$)")
-_RESULT_SHAPE = re.compile(r"^%?[^\s=]+\s*=\s*(.+?)\s+[a-z][a-z0-9\-_]*\(")
-_TOTAL_BYTES = re.compile(r"^Total bytes:\s*(\d+)", re.M)
-
-
-def is_remat(op_names: pd.Series, jax_names: pd.Series) -> pd.Series:
-    """Recomputed ops: XLA remat clones by name, jax.checkpoint recomputation by JAX name path."""
-    by_name = op_names.astype(str).str.contains(_REMAT_NAME)
-    by_path = jax_names.fillna("").astype(str).str.contains("rematted_computation", regex=False)
-    return by_name | by_path
-
-
-def result_bytes(hlo_text: str) -> float:
-    """Padded bytes of an instruction's result (tuples summed); NaN when the text has no parsable shape."""
-    m = _RESULT_SHAPE.match(hlo_text or "")
-    if not m:
-        return np.nan
-    try:
-        return float(parse_shape(m.group(1)).padded_bytes)
-    except (ValueError, KeyError, IndexError):
-        return np.nan
-
-
-def remat_instructions(hlo_modules) -> int:
-    """Instructions in the dump (every computation, fused ones included) that belong to recomputation."""
-    count = 0
-    for module in hlo_modules:
-        inst = module.instructions()
-        count += int(is_remat(inst["name"], inst["op_name"]).sum())
-    return count
-
-
-def _analysed_modules(analysis) -> set[str]:
-    """The module whose runs are the steps; without steps, the modules of the recomputed (else scheduled) ops."""
-    program = getattr(analysis.steps, "program", "") if analysis.steps is not None else ""
-    if program:
-        return {program}
-    ops = analysis.ops[analysis.ops["in_step"].fillna(False).astype(bool)]
-    remat = ops[is_remat(ops["op_name"], ops["tf_op"])]
-    return set((remat if len(remat) else ops)["module"].dropna().astype(str))
 
 
 def peak_memory_bytes(analysis) -> float | None:
-    """Largest 'Total bytes' (default memory space) of the analysed module's HLO memory-usage reports."""
-    wanted, totals = _analysed_modules(analysis), []
-    for module in analysis.hlo_modules:
-        hlo = Path(module.source)
-        if module.name not in wanted or not hlo.is_file():
-            continue
-        reports = sorted(hlo.parent.glob(hlo.name.removesuffix(".txt") + "*memory-usage-report*"))
-        # Else a report of the same module beside it (XLA names dumps module_NNNN.<module name>.<pass>...).
-        reports = reports or [r for r in sorted(hlo.parent.glob("*memory-usage-report*"))
-                              if f".{module.name}." in "." + r.name]
-        for report in reports:
-            try:
-                m = _TOTAL_BYTES.search(report.read_text(encoding="utf-8", errors="replace"))
-            except OSError:
-                continue
-            if m:  # the first total is memory space 'default' (HBM)
-                totals.append(float(m.group(1)))
-    return max(totals) if totals else None
+    """Peak (default memory space) of the analysed program's HLO memory-usage report, as the analysis read it."""
+    return analysis.dump.peak_memory_bytes
 
 
 def _bound(analysis) -> str:
@@ -123,14 +62,14 @@ def check(analysis) -> list:
     if ops.empty:
         return []
     in_step = ops["in_step"].fillna(False).astype(bool)
-    remat = ops[in_step & is_remat(ops["op_name"], ops["tf_op"])].copy()
-    dump_count = remat_instructions(analysis.hlo_modules)
+    remat = ops[in_step & ops["is_recomputed"]].copy()
+    dump_count = analysis.dump.recomputed_instructions
     if remat.empty and not (not analysis.measured and dump_count):
         return []
     measured = analysis.measured
     time_col = "measured_s_per_step" if measured else "predicted_s_per_step"
     remat["time_s"] = remat[time_col].fillna(0.0)
-    remat["bytes"] = remat["hlo_text"].map(result_bytes) * remat["occurrences_per_step"].fillna(1.0)
+    remat["bytes"] = remat["result_bytes"] * remat["occurrences_per_step"].fillna(1.0)
     time_s = float(remat["time_s"].sum())
     if measured and time_s <= 0:
         return []

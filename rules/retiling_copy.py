@@ -38,11 +38,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..parsers.hlo_text import HloParseError, parse_instruction
 from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
 
 RULE_ID = "retiling-copy"
-_MOVE_OPCODES = {"parameter", "copy", "transpose", "bitcast", "reshape", "tuple", "get-tuple-element"}
 _MOVE_WORDS = {"copy", "transpose", "bitcast", "reshape", "fusion", "wrapped", "input", "loop", "kd"}
 
 
@@ -52,94 +50,25 @@ def _name_is_relayout(name: str) -> bool:
     return bool(words) and words <= _MOVE_WORDS and bool(words & {"copy", "transpose"})
 
 
-def layout_change(result, operand) -> str | None:
-    """'layout' | 'tiling' | 'transpose' | 'relayout' when result holds the operand's elements moved; else None.
-
-    A TPU copy may also convert (f32 -> bf16): then only a changed dimension order counts, since the
-    tiling follows the element type.
-    """
-    if result is None or operand is None or result.is_tuple or operand.is_tuple:
-        return None
-    if result.num_elements != operand.num_elements:
-        return None
-    if tuple(result.dims) == tuple(operand.dims):
-        if result.layout is not None and operand.layout is not None and tuple(result.layout) != tuple(operand.layout):
-            return "layout"
-        if result.dtype == operand.dtype and tuple(result.tiles) != tuple(operand.tiles):
-            return "tiling"
-        return None  # same layout: a convert, a memory-space move or a plain copy
-    return "transpose" if sorted(result.dims) == sorted(operand.dims) else "relayout"
-
-
-def dump_layout_changes(hlo_modules) -> pd.DataFrame:
-    """Every copy / transpose in the dump (fused ones included) that changes a layout, with its origin."""
-    rows = []
-    for module in hlo_modules:
-        inst = module.instructions()
-        for comp, name in inst.loc[inst["opcode"].isin(["copy", "transpose"]), ["computation", "name"]].itertuples(
-                index=False):
-            try:
-                ins = module.instruction(name)
-                operands = [s for s in module.resolve_operand_shapes(ins) if not s.is_tuple]
-            except (KeyError, ValueError):
-                continue
-            kind = layout_change(ins.shape, operands[0]) if operands else None
-            if kind is not None:
-                rows.append((module.name, comp, name, kind, operands[0].layout_str, ins.shape.layout_str,
-                             ins.op_name, float(ins.shape.padded_bytes)))
-    return pd.DataFrame(rows, columns=["module", "computation", "name", "change", "operand_layout", "result_layout",
-                                       "op_name", "result_bytes"])
-
-
-def _instruction(analysis, module_name: str, op_name: str, hlo_text: str):
-    """(Instruction, operand shapes, fused opcodes or None) from the dump, else from the trace's HLO text."""
-    modules = analysis.hlo_modules
-    module = next((m for m in modules if m.name == module_name), modules[0] if len(modules) == 1 else None)
-    if module is not None:
-        try:
-            ins = module.instruction(op_name)
-            body = module.fusion_body(ins) if ins.opcode == "fusion" else None
-            fused = {i.opcode for i in body.instructions} if body is not None else None
-            return ins, module.resolve_operand_shapes(ins), fused
-        except KeyError:
-            pass
-    if isinstance(hlo_text, str) and hlo_text.startswith("%"):
-        try:
-            ins = parse_instruction(hlo_text)
-            return ins, ins.operand_shapes, None
-        except (HloParseError, ValueError):
-            return None, (), None
-    return None, (), None
-
-
 def relayout_ops(analysis) -> pd.DataFrame:
-    """The step's layout-only ops: op key, change kind, how it was recognised, time, predicted, origin."""
+    """The step's layout-only ops: op key, change kind, how it was recognised, time, predicted, origin.
+
+    From the ops table's HLO facts: a copy, transpose or data-movement fusion whose layout changes; a
+    fusion whose body is unknown (trace text only) counts when its name says relayout. Ops without any
+    HLO: by name alone."""
     ops = analysis.ops
     ops = ops[ops["in_step"].fillna(False).astype(bool) & ~ops["opcode"].isin(["copy-start", "copy-done"])]
-    rows = []
-    for r in ops.itertuples():
-        named = _name_is_relayout(str(r.op_name))
-        if not (r.opcode in ("copy", "transpose") or named or r.opcode == "fusion" and analysis.hlo_modules):
-            continue  # a fusion's body is only known from a dump; without one its name must say relayout
-        ins, operand_shapes, fused = _instruction(analysis, r.module, str(r.op_name), r.hlo_text)
-        if ins is None:
-            if named:
-                rows.append((r.Index, "transpose" if "transpose" in str(r.op_name) else "relayout", "name"))
-            continue
-        if ins.opcode == "fusion" and not (fused is not None and fused <= _MOVE_OPCODES
-                                           and fused & {"copy", "transpose"} or fused is None and named):
-            continue
-        if ins.opcode not in ("copy", "transpose", "fusion"):
-            continue
-        operands = [s for s in operand_shapes if not s.is_tuple]
-        operand = max(operands, key=lambda s: s.num_elements) if operands else None
-        kind = layout_change(ins.shape, operand)
-        if kind is not None:
-            rows.append((r.Index, kind, "hlo"))
-    index, change, how = zip(*rows) if rows else ((), (), ())
-    out = ops.loc[list(index), ["op_id", "module", "program_id", "op_name", "operand_layout", "result_layout", "tf_op", "source",
-                                "measured_s_per_step", "predicted_s_per_step", "bytes_accessed"]].copy()
-    out["change"], out["recognised_by"] = change, how
+    named = ops["op_name"].astype(str).map(_name_is_relayout).astype(bool)
+    body_unknown = (ops["opcode"] == "fusion") & ops["fused_opcodes"].isna()
+    by_hlo = ops["layout_change"].notna() & (ops["is_data_movement"] | (body_unknown & named))
+    by_name = ops["opcode"].isna() & named
+    out = ops.loc[by_hlo | by_name, ["op_id", "module", "program_id", "op_name", "operand_layout", "result_layout",
+                                     "tf_op", "source", "measured_s_per_step", "predicted_s_per_step",
+                                     "bytes_accessed"]].copy()
+    name_change = np.where(out["op_name"].astype(str).str.contains("transpose", regex=False), "transpose", "relayout")
+    hlo = by_hlo[out.index].to_numpy()
+    out["change"] = np.where(hlo, ops.loc[out.index, "layout_change"].to_numpy(), name_change)
+    out["recognised_by"] = np.where(hlo, "hlo", "name")
     col = "measured_s_per_step" if analysis.measured else "predicted_s_per_step"
     out["time_s"] = out[col].fillna(0.0)
     return out.sort_values("time_s", ascending=False, kind="stable")
@@ -175,7 +104,7 @@ def check(analysis) -> list:
     if analysis.ops.empty:
         return []
     found = relayout_ops(analysis)
-    in_dump = dump_layout_changes(analysis.hlo_modules) if analysis.hlo_modules else pd.DataFrame()
+    in_dump = analysis.dump.layout_changes
     time_s = float(found["time_s"].sum()) if len(found) else 0.0
     if time_s <= 0 and (analysis.measured or in_dump.empty):
         return []

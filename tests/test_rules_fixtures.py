@@ -179,21 +179,6 @@ def test_layout_copies_are_found_with_their_time(tmp_path, variant, change):
     assert "Layout.AUTO" in f.fix and f.confidence == "high"
 
 
-def test_layout_change_classification():
-    from xladiag.parsers.hlo_shapes import parse_shape
-    s = parse_shape
-    assert retiling_copy.layout_change(s("bf16[8,128]{0,1:T(8,128)}"), s("bf16[8,128]{1,0:T(8,128)}")) == "layout"
-    assert retiling_copy.layout_change(s("bf16[16,128]{1,0:T(4,128)}"),
-                                       s("bf16[16,128]{1,0:T(8,128)(2,1)}")) == "tiling"
-    # A TPU copy that also converts counts only when the dimension order changes (tiles follow the dtype).
-    assert retiling_copy.layout_change(s("bf16[1024,4,14336]{2,0,1:T(8,128)(2,1)}"),
-                                       s("f32[1024,4,14336]{2,1,0:T(4,128)}")) == "layout"
-    assert retiling_copy.layout_change(s("bf16[8,128]{1,0:T(8,128)(2,1)}"), s("f32[8,128]{1,0:T(8,128)}")) is None
-    assert retiling_copy.layout_change(s("bf16[128,8]{1,0}"), s("bf16[8,128]{1,0}")) == "transpose"
-    assert retiling_copy.layout_change(s("bf16[8,128]{1,0:S(1)}"), s("bf16[8,128]{1,0}")) is None  # memory space
-    assert retiling_copy.layout_change(s("f32[8,128]{1,0}"), s("bf16[8,128]{1,0}")) is None  # a convert
-
-
 # ---------------------------------------------------------------------------------------------------- clean
 
 def test_clean_profile_fires_no_rule(tmp_path):

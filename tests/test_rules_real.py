@@ -9,6 +9,7 @@ import pytest
 
 from conftest import CPU_SAMPLE, GPU_SAMPLE, HLO_SAMPLE, TPU_SAMPLE
 from xladiag.analyzer.analysis import analyze
+from xladiag.analyzer.layout_facts import recomputed_instructions
 from xladiag.parsers.hlo_text import parse_hlo_file
 from xladiag.rules import exposed_collective, latency_bound_collective, remat_overhead
 from xladiag.rules.registry import run_rules
@@ -112,20 +113,24 @@ def test_cpu_synchronous_collectives_are_exposed(cpu):
 
 
 def test_memory_report_of_another_module_is_not_used(tmp_path):
-    """Only the analysed module's report counts: a report of another module (100x the bytes) is ignored, also
-    when the module's own report is missing; a report of the same module under another dump number is used."""
+    """Only the analysed program's report counts: a report of another module (100x the bytes), or of a
+    same-named module compiled with another id that the trace never ran, is ignored; without the program's
+    own report the peak is unknown."""
     import shutil
     sample = tmp_path / "run"
     shutil.copytree(CPU_SAMPLE, sample)
     own = next((sample / "hlo").glob("*jit_train_step*memory-usage-report*"))
+    hlo = next((sample / "hlo").glob("*jit_train_step*after_optimizations.txt"))
     other = own.with_name(own.name.replace("module_0000.jit_train_step", "module_0007.jit_eval_step"))
     other.write_text(own.read_text().replace("Total bytes: 8475728", "Total bytes: 847572800"))
+    # The same program compiled again under id 9 (a recompile): not the traced program (id 0).
+    shutil.copy(hlo, hlo.with_name(hlo.name.replace("module_0000.", "module_0009.")))
+    shutil.copy(other, own.with_name(own.name.replace("module_0000.", "module_0009.")))
     analysis = analyze(sample)
     assert remat_overhead.peak_memory_bytes(analysis) == 8475728
+    assert analysis.dump.analysed == ("jit_train_step (module_0000)",)
     own.unlink()
-    assert remat_overhead.peak_memory_bytes(analysis) is None
-    shutil.copy(other, own.with_name(own.name.replace("module_0000.", "module_0001.")))  # same module, renumbered
-    assert remat_overhead.peak_memory_bytes(analysis) == 847572800
+    assert remat_overhead.peak_memory_bytes(analyze(sample)) is None
 
 
 def _rematted_instruction_lines(path) -> int:
@@ -138,7 +143,7 @@ def test_v6e_dump_counts_its_rematted_instructions():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the dump is cut off mid-computation
         module = parse_hlo_file(path)
-    assert remat_overhead.remat_instructions([module]) == _rematted_instruction_lines(path) == 186
+    assert recomputed_instructions(module) == _rematted_instruction_lines(path) == 186
 
 
 def test_v6e_hlo_only_runs_every_static_part():

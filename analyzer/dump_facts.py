@@ -1,0 +1,45 @@
+"""What the analysis keeps from the dump modules of the analysed program, for rules that cannot read
+files: the modules and how each matched (or not) a traced program, their memory-usage peak, the
+layout-changing copies inside them (fused ones included) and how many instructions are recomputation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from .dump_matching import DumpMatch
+from .layout_facts import LAYOUT_CHANGE_COLUMNS, dump_layout_changes, recomputed_instructions
+
+
+@dataclass(frozen=True)
+class DumpFacts:
+    modules: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["module", "module_id", "file", "program_id", "matched_by", "flops"]))  # one row per dump module
+    analysed: tuple[str, ...] = ()  # labels of the dump modules of the analysed (in-step) programs
+    peak_memory_bytes: float | None = None  # largest memory-usage report total (HBM) among them; None: no report
+    layout_changes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LAYOUT_CHANGE_COLUMNS))
+    recomputed_instructions: int = 0
+
+
+def dump_facts(match: DumpMatch | None, ops: pd.DataFrame) -> DumpFacts:
+    """Facts of the dump modules matched to the programs of the in-step ops of ``ops``."""
+    if match is None:
+        return DumpFacts()
+    in_step = ops[ops["in_step"].fillna(False).astype(bool)]
+    keys = set(zip(in_step["module"].astype(str), in_step["program_id"].fillna("").astype(str)))
+    chosen, seen = [], set()
+    for key, dm in match.by_program.items():
+        if key in keys and id(dm) not in seen:
+            seen.add(id(dm))
+            chosen.append(dm)
+    peaks = [dm.memory.peak_bytes for dm in chosen if dm.memory is not None]
+    changes = [dump_layout_changes(dm.module) for dm in chosen]
+    return DumpFacts(
+        modules=match.table,
+        analysed=tuple(dm.label for dm in chosen),
+        peak_memory_bytes=float(max(peaks)) if peaks else None,
+        layout_changes=pd.concat(changes, ignore_index=True) if changes else DumpFacts().layout_changes,
+        recomputed_instructions=sum(recomputed_instructions(dm.module) for dm in chosen),
+    )
