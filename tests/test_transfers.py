@@ -6,6 +6,7 @@ import pandas as pd
 
 from xladiag.analyzer.chip_catalog import load_catalog
 from xladiag.analyzer.hlo_costs import wrapped_instruction
+from xladiag.analyzer.hlo_dump import DumpModule
 from xladiag.analyzer.hlo_facts import attach_hlo_facts
 from xladiag.parsers.hlo_text import parse_hlo_module
 
@@ -42,7 +43,8 @@ def _facts():
     module = parse_hlo_module(MODULE, "m.txt", strict=True)
     names = ["all-gather-start", "all-gather-done", "rs-start", "rs-done", "copy-start", "copy-done", "n"]
     table = pd.DataFrame({"module": "jit_step", "program_id": "", "op_name": names, "mean_s": 1e-6})
-    return module, attach_hlo_facts(table, None, (module,), load_catalog()["v6e"], num_devices=8).set_index("op_name")
+    dump = {("jit_step", ""): DumpModule(module)}  # the dump module matched to the program
+    return module, attach_hlo_facts(table, None, dump, load_catalog()["v6e"], num_devices=8).set_index("op_name")
 
 
 def test_wrapped_instruction_looks_past_the_tuple_root():
