@@ -202,6 +202,9 @@ def test_gpu_device_strings(catalog, vendor, cc, cores, memory, key):
 
 
 def test_per_device_numbers_for_chips_seen_as_several_devices(catalog):
+    # roofline.md worked answer 1: a TPU v2 core (one device) runs at 2.3e13 FLOP/s, half the chip
+    assert catalog["v2"].per_device().peak_bf16_flops_per_s == pytest.approx(2.3e13)
+    assert catalog["v5p"].per_device() is catalog["v5p"]  # megacore: one device per chip
     device_type, stats = gpu_stats("AMD", 9, 0, 110, 64 * GiB)
     gcd = chip_for_device(device_type, "AMD", stats, catalog).chip
     assert gcd.peak_bf16_flops_per_s == pytest.approx(3.83e14 / 2)  # one GCD is half an MI250X
@@ -375,3 +378,24 @@ def test_a_trace_peak_far_from_the_table_loses_with_a_warning(tmp_path):
     assert analysis.chip.peak_bf16_flops_per_s == 9.18e14
     assert analysis.chip.hbm_bytes_per_s == pytest.approx(1637.993152512e9)  # within the limit: the trace's
     assert any("peak_teraflops_per_second" in w and "using the table" in w for w in analysis.warnings)
+
+
+def test_real_gpu_capture_of_an_unknown_amd_chip_is_never_the_cpu(monkeypatch):
+    import json
+
+    import xladiag.analyzer.chip_catalog as chip_catalog
+    from xladiag import api
+
+    full = chip_catalog.load_catalog
+
+    def without_cdna3(extra_file=None):  # as if the catalog predated the MI300 series
+        return {k: c for k, c in full(extra_file).items() if k not in ("mi300x", "mi325x")}
+
+    monkeypatch.setattr(chip_catalog, "load_catalog", without_cdna3)
+    report = api.diagnose(Path(__file__).resolve().parents[1] / "sample_profiles" / "gpu_mi300_jax_conv")
+    data = json.loads(report.to_json())
+    assert data["chip"]["name"] == "unknown AMD GPU" and data["chip"]["vendor"] == "amd"
+    assert data["chip"]["hbm_bytes_per_s"] == 2662400000000  # the trace's own number, kept for an unknown chip
+    assert "missing: peak FLOP/s" in data["chip"]["detected_as"]
+    assert any(w.startswith("unknown chip") for w in data["warnings"])
+    assert "placeholder" not in report.to_markdown()
