@@ -33,6 +33,7 @@ class Column:
     unit: str  # 's', 'ps', 'bytes', 'flops', 'count', 'fraction', ... ; '' for names and flags
     meaning: str
     json: str | None = None  # field name in the JSON report, None when the column is not public
+    json_type: str | None = None  # its JSON type where the dtype does not say it
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,8 @@ def _as(values: pd.Series, column: Column, table: str) -> pd.Series:
     return values.astype("str")
 
 
-def _col(name, dtype, unit, meaning, json=None) -> Column:
-    return Column(name, dtype, unit, meaning, json)
+def _col(name, dtype, unit, meaning, json=None, json_type=None) -> Column:
+    return Column(name, dtype, unit, meaning, json, json_type)
 
 
 # One row per op event as recorded in the capture (every host, every device).
@@ -115,7 +116,8 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("op_id", "int64", "", "key shared with the step events' op_id; -1 for ops outside the steps"),
     _col("op_name", "text", "", "HLO op name", "name"),
     _col("module", "text", "", "program (HLO module) name", "module"),
-    _col("program_id", "text", "", "XLA program id ('' when the capture has none)", "program_id"),
+    _col("program_id", "text", "", "XLA program id ('' here, null in the JSON, when the capture has none)",
+         "program_id"),
     _col("category", "category", "",
          "the op's kind: TPU `hlo_category` such as `loop fusion`, `convolution fusion`, `all-gather`; "
          "else derived from the HLO", "category"),
@@ -155,11 +157,12 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
          "collective_kind"),
     _col("replica_group_size", "float64", "count", "for collectives: devices per replica group",
          "replica_group_size"),
-    _col("collective_bytes", "float64", "bytes", "for collectives: the bytes of the full array the ring model moves",
-         "collective_bytes"),
+    _col("collective_bytes", "float64", "bytes",
+         "for collectives: V of the ring model, the full array (after an all-gather, before a reduce-scatter); "
+         "each device sends (N-1)/N of it", "collective_bytes"),
     _col("source", "text", "", "Python source `file:line` of the op, where the HLO metadata has it", "source"),
     _col("tf_op", "text", "", "the JAX op path (`jit(train_step)/.../dot_general`)", "tf_op"),
-    _col("hlo_text", "text", "", "the HLO instruction ('' when unknown)", "hlo_text"),
+    _col("hlo_text", "text", "", "the HLO instruction ('' when unknown)", "hlo_text", "string"),
     _col("model_flops", "float64", "flops", "XLA's model FLOPs per occurrence (trace metadata; recomputation excluded)"),
     _col("is_matmul", "bool", "", "a dot or convolution, or a fusion holding one"),
     _col("is_async_start", "bool", "", "an async start op (`*-start`, `send`, `recv`): issues a transfer"),
@@ -193,14 +196,19 @@ DEVICE_STEPS = Table("device steps", "one measured step on one device", (
 ))
 
 
+DOC_BEGIN = "<!-- ops fields: generated from analyzer/tables.py by python -m xladiag.analyzer.tables -->"
+DOC_END = "<!-- end of ops fields -->"
+
+
 def json_schema_markdown(table: Table = OPS) -> str:
-    """The ``docs/json_schema.md`` field table of a table's public columns."""
-    lines = ["| Field | Type | Unit | Meaning |", "| --- | --- | --- | --- |"]
+    """The ``docs/json_schema.md`` field table of a table's public columns, between DOC_BEGIN and DOC_END."""
+    lines = [DOC_BEGIN, "| Field | Type | Unit | Meaning |", "| --- | --- | --- | --- |"]
     for c in table.public():
-        json_type = {"bool": "bool", "int64": "int", "float64": "number or null"}.get(c.dtype, "string or null")
+        json_type = c.json_type or {"bool": "bool", "int64": "int", "float64": "number or null"}.get(
+            c.dtype, "string or null")
         meaning = c.meaning.replace("|", "\\|")
         lines.append(f"| `{c.json}` | {json_type} | {c.unit} | {meaning[0].upper() + meaning[1:]} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + [DOC_END]) + "\n"
 
 
 if __name__ == "__main__":

@@ -18,50 +18,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..analyzer.tables import OPS
+
 SCHEMA_VERSION = 1
 
 # Where the time numbers come from, in the words the report uses everywhere.
 SOURCE_MEASURED = "measured (trace)"
 SOURCE_PREDICTED = "predicted (roofline: HLO costs and chip table)"
 
-# ops-table columns of the contract -> analysis.ops column they come from.
-_OP_FIELDS = {
-    "name": "op_name",
-    "module": "module",
-    "program_id": "program_id",
-    "category": "category",
-    "opcode": "opcode",
-    "time_class": "time_class",
-    "in_step": "in_step",
-    "occurrences": "occurrences",
-    "occurrences_per_step": "occurrences_per_step",
-    "measured_s_per_step": "measured_s_per_step",
-    "share_of_step": "share_of_step",
-    "mean_s": "mean_s",
-    "min_s": "min_s",
-    "max_s": "max_s",
-    "predicted_s": "predicted_s",
-    "predicted_s_per_step": "predicted_s_per_step",
-    "efficiency": "efficiency",
-    "bound_by": "bound_by",
-    "flops": "flops",
-    "flops_source": "flops_source",
-    "bytes": "bytes_accessed",
-    "bytes_source": "bytes_source",
-    "hbm_bytes": "hbm_bytes",
-    "host_bytes": "host_bytes",
-    "arithmetic_intensity": "arithmetic_intensity",
-    "dtype": "dtype",
-    "collective_kind": "collective_kind",
-    "replica_group_size": "replica_group_size",
-    "collective_bytes": "collective_bytes",
-    "source": "source",
-    "tf_op": "tf_op",
-    "hlo_text": "hlo_text",
-}
+# ops-table columns of the contract -> analysis.ops column they come from (declared in analyzer/tables.py).
+_OP_FIELDS = {c.json: c.name for c in OPS.public()}
 # Text fields of an op record; None when missing. flops_source/bytes_source: 'trace' (trace metadata) | 'hlo' (HLO dump).
-_TEXT_FIELDS = frozenset({"name", "module", "program_id", "category", "opcode", "time_class", "bound_by", "dtype",
-                          "collective_kind", "source", "tf_op", "flops_source", "bytes_source"})
+_TEXT_FIELDS = frozenset(c.json for c in OPS.public() if c.dtype in ("text", "category") and c.json != "hlo_text")
 
 
 def clean(value: Any) -> Any:
