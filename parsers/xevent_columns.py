@@ -50,10 +50,11 @@ _U = np.uint64
 _SQUEEZE = [(_U(0x007F007F007F007F), _U(0x3F803F803F803F80)), (_U(0x00003FFF00003FFF), _U(0x0FFFC0000FFFC000)),
             (_U(0x000000000FFFFFFF), _U(0x00FFFFFFF0000000))]
 _CHUNK = 1 << 15  # events decoded per pass (see read_line_events)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def _raw_events_space_class():
-    """Our XSpace schema with XLine.events declared ``repeated bytes`` (its own pool, same names)."""
+def _raw_events_classes(*names: str):
+    """Our schema with XLine.events declared ``repeated bytes`` (its own pool, same names)."""
     proto = xspace_schema._build_file()
     line = next(m for m in proto.message_type if m.name == "XLine")
     events = next(f for f in line.field if f.number == 4)
@@ -61,10 +62,17 @@ def _raw_events_space_class():
     events.ClearField("type_name")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{xspace_schema._PKG}.XSpace"))
+    return [message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{xspace_schema._PKG}.{n}")) for n in names]
 
 
-XSpaceRawEvents = _raw_events_space_class()
+XSpaceRawEvents, XPlaneRawEvents = _raw_events_classes("XSpace", "XPlane")
+
+
+def parse_plane_raw_events(data: bytes):
+    """Parse one serialized XPlane; ``plane.lines[i].events`` is a list-like of event payload bytes."""
+    plane = XPlaneRawEvents()
+    plane.ParseFromString(data)  # raises google.protobuf.message.DecodeError on a corrupt plane
+    return plane
 
 
 def parse_space_raw_events(data: bytes):
@@ -193,7 +201,8 @@ def read_line_events(line_raw_events: Sequence[bytes], timestamp_ns: int,
     """Columns of one XLine's events, from their payloads (an ``XSpaceRawEvents`` line's ``.events``).
 
     Returns int64 arrays: ``metadata_id``, ``start_ps`` (``timestamp_ns * 1000 + offset_ps``; offset 0
-    for an aggregated event that has ``num_occurrences`` instead), ``duration_ps``, and per wanted stat
+    for an aggregated event that has ``num_occurrences`` instead; meaningless where the bool array
+    ``start_valid`` is False: the sum is past the int64 range), ``duration_ps``, and per wanted stat
     name the integer (uint64/int64 field) value of the event's first stat with that metadata id, or -1.
     uint64 stat values keep their 64 bits: ``.view(np.uint64)`` recovers those >= 2**63.
     Raises ValueError on a malformed event (stats are decoded, hence checked, only if some are wanted).
@@ -214,12 +223,24 @@ def read_line_events(line_raw_events: Sequence[bytes], timestamp_ns: int,
     for first in range(0, n, _CHUNK):
         part = slice(first, first + _CHUNK)
         _read_chunk(buf, start[part], end[part], {key: column[part] for key, column in out.items()}, wanted_stat_ids)
+    start, start_valid = _starts(int(timestamp_ns), out.pop("offset_ps").view(np.int64))
     return {
         "metadata_id": out.pop("metadata_id").view(np.int64),
-        "start_ps": np.int64(timestamp_ns) * 1000 + out.pop("offset_ps").view(np.int64),
+        "start_ps": start,
+        "start_valid": start_valid,
         "duration_ps": out.pop("duration_ps").view(np.int64),
         **out,
     }
+
+
+def _starts(timestamp_ns: int, offset_ps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``timestamp_ns * 1000 + offset_ps`` and where it fits in int64 (elsewhere it would wrap)."""
+    base = timestamp_ns * 1000  # a Python int: cannot overflow
+    lowest, highest = max(_INT64_MIN, _INT64_MIN - base), min(_INT64_MAX, _INT64_MAX - base)
+    if not _INT64_MIN <= base <= _INT64_MAX or lowest > highest:
+        return offset_ps, np.zeros(offset_ps.size, bool)
+    valid = (offset_ps >= lowest) & (offset_ps <= highest)
+    return offset_ps + np.int64(base), valid  # wraps only where not valid (numpy arrays wrap silently)
 
 
 def _read_chunk(buf: _Buffer, start: np.ndarray, end: np.ndarray, out: dict, wanted_stat_ids: dict) -> None:

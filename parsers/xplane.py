@@ -14,8 +14,9 @@ Hot-path notes:
 
 from __future__ import annotations
 
+import mmap
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +24,9 @@ import pandas as pd
 from google.protobuf.message import DecodeError
 
 from ..errors import InputError
-from .xevent_columns import parse_space_raw_events, read_line_events
+from .xevent_columns import parse_plane_raw_events, read_line_events
 from .xspace_schema import MemoryAccessBreakdown, XEvent
+from .xspace_wire import WireError, split_space
 
 
 class XPlaneError(InputError):
@@ -71,8 +73,13 @@ _TPU_DEVICE_PLANE = re.compile(r"^/device:TPU:\d+$")
 _DEVICE_DURATION_STAT = "device_duration_ps"
 
 
+# Longer strings are damage (the longest real ones are HLO instruction texts of a few KB): cut, so
+# that a garbage length never turns into a str many times its size.
+_MAX_TEXT_BYTES = 1 << 20
+
+
 def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace")
+    return raw[:_MAX_TEXT_BYTES].decode("utf-8", errors="replace")
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,9 @@ class XSpaceTables:
     # Each compiled program's optimized module as serialized xla.HloProto, from the /host:metadata
     # plane: (program_id as text, program name e.g. 'jit_train_step', bytes). Read by parsers.hlo_proto.
     hlo_protos: tuple = ()
+    fingerprint: str = ""  # of the planes kept: byte-identical host files share it
+    # What was left out while reading, by kind: oversize_names, duplicate_planes, unrepresentable_starts.
+    anomalies: dict = field(default_factory=dict)
 
 
 def _stat_value(stat, stat_names: dict[int, str]):
@@ -125,13 +135,19 @@ def _hbm_bytes(breakdown: bytes | None) -> float:
 
 
 def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTables:
-    path = Path(path)
+    return _parse(data, Path(path))
+
+
+def _parse(buf, path: Path) -> XSpaceTables:
+    """Tables of the XSpace in ``buf`` (bytes or a read-only mmap), one plane in memory at a time."""
     try:
-        space = parse_space_raw_events(data)
-    except DecodeError as exc:
+        layout = split_space(buf)
+    except WireError as exc:
         raise XPlaneError(f"{path}: not a readable XSpace protobuf (truncated or corrupt): {exc}") from None
-    if len(space.planes) == 0:
+    if not layout.planes:
         raise XPlaneError(f"{path}: no planes in this file; it is not an xplane capture (or it is empty)")
+    anomalies = {"oversize_names": layout.oversize_names, "duplicate_planes": layout.duplicate_planes,
+                 "unrepresentable_starts": 0}
 
     plane_rows, plane_stats, line_rows, meta_rows = [], [], [], []
     hlo_protos: list[tuple[str, str, bytes]] = []
@@ -143,14 +159,19 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTable
 
     # On TPU captures op identity lives in the device planes' metadata; the host threads' per-event
     # stats are never read, and decoding them would be the slowest part of the parse.
-    tpu_capture = any(_TPU_DEVICE_PLANE.match(_text(p.name)) for p in space.planes)
-    for plane_idx, plane in enumerate(space.planes):
-        is_host_plane = _text(plane.name).startswith("/host:")
+    tpu_capture = any(_TPU_DEVICE_PLANE.match(name) for name, _ in layout.planes)
+    for plane_idx, (plane_name, _) in enumerate(layout.planes):
+        try:
+            plane = parse_plane_raw_events(layout.planes[plane_idx][1])
+        except DecodeError as exc:
+            raise XPlaneError(f"{path}: not a readable XSpace protobuf (truncated or corrupt): {exc}") from None
+        layout.planes[plane_idx] = (plane_name, b"")  # its bytes are in the message now
+        is_host_plane = plane_name.startswith("/host:")
         stat_names = {k: _text(v.name) for k, v in plane.stat_metadata.items()}
-        plane_rows.append((plane_idx, plane.id, _text(plane.name)))
+        plane_rows.append((plane_idx, plane.id, plane_name))
         plane_stats.append(_stats_dict(plane.stats, stat_names))
 
-        is_metadata_plane = _text(plane.name) == _METADATA_PLANE
+        is_metadata_plane = plane_name == _METADATA_PLANE
         for md_id, md in plane.event_metadata.items():
             stats = _stats_dict(md.stats, stat_names)
             if is_metadata_plane and isinstance(stats.get(_HLO_PROTO_STAT), bytes):
@@ -189,32 +210,39 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTable
                 )
             except ValueError as exc:
                 raise XPlaneError(f"{path}: corrupt event on line {line_name!r}: {exc}") from None
+            valid = cols.pop("start_valid")
+            kept = np.cumsum(valid) - 1  # each event's row among the kept ones of this line
+            if not valid.all():  # a start past the int64 range (damaged timestamp or offset): dropped
+                anomalies["unrepresentable_starts"] += int(n - kept[-1] - 1)
+                cols = {key: column[valid] for key, column in cols.items()}
             span = cols["duration_ps"]
             duration = np.where(cols[_DEVICE_DURATION_STAT] >= 0, cols[_DEVICE_DURATION_STAT], span) if want_duration else span
             ev_meta.append(cols["metadata_id"])
             ev_start.append(cols["start_ps"])
             ev_span.append(span)
             ev_dur.append(duration)
-            ev_plane.append(np.full(n, plane_idx, np.int32))
-            ev_line.append(np.full(n, line_idx, np.int32))
+            ev_plane.append(np.full(len(span), plane_idx, np.int32))
+            ev_line.append(np.full(len(span), line_idx, np.int32))
             if line_name not in _LINES_WITHOUT_EVENT_STATS and wanted_ids and not (tpu_capture and is_host_plane):
                 # Names (hlo_op, hlo_module) are strings or references: decode these lines event by event.
                 try:
                     for i, payload in enumerate(raw_events):
+                        if not valid[i]:
+                            continue
                         found = {
                             stat_names[s.metadata_id]: _stat_value(s, stat_names)
                             for s in XEvent.FromString(payload).stats
                             if s.metadata_id in wanted_ids
                         }
                         if found:
-                            stat_rows.append(num_events + i)
+                            stat_rows.append(num_events + int(kept[i]))
                             stat_records.append(found)
                 except DecodeError as exc:
                     raise XPlaneError(f"{path}: corrupt event stats on line {line_name!r}: {exc}") from None
-            num_events += n
+            num_events += len(span)
+        del plane  # release this plane's protobuf arena before reading the next
 
-    hostnames = [_text(h) for h in space.hostnames]
-    del space  # release the protobuf arena before building frames
+    hostnames = [_text(h) for h in layout.hostnames]
 
     planes = pd.DataFrame(plane_rows, columns=["plane", "plane_id", "name"])
     lines = pd.DataFrame(line_rows, columns=["line", "plane", "line_id", "name", "display_name", "timestamp_ns"])
@@ -245,6 +273,8 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTable
         event_stats=event_stats,
         event_metadata=event_metadata,
         hlo_protos=tuple(hlo_protos),
+        fingerprint=layout.fingerprint,
+        anomalies=anomalies,
     )
 
 
@@ -278,12 +308,29 @@ def _hostname_from_path(path: Path) -> str:
 
 
 def read_xspace(path: Path | str) -> XSpaceTables:
-    """Parse one ``.xplane.pb`` file; raise :class:`XPlaneError` with a one-line reason."""
+    """Parse one ``.xplane.pb`` file; raise :class:`XPlaneError` with a one-line reason.
+
+    The file is mapped, not read: only the planes (one at a time) are copied out of it.
+    """
     path = Path(path)
+    size = 0
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            try:
+                buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except ValueError:  # an empty file (mmap refuses those)
+                buf = f.read()
+            except OSError:  # a file system or special file without mmap: read it
+                buf = f.read()
+            size = len(buf)
+            if not size:
+                raise XPlaneError(f"{path}: empty file")
+            try:
+                return _parse(buf, path)
+            finally:
+                if isinstance(buf, mmap.mmap):
+                    buf.close()
     except OSError as exc:
         raise XPlaneError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if not data:
-        raise XPlaneError(f"{path}: empty file")
-    return parse_xspace_bytes(data, path)
+    except MemoryError:
+        raise XPlaneError(f"{path}: not enough memory to read this {size:,}-byte capture") from None

@@ -54,6 +54,7 @@ def expected_columns(payloads, timestamp_ns: int, wanted: dict[str, int]) -> dic
     out = {
         "metadata_id": np.array([e.metadata_id for e in events], np.int64),
         "start_ps": np.array([timestamp_ns * 1000 + e.offset_ps for e in events], np.int64),
+        "start_valid": np.ones(len(events), bool),  # real starts fit in int64
         "duration_ps": np.array([e.duration_ps for e in events], np.int64),
     }
     for name, stat_id in wanted.items():
@@ -69,7 +70,7 @@ def expected_columns(payloads, timestamp_ns: int, wanted: dict[str, int]) -> dic
 def assert_same(got: dict, want: dict):
     assert set(got) == set(want)
     for key in want:
-        assert got[key].dtype == np.int64, key
+        assert got[key].dtype == (bool if key == "start_valid" else np.int64), key
         np.testing.assert_array_equal(got[key], want[key], err_msg=key)
 
 
@@ -158,9 +159,10 @@ def test_hand_built_edge_cases():
 
 def test_no_events_and_no_wanted_stats():
     got = read_line_events([], 5, WANTED)
-    assert all(len(v) == 0 and v.dtype == np.int64 for v in got.values()) and set(got) >= set(WANTED)
+    assert all(len(v) == 0 and v.dtype == (bool if k == "start_valid" else np.int64) for k, v in got.items())
+    assert set(got) >= set(WANTED)
     got = read_line_events([field(1, 0, 2) + field(4, 2, stat(DUR, uint64=3))], 0, {})
-    assert set(got) == {"metadata_id", "start_ps", "duration_ps"} and got["metadata_id"][0] == 2
+    assert set(got) == {"metadata_id", "start_ps", "start_valid", "duration_ps"} and got["metadata_id"][0] == 2
 
 
 def random_value(rng: random.Random) -> int:
