@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..parsers.xplane import XSpaceTables
+from .sanity import checked_spaces
 from .tables import EVENTS
 
 _TPU_PLANE = re.compile(r"^/device:TPU:(\d+)$")
@@ -363,10 +364,11 @@ def build_capture(spaces: list[XSpaceTables]) -> Capture:
     """Combine the hosts of one run into platform-neutral tables."""
     if not spaces:
         raise CaptureError("no xplane files to read")
+    spaces, warnings = checked_spaces(spaces)  # duplicated hosts and impossible values out, with warnings
     platforms = {_platform_of(s) for s in spaces}
     platform = "tpu" if "tpu" in platforms else "gpu" if "gpu" in platforms else "cpu"
 
-    all_devices, all_events, all_modules, all_meta, all_async, all_steps, warnings = [], [], [], [], [], [], []
+    all_devices, all_events, all_modules, all_meta, all_async, all_steps = [], [], [], [], [], []
     device_base = 0
     for space in spaces:
         if platform == "tpu":

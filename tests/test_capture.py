@@ -122,8 +122,11 @@ def test_two_hosts_give_globally_numbered_devices(tmp_path, tpu_xplane):
     """A multi-host run has one file per host; every host's devices are kept and numbered apart."""
     run = tmp_path / "plugins" / "profile" / "r1"
     run.mkdir(parents=True)
-    for host in ("host-a", "host-b"):
-        (run / f"{host}.xplane.pb").write_bytes(tpu_xplane.read_bytes())
+    (run / "host-a.xplane.pb").write_bytes(tpu_xplane.read_bytes())
+    # Another host's file: the same program, but not a byte-identical copy (copies are counted once).
+    space = XSpace.FromString(tpu_xplane.read_bytes())
+    next(p for p in space.planes if p.name == b"/host:CPU").id += 1
+    (run / "host-b.xplane.pb").write_bytes(space.SerializeToString())
     from xladiag.analyzer.analysis import analyze
 
     analysis = analyze(tmp_path)
