@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..parsers.xplane import XSpaceTables
-from .chips import load_catalog
+from .chip_catalog import load_catalog
 
 _PEAK_MARGIN = 100.0
 _PS_PER_S = 1e12

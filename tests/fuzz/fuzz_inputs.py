@@ -42,15 +42,24 @@ MAX_EFFICIENCY = 1e3
 
 @dataclass(frozen=True)
 class Seed:
+    """One bundled input: an xplane file (diagnosed alone) or a dump dir (diagnosed with --hlo-dir)."""
+
     kind: str  # 'xplane' | 'hlo'
-    path: Path
+    path: Path  # the xplane file, or the dump dir
     args: tuple[str, ...] = ()  # extra CLI arguments (HLO-only runs need a chip)
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.relative_to(SAMPLES).parts[0]}/{self.path.name}"
+
+    def files(self) -> list[Path]:
+        return [self.path] if self.kind == "xplane" else sorted(self.path.glob("*.txt"))
 
 
 def seeds() -> list[Seed]:
     out = [Seed("xplane", p) for p in sorted(SAMPLES.glob("*/plugins/profile/*/*.xplane.pb"))]
-    for p in sorted(SAMPLES.rglob("*.txt")):
-        out.append(Seed("hlo", p, ("--chip", "cpu" if "cpu" in p.parts[-3] else "v6e")))
+    dump_dirs = sorted({p.parent for p in SAMPLES.rglob("*after_optimizations*.txt")})
+    out += [Seed("hlo", d, ("--chip", "v6e" if "v6e" in str(d) else "cpu")) for d in dump_dirs]
     return out
 
 
@@ -63,24 +72,33 @@ class Mutant:
     args: list[str]
 
 
+_RUN = "plugins/profile/2000_01_01_00_00_00"
+
+
+def unmutated(seed: Seed) -> Mutant:
+    if seed.kind == "xplane":
+        return Mutant(-1, seed, "unmutated", {f"{_RUN}/{seed.path.name}": seed.path.read_bytes()}, ["."])
+    return Mutant(-1, seed, "unmutated", {p.name: p.read_bytes() for p in seed.files()},
+                  ["--hlo-dir", ".", *seed.args])
+
+
 def make_mutant(index: int, seed_value: int, all_seeds: list[Seed], cache: dict) -> Mutant:
     rng = np.random.default_rng([seed_value, index])
     seed = all_seeds[int(rng.integers(len(all_seeds)))]
-    data = cache.setdefault(seed.path, seed.path.read_bytes())
-    same_kind = [cache.setdefault(s.path, s.path.read_bytes()) for s in all_seeds if s.kind == seed.kind]
-    if seed.kind == "xplane":
-        run = "plugins/profile/2000_01_01_00_00_00"
-        if rng.random() < 0.04:  # two byte-identical host files
-            return Mutant(index, seed, "duplicated host file", {f"{run}/a.xplane.pb": data,
-                                                                 f"{run}/b.xplane.pb": data}, ["."])
-        mutate = mutators.PROTO_MUTATORS[int(rng.integers(len(mutators.PROTO_MUTATORS)))]
-        new, label = mutate(data, rng, same_kind)
-        return Mutant(index, seed, f"{mutate.__name__}: {label}", {f"{run}/{seed.path.name}": new}, ["."])
-    mutate = mutators.TEXT_MUTATORS[int(rng.integers(len(mutators.TEXT_MUTATORS)))]
-    new, label = mutate(data, rng, same_kind)
-    files = {p.name: cache.setdefault(p, p.read_bytes()) for p in seed.path.parent.glob("*.txt")}
-    files[seed.path.name] = new
-    return Mutant(index, seed, f"{mutate.__name__}: {label}", files, ["--hlo-dir", ".", *seed.args])
+    base = unmutated(seed)
+    same_kind = [f for s in all_seeds if s.kind == seed.kind for f in s.files()]
+    target = seed.files()[int(rng.integers(len(seed.files())))]
+    rel = f"{_RUN}/{target.name}" if seed.kind == "xplane" else target.name
+    data = base.files[rel]
+    if seed.kind == "xplane" and rng.random() < 0.04:  # two byte-identical host files
+        base.files[f"{_RUN}/copy-{target.name}"] = data
+        return Mutant(index, seed, "duplicated host file", base.files, base.args)
+    pool = mutators.PROTO_MUTATORS if seed.kind == "xplane" else mutators.TEXT_MUTATORS
+    mutate = pool[int(rng.integers(len(pool)))]
+    others = [cache.setdefault(f, f.read_bytes()) for f in
+              [same_kind[int(i)] for i in rng.integers(0, len(same_kind), 2)]]
+    base.files[rel], label = mutate(data, rng, others)
+    return Mutant(index, seed, f"{target.name}: {mutate.__name__}: {label}", base.files, base.args)
 
 
 def _number_problems(doc, path: str = "") -> list[str]:
@@ -129,7 +147,7 @@ class Outcome:
 
 
 def run_mutant(mutant: Mutant, workdir: Path) -> Outcome:
-    case = workdir / f"m{mutant.index}"
+    case = workdir / f"m{mutant.index}" if mutant.index >= 0 else workdir
     for rel, content in mutant.files.items():
         (case / rel).parent.mkdir(parents=True, exist_ok=True)
         (case / rel).write_bytes(content)
@@ -144,7 +162,9 @@ def run_mutant(mutant: Mutant, workdir: Path) -> Outcome:
     rss = usage.ru_maxrss * 1024
     stderr = (case / "stderr").read_text(errors="replace")
     problems = []
-    if "Traceback" in stderr:
+    if "internal error" in stderr:  # the CLI's one line for an unexpected exception: still a crash
+        problems.append("crash: " + next(ln for ln in stderr.splitlines() if "internal error" in ln)[:160])
+    elif "Traceback" in stderr:
         lines = [ln for ln in stderr.splitlines() if ln.strip()]
         where = [ln.strip() for ln in lines if ln.strip().startswith("File ")]
         problems.append(f"traceback: {lines[-1][:120]} @ {where[-1][:140] if where else '?'}")
@@ -167,20 +187,26 @@ def run_mutant(mutant: Mutant, workdir: Path) -> Outcome:
 
 
 def run_fuzz(mutants: int, seed: int, workers: int = 2, first: int = 0, keep: Path | None = None,
-             progress=None) -> list[Outcome]:
+             progress=None) -> tuple[list[Outcome], list[Outcome]]:
+    """(outcomes of the mutants, failing unmutated seeds). Seeds that fail unmutated are not mutated:
+    their failure is a bug of its own, reported once instead of once per mutant."""
     all_seeds, cache = seeds(), {}
     with tempfile.TemporaryDirectory(prefix="xladiag-fuzz-") as tmp:
         workdir = Path(keep) if keep else Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-
-        def one(i: int) -> Outcome:
-            outcome = run_mutant(make_mutant(i, seed, all_seeds, cache), workdir)
-            if progress:
-                progress(outcome)
-            return outcome
-
         with ThreadPoolExecutor(workers) as pool:
-            return list(pool.map(one, range(first, first + mutants)))
+            baseline = list(pool.map(lambda s: run_mutant(unmutated(s), workdir / s.name.replace("/", "_")),
+                                     all_seeds))
+            broken = [o for o in baseline if o.problems]
+            healthy = [o.mutant.seed for o in baseline if not o.problems]
+
+            def one(i: int) -> Outcome:
+                outcome = run_mutant(make_mutant(i, seed, healthy, cache), workdir)
+                if progress:
+                    progress(outcome)
+                return outcome
+
+            return list(pool.map(one, range(first, first + mutants))) if healthy else [], broken
 
 
 def summary(outcomes: list[Outcome]) -> str:
@@ -191,7 +217,7 @@ def summary(outcomes: list[Outcome]) -> str:
              f"max RSS {max((o.rss for o in outcomes), default=0) / 1e6:.0f} MB, {len(failed)} failed"]
     for problem, n in kinds.most_common():
         example = next(o for o in failed if problem in o.problems).mutant
-        lines.append(f"  {n:5d}  {problem}   (e.g. #{example.index} {example.seed.path.name}: {example.label})")
+        lines.append(f"  {n:5d}  {problem}   (e.g. #{example.index} {example.seed.name}: {example.label})")
     return "\n".join(lines)
 
 
@@ -208,14 +234,16 @@ def main(argv=None) -> int:
     def progress(o: Outcome) -> None:
         done.append(o)
         if o.problems:
-            print(f"#{o.mutant.index} {o.mutant.seed.path.name} [{o.mutant.label}] exit {o.code}: "
+            print(f"#{o.mutant.index} {o.mutant.seed.name} [{o.mutant.label}] exit {o.code}: "
                   f"{'; '.join(o.problems)}", flush=True)
         if len(done) % 100 == 0:
             print(f"... {len(done)} mutants", flush=True)
 
-    outcomes = run_fuzz(args.mutants, args.seed, args.workers, args.first, args.keep, progress)
+    outcomes, broken = run_fuzz(args.mutants, args.seed, args.workers, args.first, args.keep, progress)
+    for o in broken:
+        print(f"seed {o.mutant.seed.name} fails unmutated (not fuzzed): {'; '.join(o.problems)}")
     print(summary(outcomes))
-    return 1 if any(o.problems for o in outcomes) else 0
+    return 1 if broken or any(o.problems for o in outcomes) else 0
 
 
 if __name__ == "__main__":
