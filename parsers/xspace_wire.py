@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from ..errors import InputError
+
 MAX_NAME_BYTES = 1 << 16
 
 # Field numbers (xplane.proto).
@@ -25,8 +27,8 @@ _PLANE_NAME = 2
 _LEN = 2
 
 
-class WireError(ValueError):
-    """The bytes are not a well-formed protobuf message; the text says where."""
+class WireError(InputError):
+    """The bytes are not a well-formed protobuf message; the text says where (the caller adds the file)."""
 
 
 def _varint(buf, pos: int, end: int) -> tuple[int, int]:
