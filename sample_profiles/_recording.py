@@ -87,8 +87,16 @@ def keep_text_dump(dump: Path) -> list[dict]:
     for f in sorted(dump.glob("*after_optimizations.txt")):
         m = _DUMP_MODULE.match(f.name)
         if m:
-            rows.append({"file": f.name, "module_id": int(m.group(1)), "module_name": m.group(2)})
+            rows.append({"file": f.name, "module_id": int(m.group(1)), "module_name": m.group(2),
+                         "memory_usage_total_bytes": memory_report_total(f)})
     return rows
+
+
+def memory_report_total(module_file: Path) -> int | None:
+    """'Total bytes' of the module's memory-usage report: XLA's peak per device, what HBM must hold."""
+    report = module_file.with_name(module_file.name[: -len(".txt")] + "-memory-usage-report.txt")
+    m = re.search(r"^Total bytes: (\d+)", report.read_text(), re.M) if report.exists() else None
+    return int(m.group(1)) if m else None
 
 
 def folder_bytes(path: Path) -> int:

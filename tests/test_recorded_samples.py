@@ -44,6 +44,8 @@ def test_fsdp_dump_holds_every_module_of_the_script():
     assert names["jit_train_step"] == 2 and names["jit__normal"] == 4
     assert len({module_id for module_id, _, _ in rows}) == len(rows)
     assert all(header == name for _, name, header in rows)
+    for row in answers(FSDP)["dump_modules"]:
+        assert row["memory_usage_total_bytes"] == _recording.memory_report_total(FSDP / "hlo" / row["file"]) > 0
     assert [r["file"] for r in answers(FSDP)["dump_modules"]] == [
         f.name for f in sorted((FSDP / "hlo").glob("module_*after_optimizations.txt"))]
 
