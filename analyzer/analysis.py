@@ -32,6 +32,7 @@ from .op_stats import measure
 from .roofline import predict_ops, step_roofline
 from .steps import Steps, find_steps
 from .tables import DEVICE_STEPS, OPS, STEP_EVENTS
+from .transfers import Transfers, attach_transfers
 
 Progress = Callable[[str], None]
 
@@ -58,6 +59,7 @@ class Analysis:
     device_steps: pd.DataFrame  # one row per measured (device, step): tables.DEVICE_STEPS
     ops: pd.DataFrame  # one row per HLO op, measured + HLO facts + roofline: tables.OPS
     async_spans: pd.DataFrame
+    transfers: Transfers  # step-level transfer numbers and spans; per-op ones are ops columns (transfers.py)
     hlo_modules: tuple[HloModule, ...]
     breakdown: dict[str, float]  # seconds per step by BREAKDOWN_CATEGORIES
     model_flops_per_step: float | None
@@ -188,6 +190,7 @@ def analyze(
     # A *-done op measures only the wait for its transfer, not the transfer: no roofline efficiency.
     ops.loc[ops["is_async_done"], "efficiency"] = np.nan
     ops["time_class"] = _time_class(ops)
+    ops, transfers = attach_transfers(ops, step_ops, steps, async_spans, platform)
     ops = OPS.coerce(ops.drop(columns=list(_WORKING_COLUMNS), errors="ignore"))
 
     in_step = ops[ops["in_step"]]
@@ -219,6 +222,7 @@ def analyze(
         device_steps=device_steps,
         ops=ops,
         async_spans=async_spans,
+        transfers=transfers,
         hlo_modules=hlo_modules,
         breakdown=breakdown,
         model_flops_per_step=model_flops_per_step,

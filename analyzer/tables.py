@@ -184,6 +184,26 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("is_data_movement", "bool", "", "a copy, a transpose, or a fusion of only data movement with one of them"),
     _col("is_recomputed", "bool", "",
          "recomputation: an XLA `.remat` clone or `rematted_computation` in its JAX op path"),
+    # Transfers (analyzer/transfers.py). The exposure columns are NaN for ops that are not the wait of a
+    # transfer in the step (starts on TPU/CPU, non-transfers, other programs).
+    _col("start_op_id", "int64", "", "for a done op, the op_id of its start op; -1 for other ops"),
+    _col("transfer_is_async", "bool", "", "one end of an async transfer (start, done, send, recv)"),
+    _col("transfer_bytes_per_step", "float64", "bytes", "bytes per step the transfer moves (collective or host)"),
+    _col("exposed_s_per_step", "float64", "s", "seconds per step the device waits on this transfer"),
+    _col("exposed_where_in_flight_measured_s_per_step", "float64", "s",
+         "the same wait over the device-steps that recorded in-flight time (TPU: the span devices)"),
+    _col("in_flight_s_per_step", "float64", "s", "start-to-done seconds per step; NaN when not recorded"),
+    _col("hidden_fraction", "float64", "fraction", "1 - exposed / in flight; NaN without in-flight time"),
+))
+
+# One row per async transfer whose recorded span (TPU 'Async XLA Ops') ends in a measured step.
+TRANSFER_SPANS = Table("transfer spans", "one async transfer in a measured step", (
+    _col("device", "int64", "", "global device index"),
+    _col("step", "int64", "", "step number on its device (the step its recorded span ends in)"),
+    _col("op_id", "int64", "", "the done op's op_id; -1 when it is not an op of the step"),
+    _col("kind", "category", "", "transfer kind of the done op (collectives.TRANSFER_KINDS); NaN for none"),
+    _col("start_ps", "int64", "ps", "start of the transfer (its start op)"),
+    _col("end_ps", "int64", "ps", "end of its done op, or of the recorded span when that is later"),
 ))
 
 # One row per (device, measured step): the per-step distribution (compare, stragglers).

@@ -46,183 +46,21 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analyzer.collectives import KINDS, link_bandwidth
-from ..analyzer.intervals import covered, union_length
-from ..analyzer.steps import PS_PER_S, assign_steps, measured_rows
+from ..analyzer.collectives import TRANSFER_KINDS, link_bandwidth
 from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
 
 RULE_ID = "exposed-collective"
 MIN_FRACTION = 0.005  # measured exposure under half a percent of the step is noise, not a finding
-KIND_ORDER = KINDS + ("send-recv", "host-offload")
-_KEY = ["module", "program_id", "op_name"]
 
 
-def transfer_kinds(ops: pd.DataFrame) -> pd.Series:
-    """Per op: the transfer it performs (analyzer.collectives.TRANSFER_KINDS) or None."""
-    return ops["transfer_kind"].astype(object).where(ops["transfer_kind"].notna(), None)
-
-
-def _flags(ops: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    start = ops["is_async_start"].fillna(False).astype(bool) | ops["opcode"].isin(["send", "recv"])
-    return start, ops["is_async_done"].fillna(False).astype(bool)
-
-
-def _op_positions(analysis) -> np.ndarray:
-    """Row position in analysis.ops of each step_ops event (-1 if none), through the shared op_id."""
-    ids = analysis.ops["op_id"].to_numpy(dtype=np.int64)
-    ev_ids = analysis.step_ops["op_id"].to_numpy(dtype=np.int64)
-    lookup = np.full(max(int(ids.max(initial=-1)), int(ev_ids.max(initial=-1))) + 2, -1, np.int64)
-    lookup[ids[ids >= 0]] = np.flatnonzero(ids >= 0)
-    return lookup[ev_ids]  # op_id -1 reads the last slot, which stays -1
-
-
-def _event_table(analysis, kinds: pd.Series) -> pd.DataFrame:
-    """step_ops with each event's transfer kind, async flag and op row position."""
-    pos = _op_positions(analysis)
-    start, done = _flags(analysis.ops)
-    take = np.maximum(pos, 0)
-    ev = analysis.step_ops
-    length = ev["span_ps"] if "span_ps" in ev else ev["duration_ps"]  # timeline extent, for overlaps
-    return pd.DataFrame({"device": ev["device"].to_numpy(), "step": ev["step"].to_numpy(),
-                         "start_ps": ev["start_ps"].to_numpy(), "duration_ps": length.to_numpy(),
-                         "kind": np.where(pos >= 0, kinds.to_numpy(dtype=object)[take], None),
-                         "is_async": np.where(pos >= 0, (start | done).to_numpy()[take], False), "op_pos": pos},
-                        index=ev.index)
-
-
-def _gpu_exposed_ps(ev: pd.DataFrame) -> pd.Series:
-    """Per communication event: the part no compute kernel on the same device overlaps (any stream)."""
-    out = []
-    for _, dev in ev.groupby("device", sort=False):
-        comm, compute = dev[dev["kind"].notna()], dev[dev["kind"].isna()]
-        hidden = covered(comm["start_ps"], comm["start_ps"] + comm["duration_ps"], comm["device"], compute["start_ps"],
-                         compute["start_ps"] + compute["duration_ps"], compute["device"])
-        out.append(pd.Series(comm["duration_ps"].to_numpy() - hidden, index=comm.index))
-    return pd.concat(out) if out else pd.Series(dtype="int64")
-
-
-def _spans_in_steps(analysis) -> pd.DataFrame:
-    """TPU 'Async XLA Ops' spans whose done ends inside a measured step, with that step, each running from
-    its start op to the end of its done op."""
-    spans = analysis.async_spans
-    if spans is None or spans.empty or analysis.steps is None:
-        return pd.DataFrame(columns=["device", "step", "program_id", "done_op", "start_ps", "duration_ps"])
-    s = pd.DataFrame({"device": spans["device"], "program_id": spans["program_id"].fillna("").astype(str),
-                      "done_op": spans["done_op"].astype(str), "span_start_ps": spans["start_ps"],
-                      "span_end_ps": spans["end_ps"], "start_ps": spans["end_ps"] - 1})
-    s = assign_steps(s, analysis.steps)
-    # The recorded span can end before its done op does (v6e: copy-done.5 waits 182 ms behind a span that
-    # closed 115 ms after the start), so the start-to-done time runs to the done op's end: the first event
-    # of that done op in the same device-step that ends after the span began.
-    ev = analysis.step_ops
-    if len(s) and len(ev):
-        done = ev[ev["op_name"].isin(s["done_op"].unique())]
-        done = pd.DataFrame({"device": done["device"].to_numpy(), "step": done["step"].to_numpy(),
-                             "program_id": done["program_id"].astype(object).fillna("").astype(str).to_numpy(),
-                             "done_op": done["op_name"].astype(str).to_numpy(),
-                             "done_end_ps": (done["start_ps"] + done["duration_ps"]).to_numpy()})
-        s = pd.merge_asof(s.sort_values("span_start_ps", kind="stable"), done.sort_values("done_end_ps"),
-                          left_on="span_start_ps", right_on="done_end_ps",
-                          by=["device", "step", "program_id", "done_op"], direction="forward")
-        s["span_end_ps"] = np.maximum(s["span_end_ps"], s["done_end_ps"].fillna(0)).astype(np.int64)
-    return s.assign(start_ps=s["span_start_ps"], duration_ps=s["span_end_ps"] - s["span_start_ps"])
-
-
-def _span_device_steps(analysis, spans: pd.DataFrame) -> int:
-    """Measured device-steps on the devices that recorded spans (a capture may record them for one only)."""
-    return max(int(analysis.steps.measured["device"].isin(spans["device"].unique()).sum()), 1)
-
-
-def _inputs(analysis):
-    """(transfer kind per op, event table or None): the event table only where overlaps are measured from it."""
-    kinds = transfer_kinds(analysis.ops)
-    events = _event_table(analysis, kinds) if analysis.measured and analysis.platform != "tpu" else None
-    return kinds, events
-
-
-def exposure_by_op(analysis, inputs=None) -> pd.DataFrame:
-    """One row per transfer op of the step: kind, bytes, exposed and in-flight seconds per step, hidden fraction.
-
-    ``exposed_span_devices_s_per_step`` is the exposed time over the same device-steps as the in-flight time
-    (a TPU capture may record async spans on one device only); the hidden fraction compares those two.
-    """
-    ops = analysis.ops
-    kinds, ev = inputs if inputs is not None else _inputs(analysis)
-    start, done = _flags(ops)
-    gpu = analysis.platform == "gpu"  # GPU: the start kernel does the transfer; TPU: starts only issue it
-    rows = ops["in_step"].fillna(False).astype(bool) & kinds.notna()
-    if not gpu:
-        rows &= ~start
-    out = ops.loc[rows, _KEY + ["measured_s_per_step", "predicted_s_per_step", "replica_group_size"]].copy()
-    out["kind"], out["is_async"] = kinds[rows], (start | done)[rows]
-    per_occurrence = ops.loc[rows, "collective_bytes"].astype(float).fillna(ops.loc[rows, "host_bytes"].astype(float))
-    out["bytes_per_step"] = per_occurrence * ops.loc[rows, "occurrences_per_step"].astype(float).fillna(1.0)
-    if not analysis.measured:
-        out["exposed_s_per_step"], out["span_s_per_step"] = out["predicted_s_per_step"].fillna(0.0), np.nan
-    elif gpu:
-        comm = ev[ev["kind"].notna()]
-        per_pos = _gpu_exposed_ps(ev).groupby(comm["op_pos"]).sum() / PS_PER_S / len(analysis.steps.measured)
-        out["exposed_s_per_step"] = pd.Series(per_pos.to_numpy(), index=ops.index[per_pos.index.to_numpy()]) \
-            .reindex(out.index).fillna(0.0)
-        out["span_s_per_step"] = out["measured_s_per_step"]
-    else:
-        out["exposed_s_per_step"] = out["measured_s_per_step"].fillna(0.0)
-        spans = _spans_in_steps(analysis)
-        n_span = _span_device_steps(analysis, spans)
-        span = spans.groupby(["program_id", "done_op"])["duration_ps"].sum() / PS_PER_S / n_span
-        keys = pd.MultiIndex.from_arrays([out["program_id"].astype(str), out["op_name"].astype(str)])
-        out["span_s_per_step"] = span.reindex(keys).to_numpy() if len(span) else np.nan
-        # The done ops' waits on the span devices only, over the same device-steps as the spans.
-        ev = analysis.step_ops
-        ev = ev[ev["device"].isin(spans["device"].unique())]
-        waited = ev.groupby([ev["program_id"].astype(object).fillna("").astype(str), ev["op_name"].astype(str)])[
-            "duration_ps"].sum() / PS_PER_S / n_span
-        out["exposed_span_devices_s_per_step"] = waited.reindex(keys).fillna(0.0).to_numpy() if len(ev) else 0.0
-        sync = ~out["is_async"]
-        out.loc[sync, "span_s_per_step"] = out.loc[sync, "exposed_s_per_step"]
-        out.loc[sync, "exposed_span_devices_s_per_step"] = out.loc[sync, "exposed_s_per_step"]
-    if "exposed_span_devices_s_per_step" not in out:
-        out["exposed_span_devices_s_per_step"] = out["exposed_s_per_step"]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        hidden = (1.0 - out["exposed_span_devices_s_per_step"] / out["span_s_per_step"]).clip(0.0, 1.0)
-    out["hidden_fraction"] = hidden.where(out["span_s_per_step"] > 0)
-    return out.sort_values("exposed_s_per_step", ascending=False, kind="stable").reset_index(drop=True)
-
-
-def _union_s(analysis, frame: pd.DataFrame) -> float:
-    rows = measured_rows(analysis.steps, frame["device"], frame["step"])
-    start = frame["start_ps"].to_numpy(np.int64)
-    return float(union_length(start, start + frame["duration_ps"].to_numpy(np.int64), rows,
-                              len(analysis.steps.measured)).sum()) / PS_PER_S
-
-
-def _step_terms(analysis, exposure: pd.DataFrame, inputs) -> tuple[float, dict[str, float]]:
-    """(non-transfer seconds per step that transfers could hide behind, measured transfer seconds per kind)."""
-    kinds, ev = inputs
-    if not analysis.measured:
-        start, done = _flags(analysis.ops)
-        return float(analysis.ops.loc[kinds.isna() & ~start & ~done, "predicted_s_per_step"].sum()), {}
-    n = max(len(analysis.steps.measured), 1)
-    if analysis.platform == "tpu":  # one op at a time on the op line: the union is the plain sum
-        start, done = _flags(analysis.ops)
-        plain = analysis.ops["in_step"].fillna(False).astype(bool) & kinds.isna() & ~start & ~done
-        compute_s = float(analysis.ops.loc[plain, "measured_s_per_step"].sum())
-    else:
-        compute = ev[ev["kind"].isna() & ~ev["is_async"].astype(bool)]
-        compute_s = _union_s(analysis, compute) / n
-    if analysis.platform == "gpu":
-        parts = ev[ev["kind"].notna()]
-    else:
-        parts = _spans_in_steps(analysis)
-        n = _span_device_steps(analysis, parts) if len(parts) else n
-        kind_of = exposure.set_index([exposure["program_id"].astype(str), "op_name"])["kind"]
-        parts = parts.assign(kind=kind_of.reindex(pd.MultiIndex.from_arrays(
-            [parts["program_id"], parts["done_op"]])).to_numpy() if len(parts) else None)
-    measured = {k: _union_s(analysis, p) / n
-                for k, p in parts.dropna(subset=["kind"]).groupby("kind")}
-    for kind, part in exposure[~exposure["is_async"]].groupby("kind"):  # synchronous: the time is the transfer
-        measured[kind] = measured.get(kind, 0.0) + float(part["exposed_s_per_step"].sum())
-    return compute_s, measured
+def exposure_by_op(ops: pd.DataFrame) -> pd.DataFrame:
+    """The step's transfer waits (ops with ``exposed_s_per_step``, analyzer.transfers), most exposed first,
+    with short names for the columns this rule reads."""
+    part = ops[ops["exposed_s_per_step"].notna()].rename(columns={
+        "transfer_kind": "kind", "transfer_is_async": "is_async", "transfer_bytes_per_step": "bytes_per_step",
+        "in_flight_s_per_step": "span_s_per_step",
+        "exposed_where_in_flight_measured_s_per_step": "exposed_span_devices_s_per_step"})
+    return part.sort_values("exposed_s_per_step", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def _fix(kind: str, analysis, part: pd.DataFrame, needed_s: float, compute_s: float) -> str:
@@ -287,16 +125,15 @@ def _num(x) -> float | None:
 def check(analysis) -> list:
     if not len(analysis.ops):
         return []
-    inputs = _inputs(analysis)
-    exposure = exposure_by_op(analysis, inputs)
+    exposure = exposure_by_op(analysis.ops)
     if exposure.empty:
         return []
     step_s = analysis.step_s
-    compute_s, measured = _step_terms(analysis, exposure, inputs)
-    spans = analysis.async_spans
-    span_devices = spans["device"].nunique() if spans is not None and "device" in spans else 0
+    transfers = analysis.transfers
+    compute_s, measured, span_devices = (transfers.non_transfer_s_per_step, transfers.busy_s_per_step,
+                                         transfers.recording_devices)
     findings = []
-    for kind in sorted(exposure["kind"].unique(), key=lambda k: KIND_ORDER.index(k) if k in KIND_ORDER else 99):
+    for kind in sorted(exposure["kind"].unique(), key=lambda k: TRANSFER_KINDS.index(k) if k in TRANSFER_KINDS else 99):
         part = exposure[exposure["kind"] == kind]
         exposed_s = float(part["exposed_s_per_step"].sum())
         if analysis.measured and not (step_s > 0 and exposed_s / step_s >= MIN_FRACTION):

@@ -31,8 +31,6 @@ Details:
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
@@ -41,7 +39,6 @@ from .base import OpEvidence, format_bytes, format_percent, format_seconds, make
 
 RULE_ID = "latency-bound-collective"
 MIN_FRACTION = 0.005
-_START_OPERAND = re.compile(r"-done\(.*?%([\w.\-]+)")  # shapes hold no '%': the first name is the start
 _GPU_FLAG = {"all-gather": "--xla_gpu_all_gather_combine_threshold_bytes",
              "reduce-scatter": "--xla_gpu_reduce_scatter_combine_threshold_bytes",
              "all-reduce": "--xla_gpu_all_reduce_combine_threshold_bytes",
@@ -56,18 +53,15 @@ def classify_collectives(analysis) -> pd.DataFrame:
     out = ops.loc[keep, ["module", "program_id", "op_name", "collective_kind", "replica_group_size",
                          "collective_bytes", "collective_per_hop_bytes", "collective_bound_by",
                          "collective_predicted_s", "occurrences_per_step", "measured_s_per_step",
-                         "predicted_s_per_step", "hlo_text", "tf_op"]].copy()
+                         "predicted_s_per_step", "start_op_id", "tf_op"]].copy()
     threshold = latency_threshold_bytes(analysis.chip)
     per_hop = out["collective_per_hop_bytes"].astype(float)
     out["latency_bound"] = (per_hop < threshold) | (out["collective_bound_by"] == "latency")
     if analysis.measured:
         # An async collective's time is its done wait plus its start (GPU: the start kernel moves the data).
-        starts = ops[ops["is_async_start"].fillna(False).astype(bool)]
-        start_s = dict(zip(zip(starts["program_id"].astype(str), starts["op_name"]), starts["measured_s_per_step"]))
-        partner = out["hlo_text"].astype(str).str.extract(_START_OPERAND, expand=False)
-        extra = [start_s.get((p, s), 0.0) if isinstance(s, str) else 0.0
-                 for p, s in zip(out["program_id"].astype(str), partner)]
-        out["time_s"] = out["measured_s_per_step"].fillna(0.0) + np.nan_to_num(np.asarray(extra, dtype=float))
+        start_s = ops.loc[ops["op_id"] >= 0].set_index("op_id")["measured_s_per_step"]
+        extra = start_s.reindex(out["start_op_id"].to_numpy()).to_numpy(dtype=float)
+        out["time_s"] = out["measured_s_per_step"].fillna(0.0) + np.nan_to_num(extra)
     else:
         out["time_s"] = out["predicted_s_per_step"].fillna(0.0)
     return out

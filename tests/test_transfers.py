@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from xladiag.analyzer.chip_catalog import load_catalog
 from xladiag.analyzer.hlo_costs import wrapped_instruction
 from xladiag.analyzer.hlo_dump import DumpModule
 from xladiag.analyzer.hlo_facts import attach_hlo_facts
+from xladiag.analyzer.steps import Steps
+from xladiag.analyzer.transfers import attach_transfers
 from xladiag.parsers.hlo_text import parse_hlo_module
 
 MODULE = """HloModule jit_step, is_scheduled=true
@@ -65,3 +68,65 @@ def test_every_done_op_knows_its_start_and_kind():
     assert ops.loc["rs-done", "collective_kind"] == "reduce-scatter"
     assert ops.loc["rs-done", "replica_group_size"] == 8
     assert ops["collective_kind"].isna()[["copy-start", "copy-done", "n"]].all()
+
+
+US = 1_000_000  # ps
+
+
+def _steps(devices, end_ps):
+    table = pd.DataFrame({"device": devices, "step": 1, "start_ps": 0, "end_ps": end_ps, "duration_ps": end_ps,
+                          "is_warmup": False})
+    return Steps(table, "jit_step", "test", False)
+
+
+def _ops(names, kinds, opcodes, measured_s, **extra):
+    n = len(names)
+    frame = pd.DataFrame({
+        "module": "jit_step", "program_id": "1", "op_name": names, "op_id": range(n), "in_step": True,
+        "transfer_kind": kinds, "opcode": opcodes, "is_async_start": [o.endswith("-start") for o in opcodes],
+        "is_async_done": [o.endswith("-done") for o in opcodes], "start_op": None,
+        "measured_s_per_step": measured_s, "predicted_s_per_step": 1e-6, "collective_bytes": 1e6, "host_bytes": 0.0,
+        "occurrences_per_step": 1.0})
+    for col, values in extra.items():
+        frame[col] = values
+    return frame
+
+
+def test_gpu_kernel_exposure_is_the_part_no_compute_kernel_covers():
+    """A 100 us all-reduce kernel on its own stream, half covered by two overlapping compute kernels."""
+    ops = _ops(["all-reduce-start", "fusion.1", "fusion.2"], ["all-reduce", None, None],
+               ["all-reduce-start", "fusion", "fusion"], [100e-6, 30e-6, 30e-6])
+    step_ops = pd.DataFrame({"device": 0, "step": 1, "op_id": [0, 1, 2], "start_ps": [0, 10 * US, 30 * US],
+                             "duration_ps": [100 * US, 30 * US, 30 * US]})
+    out, transfers = attach_transfers(ops, step_ops, _steps([0], 200 * US), None, "gpu")
+    row = out.set_index("op_name").loc["all-reduce-start"]
+    assert row["exposed_s_per_step"] == pytest.approx(50e-6)  # [10, 60) us is covered
+    assert row["hidden_fraction"] == pytest.approx(0.5)
+    assert out["exposed_s_per_step"].isna().tolist() == [False, True, True]
+    assert transfers.non_transfer_s_per_step == pytest.approx(50e-6)  # the two kernels' union
+    assert transfers.busy_s_per_step == {"all-reduce": pytest.approx(100e-6)}
+
+
+def test_tpu_spans_run_to_the_done_op_and_count_the_recording_device_only():
+    """Device 0 records the span [0, 50) us; its done op waits [60, 80) us. Device 1 records nothing."""
+    ops = _ops(["all-gather-start", "all-gather-done", "fusion"], ["all-gather", "all-gather", None],
+               ["all-gather-start", "all-gather-done", "fusion"], [1e-6, 15e-6, 40e-6],
+               start_op=[None, "all-gather-start", None])
+    step_ops = pd.DataFrame({"device": [0, 0, 0, 1, 1, 1], "step": 1, "op_id": [0, 2, 1, 0, 2, 1],
+                             "start_ps": [0, 10 * US, 60 * US, 0, 10 * US, 60 * US],
+                             "duration_ps": [1 * US, 40 * US, 20 * US, 1 * US, 40 * US, 10 * US]})
+    spans = pd.DataFrame({"device": [0], "program_id": ["1"], "start_op": ["all-gather-start"],
+                          "done_op": ["all-gather-done"], "kind": ["all-gather"], "start_ps": [0], "end_ps": [50 * US]})
+    out, transfers = attach_transfers(ops, step_ops, _steps([0, 1], 100 * US), spans, "tpu")
+    done = out.set_index("op_name").loc["all-gather-done"]
+    assert done["start_op_id"] == 0 and (out["start_op_id"] == -1).sum() == 2
+    assert done["in_flight_s_per_step"] == pytest.approx(80e-6)  # start to the done op's end on device 0
+    assert done["exposed_where_in_flight_measured_s_per_step"] == pytest.approx(20e-6)  # device 0's wait
+    assert done["hidden_fraction"] == pytest.approx(0.75)
+    assert done["exposed_s_per_step"] == 15e-6  # the op table's mean over both devices
+    assert transfers.spans[["device", "step", "op_id", "kind", "start_ps", "end_ps"]].values.tolist() == [
+        [0, 1, 1, "all-gather", 0, 80 * US]]
+    assert transfers.recording_devices == 1 and transfers.busy_s_per_step == {"all-gather": pytest.approx(80e-6)}
+    assert transfers.non_transfer_s_per_step == 40e-6  # TPU: one op at a time, the plain sum
+    # Starts only issue the transfer on TPU: no exposure row.
+    assert out["exposed_s_per_step"].notna().tolist() == [False, True, False]
