@@ -77,6 +77,18 @@ def parse_slice_name(name: str, chips: Mapping[str, Chip]) -> Chip | None:
     return dataclasses.replace(chip, slice_chips=count // per_chip)
 
 
+def slice_name_problem(name: str, chips: Mapping[str, Chip]) -> str | None:
+    """Why a name that looks like a TPU slice is not one ('v5p-127': TensorCores come in pairs), or None."""
+    m = _SLICE.match(str(name))
+    chip = _exact(normalize_name(m.group("prefix")), chips) if m else None
+    if chip is None or chip.vendor != "google" or parse_slice_name(name, chips) is not None:
+        return None
+    if chip.slice_name_counts == "tensorcores" and "x" not in m.group("size").lower():
+        return (f"{chip.name} slice names count TensorCores ({chip.tensorcores_per_chip} per chip): "
+                f"{m.group('size')} is not a whole number of chips")
+    return f"{chip.name} slices are {chip.torus_dims}-D: give the shape as " + "x".join(["N"] * (chip.torus_dims or 2))
+
+
 def find_chip(name_or_trace_string: str | None, catalog: Mapping[str, Chip] | None = None) -> Chip | None:
     """The chip a user name, slice name or trace string denotes, or None.
 

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from .chip_catalog import Chip, ChipCatalogError
-from .chip_names import find_chip, normalize_name
+from .chip_names import find_chip, normalize_name, slice_name_problem
 
 TRACE_TABLE_LIMIT = 1.5
 _VENDOR_LABEL = {"nvidia": "NVIDIA GPU", "amd": "AMD GPU", "google": "TPU", "gpu": "GPU"}
@@ -177,7 +177,9 @@ def choose_chip(devices: pd.DataFrame, platform: str, chip_name: str | None,
     if chip_name:
         named = find_chip(chip_name, catalog)
         if named is None:
-            raise ChipCatalogError(f"--chip {chip_name!r}: unknown chip; known: {', '.join(sorted(catalog))} "
+            problem = slice_name_problem(chip_name, catalog)
+            raise ChipCatalogError(f"--chip {chip_name!r}: {problem}" if problem else
+                                   f"--chip {chip_name!r}: unknown chip; known: {', '.join(sorted(catalog))} "
                                    "(or a TPU slice name such as v6e-8)")
         slice_note = f", slice of {named.slice_chips} chips" if named.slice_chips else ""
         # The trace's peaks belong to the chip that recorded it: apply them only if that is the chip named.

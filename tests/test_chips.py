@@ -276,6 +276,10 @@ def test_choose_chip_with_a_slice_name_keeps_trace_peaks_of_the_same_chip(catalo
     assert found.chip.slice_chips == 64 and found.chip.peak_bf16_flops_per_s == pytest.approx(2.307e15 / 2)
     with pytest.raises(ChipCatalogError, match="unknown chip"):
         choose_chip(devices, "tpu", "tpu v99", catalog)
+    with pytest.raises(ChipCatalogError, match="count TensorCores .2 per chip.: 127 is not a whole number"):
+        choose_chip(devices, "tpu", "v5p-127", catalog)
+    with pytest.raises(ChipCatalogError, match="3-D: give the shape as NxNxN"):
+        choose_chip(devices, "tpu", "v5p-4x4", catalog)
 
 
 def test_real_mi300_capture_uses_the_datasheet_bandwidth_and_warns():
