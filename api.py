@@ -36,14 +36,19 @@ def diagnose(
     run: str | None = None,
     chip_file: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
+    program: str | None = None,
 ) -> Report:
     """Analyse a capture (log dir, run folder or .xplane.pb) and/or an HLO dump; run every rule.
+
+    ``program``: without a capture, which dump module to analyse (name, ``name(id)`` or ``module_NNNN``);
+    default: the one with the most FLOPs.
 
     The one pipeline (discover, analyze, rules, report) behind the ``diagnose`` command too.
     Raises :class:`xladiag.errors.InputError` (an ``XladiagError``, one line) when the arguments name
     nothing to read or the capture, dump or chip file cannot be used.
     """
-    analysis = analyze(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, progress=progress)
+    analysis = analyze(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, progress=progress,
+                       program=program)
     if progress:
         progress("running rules")
     return build_report(analysis)

@@ -127,6 +127,9 @@ def _percent(value: str | None) -> float | None:
 @click.option("--run", "run", metavar="NAME", help="Which run folder under plugins/profile/ (default: the newest).")
 @click.option("--hlo-dir", type=click.Path(path_type=Path), metavar="DIR",
               help="XLA dump (--xla_dump_to) with *after_optimizations*.txt; default: found inside PATH.")
+@click.option("--program", metavar="NAME",
+              help="With --hlo-dir alone: the dump module to analyse (e.g. jit_train_step, module_0042); "
+                   "default: the one with the most FLOPs.")
 @click.option("--chip", metavar="NAME", help="Override chip detection, e.g. v6e, v5p, h100, mi300x, cpu, or a TPU slice name (v6e-8, v5p-128).")
 @click.option("--chip-file", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
               help="TOML file that adds or overrides chips (same keys as the built-in catalog).")
@@ -142,7 +145,7 @@ def _percent(value: str | None) -> float | None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on stderr.")
 @click.option("--debug", is_flag=True, help="Show the traceback behind an error.")
 @click.version_option(__version__, prog_name="xladiag")
-def main(path, run, hlo_dir, chip, chip_file, fmt, output, fail_on, max_exposed_collective, min_mfu, quiet, debug):
+def main(path, run, hlo_dir, program, chip, chip_file, fmt, output, fail_on, max_exposed_collective, min_mfu, quiet, debug):
     """Diagnose an XLA profile: what is slow, why, how far each op is from its roofline, and what to change.
 
     PATH is a jax.profiler.trace log dir (plugins/profile/<run>/<host>.xplane.pb), one run folder, or
@@ -166,7 +169,8 @@ def main(path, run, hlo_dir, chip, chip_file, fmt, output, fail_on, max_exposed_
 
     progress = _Progress(enabled=not quiet and sys.stderr.isatty())
     try:
-        report = diagnose(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, progress=progress)
+        report = diagnose(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, progress=progress,
+                          program=program)
         text = report.render(fmt)
     finally:
         progress.done()

@@ -8,8 +8,9 @@ Names repeat in a dump (a recompile, helpers jitted at init), so a name alone ne
   every traced op name, and the closest one (Jaccard over op names) when several do; a tie is
   ambiguous and joins nothing.
 A traced program that matches no module gets a warning and no dump numbers; dump modules that match
-no traced program are listed in one note and ignored. Without a trace, the module with the most FLOPs
-is analysed unless ``program`` names another, and the rest are listed.
+no traced program are listed in one note and ignored. Without a trace, the program with the most FLOPs
+is analysed (of several compiles of it, the latest: the highest module id) unless ``program`` names
+another, and the rest are listed.
 """
 
 from __future__ import annotations
@@ -129,11 +130,14 @@ def choose_program(dump: tuple[DumpModule, ...], program: str | None = None) -> 
         if not candidates:
             names = ", ".join(sorted({dump[i].name for i in usable}))
             raise ProgramSelectionError(f"program {program!r}: no such module in the HLO dump; modules: {names}")
-    chosen = max(candidates, key=lambda i: (dump[i].total_flops, -i))
+    # The program with the most FLOPs; of its recompiles (same name), the latest, which replaced the others.
+    top = max(candidates, key=lambda i: (dump[i].total_flops, -i))
+    chosen = max((i for i in candidates if dump[i].name == dump[top].name),
+                 key=lambda i: (-1 if dump[i].module_id is None else dump[i].module_id, dump[i].total_flops, -i))
     notes = []
     if len(usable) > 1:
         rest = [i for i in usable if i != chosen]
-        why = f"named by program={program!r}" if program else "the one with the most FLOPs"
+        why = f"named by program={program!r}" if program else "the program with the most FLOPs (its latest compile)"
         notes.append(f"the HLO dump holds {len(usable)} programs; analysing {dump[chosen].label}, {why}. Others: "
                      f"{_summary(dump, rest)} (pick one with --program NAME)")
     pid = "" if dump[chosen].module_id is None else str(dump[chosen].module_id)
