@@ -149,3 +149,19 @@ def test_fsdp_fixtures_intensity_follows_tokens_per_device():
     for known in (small, large):
         assert known["forward_flops_per_all_gather_byte"] == known["tokens_per_device"] / 2
     assert small["forward_flops_per_all_gather_byte"] < 2500 and large["forward_flops_per_all_gather_byte"] > 5100
+
+
+INPUT_BOUND = SAMPLES / "jax_input_bound"
+
+
+def test_input_bound_steps_wait_for_the_loader():
+    known = answers(INPUT_BOUND)
+    steps = read_back(INPUT_BOUND, "train")["steps"]
+    assert [s["step_num"] for s in steps] == list(range(known["profiled_steps"])) == [0, 1, 2, 3, 4]
+    for mine, theirs in zip(steps, known["steps"]):
+        assert {k: theirs[k] for k in mine} == mine  # the committed answers are what the capture says
+        assert mine["executions"] == 1 and mine["programs_executed"] == [0]
+        # The device idles at least the loader's own time, and the step is mostly that idle time.
+        assert theirs["loader_ms_perf_counter"] >= known["loader_wait_ms"]
+        assert theirs["device_idle_ms"] >= theirs["loader_ms_perf_counter"] - 1
+        assert theirs["device_idle_ms"] > 2 * mine["device_busy_ms_any_device"]
