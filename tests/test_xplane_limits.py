@@ -11,24 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 import xspace_builder as xb
+from xspace_builder import _field_bytes as _field, _varint_bytes as _varint  # the builder's encoder
 from xladiag.cli import main
 from xladiag.parsers import xplane
 from xladiag.parsers.xevent_columns import read_line_events
 from xladiag.parsers.xplane import XPlaneError, read_xspace
 from xladiag.parsers.xspace_schema import XPlane
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
 def _capture_bytes() -> bytes:

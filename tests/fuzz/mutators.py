@@ -79,17 +79,16 @@ def _descend(data: bytes, rng: np.random.Generator, want_wire: int):
         fs = fields(data, start, end)
         if not fs:
             break
-        pick = fs[int(rng.integers(len(fs)))]
-        if pick[1] == want_wire:
-            found = (pick, list(chain))
+        # The deepest level reached with a field of the wanted type is a candidate for the leaf.
+        candidates = [f for f in fs if f[1] == want_wire]
+        if candidates:
+            found = (candidates[int(rng.integers(len(candidates)))], list(chain))
+        sizes = np.array([f[4] - f[2] for f in fs], float)
+        pick = fs[int(rng.choice(len(fs), p=sizes / sizes.sum()))]  # by size: most bytes are events
         if pick[1] != 2:
-            if found is None:
-                candidates = [f for f in fs if f[1] == want_wire]
-                if candidates:
-                    found = (candidates[int(rng.integers(len(candidates)))], list(chain))
             break
         length, body = _read_varint(data, pick[3], end)
-        if fields(data, body, body + length) is None or rng.random() < 0.15:
+        if fields(data, body, body + length) is None or rng.random() < 0.1:
             break
         chain.append((pick[3], body, length))
         start, end = body, body + length
