@@ -5,7 +5,7 @@ for a negative time, or did more FLOPs than a hundred of the fastest chips could
 flow into every number of the report, so they are dropped here, each kind counted in one warning line:
 
 - event starts far outside the capture window and durations that are negative or longer than twice
-  the capture span (events are dropped);
+  the capture span (its stated window or its events' extent, at least 1 s) (events are dropped);
 - per-op flops and bytes that imply a rate above ``_PEAK_MARGIN`` times the fastest chip in the catalog
   over the op's measured duration (the number is dropped, the op stays);
 - host files whose planes are byte-identical to another host's (counted once), plus what the parser
@@ -25,8 +25,9 @@ from .chip_catalog import load_catalog
 
 _PEAK_MARGIN = 100.0
 _PS_PER_S = 1e12
-# The capture window when the capture names none and its events give no extent (a single event).
-_DEFAULT_WINDOW_PS = 86_400 * 10**12
+# The shortest span a capture is taken to cover: tiny or single-event captures without a stated window
+# (older captures have no Task Environment plane) keep events of up to twice this.
+_MIN_SPAN_PS = 10**12
 _MIN_OP_PS = 1_000  # shorter measured durations are clock granularity: rates use at least 1 ns
 # Async starts and dones move bytes while other ops run: their own durations bound no rate.
 _ASYNC_OP = r"-start|-done|^send|^recv|^async"
@@ -79,17 +80,17 @@ def _checked_space(space: XSpaceTables) -> tuple[XSpaceTables, Counter]:
     start = ev["start_ps"].to_numpy()
     window = _window_ps(space)
     low, high = np.quantile(start, [0.05, 0.95])
-    reach = max(window, high - low)
-    far = (start < low - 2 * reach) | (start > high + 2 * reach) if reach > 0 else np.zeros(len(start), bool)
+    reach = max(window, high - low, _MIN_SPAN_PS)
+    far = (start < low - 2 * reach) | (start > high + 2 * reach)
     near = start[~far]
     extent = int(near.max()) - int(near.min()) if near.size else 0
-    longest = 2 * max(window, extent) or _DEFAULT_WINDOW_PS
+    longest = 2 * max(window, extent, _MIN_SPAN_PS)
     dur, span = ev["duration_ps"].to_numpy(), ev["span_ps"].to_numpy()
     bad = ~far & ((dur < 0) | (span < 0) | (dur > longest) | (span > longest))
     found["far_starts"], found["impossible_durations"] = int(far.sum()), int(bad.sum())
     if far.any() or bad.any():
         space = _keep_events(space, ~(far | bad))
-    meta, flops_dropped, bytes_dropped = _plausible_costs(space, max(extent, window) or _DEFAULT_WINDOW_PS)
+    meta, flops_dropped, bytes_dropped = _plausible_costs(space, max(extent, window, _MIN_SPAN_PS))
     found["implausible_flops"], found["implausible_bytes"] = flops_dropped, bytes_dropped
     if flops_dropped or bytes_dropped:
         space = replace(space, event_metadata=meta)

@@ -139,3 +139,13 @@ def test_file_concatenated_with_itself_keeps_its_devices(tmp_path, clean):
     assert analysis.step_s == pytest.approx(clean[0].step_s)
     theirs = clean[0].ops.set_index("op_name")["occurrences"]
     assert (analysis.ops.set_index("op_name").loc[theirs.index, "occurrences"] == theirs).all()
+
+
+def test_capture_without_a_stated_window_keeps_every_event(tmp_path, clean):
+    """Older captures have no Task Environment plane: the span then comes from the events themselves."""
+    space, _ = _space()
+    del space.planes[[p.name for p in space.planes].index(b"Task Environment")]
+    analysis = _analyze_strict(_write(tmp_path, space))
+    assert not [w for w in analysis.warnings if w.startswith("capture:")]
+    assert analysis.step_s == pytest.approx(clean[0].step_s)
+    assert analysis.ops["occurrences"].sum() == clean[0].ops["occurrences"].sum()
