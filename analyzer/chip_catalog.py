@@ -133,10 +133,6 @@ class Chip:
         """Peak FLOP/s for ``dtype`` (fp8 types → fp8 peak, s8/u8 → int8, f32 → f32, f16 → f16, else bf16)."""
         return self.peak_for_dtype(dtype)[0]
 
-    def ridge_point(self, dtype: str | None = "bf16") -> float:
-        """Arithmetic intensity (FLOPs per HBM byte) above which an op is compute-bound: C / B_hbm."""
-        return self.peak_flops_per_s(dtype) / self.hbm_bytes_per_s
-
     def per_device(self) -> Chip:
         """The numbers of one JAX device: a chip that shows up as N devices gives each 1/N of its compute,
         HBM bandwidth and capacity (TPU7x: one device per TensorCore; MI250X: one per GCD). Interconnect

@@ -48,11 +48,6 @@ def arithmetic_intensity(flops, bytes_hbm):
     return _ratio(flops, bytes_hbm)
 
 
-def ridge_point(peak_flops_per_s, hbm_bytes_per_s):
-    """The intensity where compute and memory time are equal: C / B_hbm (v6e bf16: 9.18e14/1.638e12 ≈ 560)."""
-    return _ratio(peak_flops_per_s, hbm_bytes_per_s)
-
-
 def _column(ops: pd.DataFrame, name: str, default: float = np.nan) -> np.ndarray:
     if name not in ops.columns:
         return np.full(len(ops), default, dtype=float)

@@ -158,8 +158,10 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("replica_group_size", "float64", "count", "for collectives: devices per replica group",
          "replica_group_size"),
     _col("collective_bytes", "float64", "bytes",
-         "for collectives: V of the ring model, the full array (after an all-gather, before a reduce-scatter); "
-         "each device sends (N-1)/N of it", "collective_bytes"),
+         "for collectives: the bytes the ring model is given per occurrence, the largest array of the op: the "
+         "gathered result of an all-gather, the operand of a reduce-scatter, the reduced array of an all-reduce "
+         "(V, the whole array); the per-device buffer of an all-to-all and of a collective-permute",
+         "collective_bytes"),
     _col("source", "text", "", "Python source `file:line` of the op, where the HLO metadata has it", "source"),
     _col("tf_op", "text", "", "the JAX op path (`jit(train_step)/.../dot_general`)", "tf_op"),
     _col("hlo_text", "text", "", "the HLO instruction ('' when unknown)", "hlo_text", "string"),
