@@ -38,7 +38,7 @@ Progress = Callable[[str], None]
 
 BREAKDOWN_CATEGORIES = ("compute", "memory", "collective", "host_transfer", "other", "idle")
 # Columns the stages before the ops table compute on the way (op_stats, hlo_facts, roofline): not in it.
-_WORKING_COLUMNS = ("total_s", "devices", "measured_s", "fusion_kind", "collective_bandwidth_s",
+_WORKING_COLUMNS = ("total_s", "measured_s", "fusion_kind", "collective_bandwidth_s",
                     "collective_latency_s", "peak_flops_per_s", "t_compute_s", "t_memory_s", "t_host_s")
 
 
@@ -157,8 +157,8 @@ def analyze(
         if progress:
             progress(f"measuring {len(capture.events):,} op events on {len(capture.devices)} devices")
         steps = find_steps(capture)
-        step_ops, op_table, device_steps = measure(capture, steps)
-        step_ops, device_steps = STEP_EVENTS.coerce(step_ops), DEVICE_STEPS.coerce(device_steps)
+        step_ops, op_table, steps = measure(capture, steps)  # steps now carry their busy times
+        step_ops, device_steps = STEP_EVENTS.coerce(step_ops), DEVICE_STEPS.coerce(steps.device_steps())
         platform, devices, hosts = capture.platform, capture.devices, capture.hosts
         notes.extend(capture.warnings)
         op_metadata, async_spans = capture.op_metadata, capture.async_spans

@@ -6,27 +6,9 @@ import numpy as np
 import pandas as pd
 
 from .capture import Capture
-from .intervals import union_length
-from .steps import PS_PER_S, Steps, assign_steps, measured_rows
+from .steps import PS_PER_S, Steps, assign_steps, with_busy_time
 
 OP_KEY = ["module", "program_id", "op_name"]
-
-
-def step_device_times(step_ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
-    """Per (device, step): duration, busy (interval union of ops) and idle seconds."""
-    measured = steps.measured.set_index(["device", "step"])
-    start = step_ops["start_ps"].to_numpy(np.int64)
-    end = start + step_ops["span_ps"].to_numpy(np.int64)  # the timeline extent: streams and async ops overlap
-    rows = measured_rows(steps, step_ops["device"], step_ops["step"])
-    busy = pd.Series(union_length(start, end, rows, len(measured)), index=measured.index)
-    out = pd.DataFrame(
-        {
-            "duration_s": measured["duration_ps"] / PS_PER_S,
-            "busy_s": busy.astype("float64") / PS_PER_S,
-        }
-    )
-    out["idle_s"] = (out["duration_s"] - out["busy_s"]).clip(lower=0.0)
-    return out.reset_index()
 
 
 def op_statistics(step_ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
@@ -38,7 +20,7 @@ def op_statistics(step_ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     """
     columns = ["op_id", *OP_KEY,
         "occurrences", "occurrences_per_step", "total_s", "mean_s", "min_s", "max_s",
-        "measured_s_per_step", "share_of_step", "devices",
+        "measured_s_per_step", "share_of_step",
     ]
     if step_ops.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
@@ -54,7 +36,6 @@ def op_statistics(step_ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
         mean_s=("duration_s", "mean"),
         min_s=("duration_s", "min"),
         max_s=("duration_s", "max"),
-        devices=("device", "nunique"),
     ).reset_index()
     stats["occurrences_per_step"] = stats["occurrences"] / device_steps
     stats["measured_s_per_step"] = stats["total_s"] / device_steps
@@ -76,14 +57,14 @@ def _other_program_ops(capture: Capture, steps: Steps, step_ops: pd.DataFrame, s
     d = others.assign(duration_s=others["duration_ps"] / PS_PER_S)
     stats = d.groupby(OP_KEY, sort=False, observed=True).agg(
         occurrences=("duration_s", "size"), total_s=("duration_s", "sum"), mean_s=("duration_s", "mean"),
-        min_s=("duration_s", "min"), max_s=("duration_s", "max"), devices=("device", "nunique"),
+        min_s=("duration_s", "min"), max_s=("duration_s", "max"),
     ).reset_index()
     # Per-step numbers stay NaN: these programs do not run inside the step.
     return stats.sort_values("total_s", ascending=False, kind="stable")
 
 
-def measure(capture: Capture, steps: Steps) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(ops inside measured steps, per-op statistics, per device-step times).
+def measure(capture: Capture, steps: Steps) -> tuple[pd.DataFrame, pd.DataFrame, Steps]:
+    """(op events inside measured steps, per-op statistics, ``steps`` with their busy times).
 
     Both tables carry ``op_id``: the same integer for an op's events and its statistics row
     (-1 for ops outside the steps).
@@ -103,4 +84,4 @@ def measure(capture: Capture, steps: Steps) -> tuple[pd.DataFrame, pd.DataFrame,
     if len(others):
         others = others.assign(in_step=False, op_id=-1, **{c: others[c].astype(str) for c in OP_KEY})
         table = pd.concat([table, others], ignore_index=True)
-    return step_ops, table, step_device_times(step_ops, steps)
+    return step_ops, table, with_busy_time(steps, step_ops)

@@ -8,13 +8,13 @@ warm-up, so it is dropped whenever there is more than one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from .capture import Capture
-from .intervals import locate
+from .intervals import locate, union_length
 
 PS_PER_S = 1e12
 
@@ -25,11 +25,34 @@ class Steps:
     program: str  # the module whose executions are the steps ('' when from a Steps line)
     source: str  # how the steps were found, for the report
     warmup_excluded: bool
+    # Per measured device-step (rows of ``measured``): time some op runs, the union of the op events' spans
+    # (concurrent streams and async ops count once). None until :func:`with_busy_time` has seen the events.
+    busy_ps: np.ndarray | None = None
 
     @property
     def measured(self) -> pd.DataFrame:
         """The steps analysis runs over (warm-up excluded)."""
         return self.table[~self.table["is_warmup"]]
+
+    # The per-step distribution, one value per measured device-step (compare mode, stragglers).
+    @property
+    def duration_s(self) -> np.ndarray:
+        return self.measured["duration_ps"].to_numpy(np.float64) / PS_PER_S
+
+    @property
+    def busy_s(self) -> np.ndarray:
+        busy = self.busy_ps if self.busy_ps is not None else np.full(len(self.measured), np.nan)
+        return busy.astype(np.float64) / PS_PER_S
+
+    @property
+    def idle_s(self) -> np.ndarray:
+        return np.clip(self.duration_s - self.busy_s, 0.0, None)
+
+    def device_steps(self) -> pd.DataFrame:
+        """One row per measured (device, step): duration, busy and idle seconds (tables.DEVICE_STEPS)."""
+        m = self.measured
+        return pd.DataFrame({"device": m["device"].to_numpy(), "step": m["step"].to_numpy(),
+                             "duration_s": self.duration_s, "busy_s": self.busy_s, "idle_s": self.idle_s})
 
     @property
     def count(self) -> int:
@@ -97,6 +120,14 @@ def measured_rows(steps: Steps, device, step) -> np.ndarray:
     lookup[md * n_steps + ms] = np.arange(len(md))
     ok = (device >= 0) & (step >= 0)
     return np.where(ok, lookup[np.where(ok, device * n_steps + step, 0)], -1)
+
+
+def with_busy_time(steps: Steps, step_ops: pd.DataFrame) -> Steps:
+    """``steps`` with ``busy_ps``: per measured device-step, the union of its events' [start, start + span)."""
+    start = step_ops["start_ps"].to_numpy(np.int64)
+    end = start + step_ops["span_ps"].to_numpy(np.int64)  # the timeline extent: streams and async ops overlap
+    rows = measured_rows(steps, step_ops["device"], step_ops["step"])
+    return replace(steps, busy_ps=union_length(start, end, rows, len(steps.measured)))
 
 
 def step_rows(steps: Steps, device, time_ps) -> np.ndarray:

@@ -21,7 +21,8 @@ from xladiag.parsers.xspace_schema import XSpace
 def tpu(tpu_xplane):
     capture = build_capture([read_xspace(tpu_xplane)])
     steps = find_steps(capture)
-    return capture, steps, *measure(capture, steps)
+    step_ops, ops, measured = measure(capture, steps)
+    return capture, measured, step_ops, ops, measured.device_steps()
 
 
 def test_tpu_devices_and_steps(tpu):
@@ -36,6 +37,10 @@ def test_tpu_devices_and_steps(tpu):
     assert 0.70 < steps.mean_s < 0.85
     # The op line is busy for the whole execution: idle is a rounding error.
     assert (device_steps["idle_s"] < 1e-5).all()
+    # The per-step distribution: one duration and busy time per measured device-step, as arrays.
+    assert len(steps.duration_s) == len(steps.busy_s) == len(steps.measured) == 4 * 99
+    assert np.array_equal(device_steps["busy_s"].to_numpy(), steps.busy_s)
+    assert (steps.busy_s <= steps.duration_s + 1e-12).all() and steps.busy_s.min() > 0.5 * steps.duration_s.min()
 
 
 def test_tpu_per_occurrence_times_match_event_durations(tpu, tpu_xplane):
@@ -91,7 +96,8 @@ def test_gpu_hlo_op_comes_through_correlation_id_when_kernels_lack_it(gpu_xplane
 def test_cpu_capture_per_op_times(cpu_xplane):
     capture = build_capture([read_xspace(cpu_xplane)])
     steps = find_steps(capture)
-    _, ops, device_steps = measure(capture, steps)
+    _, ops, steps = measure(capture, steps)
+    device_steps = steps.device_steps()
     assert capture.platform == "cpu"
     assert len(capture.devices) == 8
     assert steps.program == "jit_train_step"
