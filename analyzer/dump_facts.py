@@ -21,6 +21,9 @@ class DumpFacts:
     peak_memory_bytes: float | None = None  # largest memory-usage report total (HBM) among them; None: no report
     layout_changes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LAYOUT_CHANGE_COLUMNS))
     recomputed_instructions: int = 0
+    # Bytes of the analysed module's buffer assignment by allocation kind (parameter, output, temp,
+    # constant, thread-local); empty without a buffer-assignment file.
+    allocated_bytes: dict = field(default_factory=dict)
 
 
 def dump_facts(match: DumpMatch | None, ops: pd.DataFrame) -> DumpFacts:
@@ -35,6 +38,11 @@ def dump_facts(match: DumpMatch | None, ops: pd.DataFrame) -> DumpFacts:
             seen.add(id(dm))
             chosen.append(dm)
     peaks = [dm.memory.peak_bytes for dm in chosen if dm.memory is not None]
+    allocated: dict[str, int] = {}
+    for dm in chosen:
+        if dm.buffers is not None:
+            for kind, nbytes in dm.buffers.allocations.groupby("kind")["size_bytes"].sum().items():
+                allocated[str(kind)] = max(allocated.get(str(kind), 0), int(nbytes))
     changes = [dump_layout_changes(dm.module) for dm in chosen]
     return DumpFacts(
         modules=match.table,
@@ -42,4 +50,5 @@ def dump_facts(match: DumpMatch | None, ops: pd.DataFrame) -> DumpFacts:
         peak_memory_bytes=float(max(peaks)) if peaks else None,
         layout_changes=pd.concat(changes, ignore_index=True) if changes else DumpFacts().layout_changes,
         recomputed_instructions=sum(recomputed_instructions(dm.module) for dm in chosen),
+        allocated_bytes=allocated,
     )
