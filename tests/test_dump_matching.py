@@ -26,6 +26,15 @@ def _analyze(*args, **kw):
         return analyze(*args, **kw)
 
 
+def _renumbered(paths, dump, shift: int):
+    """Copy dump files into ``dump`` with their module ids shifted: a dump of another process."""
+    dump.mkdir()
+    for path in paths:
+        number = int(path.name[7:11])
+        shutil.copy(path, dump / path.name.replace(f"module_{number:04d}", f"module_{number + shift:04d}"))
+    return dump
+
+
 def _total_bytes(report) -> int:
     return int(re.search(r"^Total bytes:\s*(\d+)", report.read_text(), re.M).group(1))
 
@@ -72,11 +81,8 @@ def test_a_dump_of_another_program_is_a_warning_not_a_join():
 
 def test_without_ids_the_module_is_found_by_its_ops(tmp_path):
     """A dump from another run (ids shifted): jit_train_step is the compile whose ops the trace ran."""
-    dump = tmp_path / "dump"
-    dump.mkdir()
-    for path in (TRAIN / "hlo").glob("module_0*.jit_train_step.cpu_after_optimizations*"):
-        number = int(path.name[7:11])
-        shutil.copy(path, dump / path.name.replace(f"module_{number:04d}", f"module_{number + 1000:04d}"))
+    dump = _renumbered((TRAIN / "hlo").glob("module_0*.jit_train_step.cpu_after_optimizations*"),
+                       tmp_path / "dump", 1000)
     analysis = _analyze(TRAIN, hlo_dir=dump)
     matched = analysis.dump.modules.set_index("module_id")
     assert matched.loc[1103, "matched_by"] == "content" and matched.loc[1103, "program_id"] == "103"
@@ -86,11 +92,7 @@ def test_without_ids_the_module_is_found_by_its_ops(tmp_path):
 
 def test_identical_candidates_are_ambiguous_and_join_nothing(tmp_path):
     """Six jit_dot modules that all hold one 'ynn_fusion': by content alone none can be told apart."""
-    dump = tmp_path / "dump"
-    dump.mkdir()
-    for path in (MANY / "hlo").glob("*cpu_after_optimizations.txt"):
-        number = int(path.name[7:11])
-        shutil.copy(path, dump / path.name.replace(f"module_{number:04d}", f"module_{number + 1:04d}"))
+    dump = _renumbered((MANY / "hlo").glob("*cpu_after_optimizations.txt"), tmp_path / "dump", 1)
     analysis = _analyze(MANY, hlo_dir=dump)
     assert not (analysis.ops["flops_source"] == "hlo").any()
     assert sum("fit its ops equally" in w for w in analysis.warnings) == 6
