@@ -17,7 +17,10 @@ from pathlib import Path
 import pandas as pd
 
 from .hlo_instruction import SECTION_HEADERS, Instruction, InstructionReader, parse_instruction
-from .hlo_replica_groups import parse_mesh_axes, parse_replica_groups, parse_source_target_pairs
+from .hlo_replica_groups import (
+    MeshAxis, ReplicaGroupList, parse_mesh_axes, parse_replica_group_list, parse_replica_groups,
+    parse_source_target_pairs,
+)
 from .hlo_shapes import Shape, parse_shape
 from .hlo_tokens import Brackets, HloParseError, split_top, unquote
 
@@ -28,7 +31,8 @@ MAIN_THREAD = "main"  # XLA's HloInstruction::kMainExecutionThread
 __all__ = [
     "HloParseError", "Shape", "Instruction", "Computation", "HloModule", "parse_shape",
     "parse_hlo_module", "parse_hlo_file", "parse_instruction", "find_hlo_dumps",
-    "parse_replica_groups", "parse_mesh_axes", "parse_source_target_pairs",
+    "parse_replica_groups", "parse_replica_group_list", "ReplicaGroupList", "MeshAxis",
+    "parse_mesh_axes", "parse_source_target_pairs",
 ]
 
 
@@ -44,7 +48,9 @@ def _closing(stripped: str) -> str | None:
     rest = rest.strip()
     if not rest:
         return ""
-    if not rest.startswith(",") or not Brackets().feed(rest) == 0:
+    brackets = Brackets()
+    brackets.feed(rest)
+    if not rest.startswith(",") or not brackets.balanced:
         return None
     parts = split_top(rest[1:])
     return rest[1:] if parts and all("=" in p for p in parts) else None
@@ -55,7 +61,7 @@ class Computation:
     name: str
     is_entry: bool
     instructions: tuple[Instruction, ...]
-    execution_thread: str = "main"  # "sparsecore" etc. for computations printed with one
+    execution_thread: str = MAIN_THREAD  # "sparsecore" etc. for computations printed with one
 
     @cached_property
     def by_name(self) -> dict:

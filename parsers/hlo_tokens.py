@@ -150,7 +150,10 @@ def parse_int(text: str, what: str = "integer") -> int:
         raise HloParseError(f"{what} is not an integer: {t[:40]!r}")
     if len(digits) > MAX_INT_DIGITS:
         raise HloParseError(f"{what} has {len(digits)} digits (int64 has 19): {t[:40]!r}…")
-    return int(t)
+    value = int(t)
+    if not -(2**63) <= value < 2**63:
+        raise HloParseError(f"{what} {t} does not fit int64")
+    return value
 
 
 def parse_ints(text: str) -> list[int]:
