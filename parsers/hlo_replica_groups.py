@@ -55,8 +55,10 @@ class ReplicaGroupList:
     form: str
     group_size: int | None
     num_groups: int | None
-    mesh_axes: dict = field(default_factory=dict)  # mesh form: every axis -> size, mesh order
-    group_axes: tuple[MeshAxis, ...] = ()  # mesh form: the axes one group spans, as printed
+    # Mesh form: every axis -> size in mesh order, and the axes one group spans as printed. Iota
+    # form: the reshape dims as axes iota_0, iota_1 … and the ones a group spans, in group order.
+    mesh_axes: dict = field(default_factory=dict)
+    group_axes: tuple[MeshAxis, ...] = ()
     _build: object = field(default=None, repr=False, compare=False)
 
     def groups(self, num_devices: int | None = None) -> list[list[int]]:
@@ -98,8 +100,23 @@ def _parse_iota(text: str) -> ReplicaGroupList:
     if len(dims) != 2 or not reshape or min(dims + reshape) < 1:
         raise HloParseError(f"iota list {text[:60]!r}: expected [groups,size]<=[positive dims]")
     flat = _iota(dims, reshape, perm, text)
-    return ReplicaGroupList("iota", dims[1], dims[0],
+    axes = {f"iota_{i}": size for i, size in enumerate(reshape)}
+    return ReplicaGroupList("iota", dims[1], dims[0], axes, _iota_group_axes(reshape, perm, dims[1]),
                             _build=lambda: flat().reshape(dims).tolist())
+
+
+def _iota_group_axes(reshape: list[int], perm: list[int] | None, group_size: int) -> tuple[MeshAxis, ...]:
+    """The iota dims one group runs over: the trailing dims after the transpose whose sizes
+    multiply to the group size (``[4,2]<=[2,4]T(1,0)`` spans iota_0 of size 2); () when a group
+    cuts a dim in parts."""
+    order = perm if perm is not None else list(range(len(reshape)))
+    spanned, product = [], 1
+    for d in reversed(order):
+        if product == group_size:
+            break
+        product *= reshape[d]
+        spanned.append(MeshAxis(f"iota_{d}", reshape[d], reshape[d]))
+    return tuple(reversed(spanned)) if product == group_size else ()
 
 
 def _mesh_devices(ids: str, count: int, text: str):

@@ -49,15 +49,20 @@ class Brackets:
         self.level = 0
         self.quote = ""
 
+    def _leave_string(self, text: str, pos: int) -> int:
+        """Index past the closing quote of the open string, which is then closed; -1 if the
+        string runs past the text."""
+        end = _string_end(text, pos, self.quote)
+        if end >= 0:
+            self.quote = ""
+        return end
+
     def walk(self, text: str, pos: int = 0):
         """Yield (index, char, depth after it) for each bracket and comma outside quotes."""
         search, n = _SPECIAL.search, len(text)
-        while pos < n:
+        while 0 <= pos < n:
             if self.quote:
-                end = _string_end(text, pos, self.quote)
-                if end < 0:
-                    return
-                self.quote, pos = "", end
+                pos = self._leave_string(text, pos)
                 continue
             m = search(text, pos)
             if m is None:
@@ -76,12 +81,9 @@ class Brackets:
     def feed(self, text: str) -> int:
         """Depth after ``text``; counts brackets between strings with str.count (C speed)."""
         pos, n = 0, len(text)
-        while pos < n:
+        while 0 <= pos < n:
             if self.quote:
-                end = _string_end(text, pos, self.quote)
-                if end < 0:
-                    break
-                self.quote, pos = "", end
+                pos = self._leave_string(text, pos)
                 continue
             m = _QUOTE.search(text, pos)
             seg = text[pos: m.start() if m else n]

@@ -63,6 +63,13 @@ def test_mesh_form_variants_xla_prints():
 def test_iota_and_explicit_sizes_without_building_groups():
     iota = parse_replica_group_list("[4,2]<=[2,4]T(1,0)")
     assert (iota.form, iota.group_size, iota.num_groups) == ("iota", 2, 4)
+    # Groups [[0,4],[1,5],…] step over the major iota dim (size 2): that is the axis they span.
+    assert iota.mesh_axes == {"iota_0": 2, "iota_1": 4}
+    assert [(a.name, a.size) for a in iota.group_axes] == [("iota_0", 2)]
+    two = parse_replica_group_list("[2,8]<=[2,2,4]T(1,0,2)")  # groups over iota_0 then iota_2
+    assert [a.name for a in two.group_axes] == ["iota_0", "iota_2"]
+    assert two.groups()[0] == [0, 1, 2, 3, 8, 9, 10, 11]
+    assert parse_replica_group_list("[4,2]<=[8]").group_axes == ()  # a group cuts the one dim
     explicit = parse_replica_group_list("{{0,1,2},{3,4,5}}")
     assert (explicit.form, explicit.group_size, explicit.num_groups) == ("explicit", 3, 2)
     everyone = parse_replica_group_list("{}")
