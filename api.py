@@ -35,6 +35,7 @@ def diagnose(
     hlo_dir: str | Path | None = None,
     run: str | None = None,
     chip_file: str | Path | None = None,
+    topology: str | None = None,
     progress: Callable[[str], None] | None = None,
     program: str | None = None,
 ) -> Report:
@@ -47,8 +48,8 @@ def diagnose(
     Raises :class:`xladiag.errors.InputError` (an ``XladiagError``, one line) when the arguments name
     nothing to read or the capture, dump or chip file cannot be used.
     """
-    analysis = analyze(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, progress=progress,
-                       program=program)
+    analysis = analyze(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, topology=topology,
+                       progress=progress, program=program)
     if progress:
         progress("running rules")
     return build_report(analysis)

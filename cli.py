@@ -122,6 +122,17 @@ def _percent(value: str | None) -> float | None:
     return fraction
 
 
+def _topology(value: str | None) -> str | None:
+    if value is None:
+        return None
+    from .analyzer.collective_topology import parse_topology
+    try:
+        parse_topology(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).removeprefix(f"--topology {value!r}: ")) from None
+    return value
+
+
 @click.command(cls=_OneLineErrors, epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--run", "run", metavar="NAME", help="Which run folder under plugins/profile/ (default: the newest).")
@@ -133,6 +144,9 @@ def _percent(value: str | None) -> float | None:
 @click.option("--chip", metavar="NAME", help="Override chip detection, e.g. v6e, v5p, h100, mi300x, cpu, or a TPU slice name (v6e-8, v5p-128).")
 @click.option("--chip-file", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
               help="TOML file that adds or overrides chips (same keys as the built-in catalog).")
+@click.option("--topology", metavar="AxBxC", callback=lambda ctx, param, value: _topology(value),
+              help="TPU slice shape in chips (e.g. 16x16, 4x4x4) for pricing collectives per torus axis; "
+                   "default: the slice name given to --chip, else assumed from the device count.")
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="html", show_default=True,
               help="Report format (see Formats below).")
 @click.option("-o", "--output", metavar="PATH",
@@ -145,7 +159,8 @@ def _percent(value: str | None) -> float | None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on stderr.")
 @click.option("--debug", is_flag=True, help="Show the traceback behind an error.")
 @click.version_option(__version__, prog_name="xladiag")
-def main(path, run, hlo_dir, program, chip, chip_file, fmt, output, fail_on, max_exposed_collective, min_mfu, quiet, debug):
+def main(path, run, hlo_dir, program, chip, chip_file, topology, fmt, output, fail_on, max_exposed_collective, min_mfu,
+         quiet, debug):
     """Diagnose an XLA profile: what is slow, why, how far each op is from its roofline, and what to change.
 
     PATH is a jax.profiler.trace log dir (plugins/profile/<run>/<host>.xplane.pb), one run folder, or
@@ -169,8 +184,8 @@ def main(path, run, hlo_dir, program, chip, chip_file, fmt, output, fail_on, max
 
     progress = _Progress(enabled=not quiet and sys.stderr.isatty())
     try:
-        report = diagnose(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, progress=progress,
-                          program=program)
+        report = diagnose(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, topology=topology,
+                          progress=progress, program=program)
         text = report.render(fmt)
     finally:
         progress.done()

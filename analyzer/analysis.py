@@ -8,7 +8,7 @@ and the roofline prediction (chip table or trace peaks), each with its source.
 
 from __future__ import annotations
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 
 import math
 from dataclasses import dataclass, field
@@ -27,6 +27,7 @@ from .capture import Capture, build_capture
 from .dump_facts import DumpFacts, dump_facts
 from .dump_matching import DumpMatch, ProgramSelectionError, choose_program, match_traced
 from .hlo_dump import HloDumpError, read_dump
+from .collective_topology import parse_topology
 from .hlo_facts import attach_hlo_facts
 from .op_stats import measure
 from .roofline import predict_ops, step_roofline
@@ -139,11 +140,18 @@ def analyze(
     hlo_dir: Path | str | None = None,
     chip: str | None = None,
     chip_file: Path | str | None = None,
+    topology: str | None = None,
     progress: Progress | None = None,
     program: str | None = None,
 ) -> Analysis:
     """``program``: without a trace, the dump module to analyse (name, ``name(id)`` or ``module_NNNN``);
-    default: the one with the most FLOPs."""
+    default: the one with the most FLOPs.
+    ``topology``: a TPU slice shape 'AxBxC' for the collective model (UsageError if malformed)."""
+    if topology is not None:
+        try:
+            parse_topology(topology)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     files = discover(path, run=run, hlo_dir=hlo_dir)
     notes: list[str] = []
     try:
@@ -184,7 +192,7 @@ def analyze(
     if match is not None:
         notes.extend(match.notes)
     ops = attach_hlo_facts(op_table, op_metadata, match.by_program if match else {}, the_chip,
-                           num_devices=max(len(devices), 1))
+                           num_devices=max(len(devices), 1), topology=topology)
     ops = predict_ops(ops, the_chip)
     ops["predicted_s_per_step"] = ops["predicted_s"] * ops["occurrences_per_step"]
     # A *-done op measures only the wait for its transfer, not the transfer: no roofline efficiency.

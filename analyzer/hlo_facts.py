@@ -23,8 +23,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..parsers.hlo_text import HloModule, HloParseError, Instruction, parse_instruction, parse_replica_groups
+from ..parsers.hlo_text import HloModule, HloParseError, Instruction, parse_instruction
 from .chip_catalog import Chip
+from .collective_topology import collective_placement
 from .collectives import KINDS, kind_of, predict_collective
 from .hlo_costs import wrapped_instruction
 from .layout_facts import fused_opcodes, is_recomputed, layout_facts
@@ -38,6 +39,7 @@ FACT_COLUMNS = [
     "dtype", "is_matmul", "is_async_start", "is_async_done", "is_host_transfer", "transfer_kind", "start_op",
     "collective_kind", "replica_group_size", "collective_bytes", "collective_predicted_s",
     "collective_bandwidth_s", "collective_latency_s", "collective_per_hop_bytes", "collective_bound_by",
+    "collective_model",
     "operand_layout", "result_layout", "result_bytes", "fused_opcodes", "layout_change", "is_data_movement",
     "is_recomputed",
 ]
@@ -60,24 +62,21 @@ def _largest_bytes(shapes) -> float:
     return float(max(sizes)) if sizes else 0.0
 
 
+def _total_bytes(shapes) -> float:
+    return float(sum(s.logical_bytes for s in shapes if not s.is_tuple and s.dims is not None))
+
+
 def _collective_payload(kind: str, ins: Instruction, operand_shapes) -> float:
-    """V in the ring model: the full array after gathering (all-gather), before scattering (reduce-scatter)."""
+    """V of one device's collective: the buffer it holds after (all-gather) or before (reduce-scatter) the
+    collective; a variadic (combined, tuple-shaped) collective moves the sum of its members. The caller
+    scales an all-to-all's per-device buffer to the global array."""
     result = _array_shapes(ins.shape)
     operands = [s for shape in operand_shapes for s in _array_shapes(shape)]
+    if ins.opcode.endswith("-start") and ins.shape.is_tuple and len(result) == 2 and result[-1].is_tuple:
+        result = _array_shapes(result[-1])  # all-gather-start: ((operands), (results))
     if kind == "reduce-scatter":
-        return _largest_bytes(operands) or _largest_bytes(result)
-    return _largest_bytes(result) or _largest_bytes(operands)
-
-
-def _group_size(ins: Instruction, num_devices: int) -> int:
-    raw = ins.attrs.get("replica_groups", "")
-    if not raw:
-        return num_devices
-    try:
-        groups = parse_replica_groups(raw, num_devices)
-    except ValueError:
-        return num_devices
-    return len(groups[0]) if groups and groups[0] else num_devices
+        return _total_bytes(operands) or _total_bytes(result)
+    return _total_bytes(result) or _total_bytes(operands)
 
 
 def _touches_host(ins: Instruction, operand_shapes) -> bool:
@@ -116,6 +115,7 @@ def attach_hlo_facts(
     dump_by_program: dict,
     chip: Chip,
     num_devices: int,
+    topology: str | None = None,
 ) -> pd.DataFrame:
     """``op_table`` (one row per op) plus FACT_COLUMNS; ``measured_s`` = mean time per occurrence.
 
@@ -164,7 +164,7 @@ def attach_hlo_facts(
     # 3. Per-instruction facts: from the dump's Instruction, else by parsing the trace's HLO text.
     texts = dict(zip(zip(ops["program_id"], ops["op_name"]), ops["hlo_text"]))
     facts = [
-        _instruction_facts(ins, mod, text, name, chip, num_devices,
+        _instruction_facts(ins, mod, text, name, chip, (num_devices, topology),
                            lambda n, pid=pid: _parse_trace_text(texts.get((pid, n))),
                            category)
         for ins, mod, text, name, pid, category in zip(
@@ -210,7 +210,7 @@ def _parse_trace_text(text) -> Instruction | None:
         return None
 
 
-def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, num_devices: int, trace_lookup,
+def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, devices: tuple, trace_lookup,
                        category=None) -> dict:
     if ins is None:
         ins = _parse_trace_text(trace_text)
@@ -258,11 +258,16 @@ def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, num_de
                 start_operands = module.resolve_operand_shapes(start) if module is not None else start.operand_shapes
                 payload = payload or _collective_payload(kind, start, start_operands)
                 ins = start
-        group = _group_size(ins, num_devices)
+        # The group's place on the mesh (torus axes, slices, GPU nodes); all-to-all on the global array.
+        place, model = collective_placement(ins.attrs.get("replica_groups"), chip, *devices,
+                                            pairs=ins.attrs.get("source_target_pairs"))
+        group = place.group_size
+        if kind == "all-to-all":
+            payload *= group
         facts.update(replica_group_size=group, collective_bytes=payload)
         if payload > 0 and group > 0:
             try:
-                pred = predict_collective(kind, payload, group, chip)
+                pred = predict_collective(kind, payload, group, chip, placement=place)
             except ValueError:
                 pred = None
             if pred is not None:
@@ -272,6 +277,7 @@ def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, num_de
                     collective_latency_s=pred.latency_s,
                     collective_per_hop_bytes=pred.per_hop_bytes,
                     collective_bound_by=pred.bound_by,
+                    collective_model="; ".join(p for p in (model, pred.note) if p),
                 )
     return facts
 

@@ -158,10 +158,14 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("replica_group_size", "float64", "count", "for collectives: devices per replica group",
          "replica_group_size"),
     _col("collective_bytes", "float64", "bytes",
-         "for collectives: the bytes the ring model is given per occurrence, the largest array of the op: the "
-         "gathered result of an all-gather, the operand of a reduce-scatter, the reduced array of an all-reduce "
-         "(V, the whole array); the per-device buffer of an all-to-all and of a collective-permute",
-         "collective_bytes"),
+         "for collectives: the bytes the ring model is given per occurrence (V, the whole array): the gathered "
+         "result of an all-gather, the operand of a reduce-scatter, the reduced array of an all-reduce, the "
+         "global array of an all-to-all (its per-device buffer x group size), the buffer a collective-permute "
+         "sends; a combined (tuple-shaped) collective: the sum of its members", "collective_bytes"),
+    _col("collective_model", "text", "",
+         "for collectives: where the prediction comes from: the topology and its source, the mesh axes the "
+         "group spans, the torus axes (wraparound or not), DCN slices or GPU nodes it runs on, the bandwidth",
+         "collective_model"),
     _col("source", "text", "", "Python source `file:line` of the op, where the HLO metadata has it", "source"),
     _col("tf_op", "text", "", "the JAX op path (`jit(train_step)/.../dot_general`)", "tf_op"),
     _col("hlo_text", "text", "", "the HLO instruction ('' when unknown)", "hlo_text", "string"),

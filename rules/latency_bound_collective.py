@@ -12,7 +12,7 @@ How the cost is estimated:
     Cost = measured seconds per step of the latency-bound collectives (done and synchronous ops plus the
     start ops that carry time on GPU; predicted time without a trace, confidence low). Savings = cost minus
     the predicted time of one combined collective per (kind, replica group) carrying their summed bytes
-    (`predict_collective`), never below zero.
+    on the same mesh axes (the members' own collective model), never below zero.
 Fix:
     Combine them: raise XLA's combiner thresholds (GPU `--xla_gpu_all_gather_combine_threshold_bytes`,
     `--xla_gpu_reduce_scatter_combine_threshold_bytes`, `--xla_gpu_all_reduce_combine_threshold_bytes`);
@@ -30,6 +30,8 @@ Details:
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -52,8 +54,9 @@ def classify_collectives(analysis) -> pd.DataFrame:
         & ~ops["is_async_start"].fillna(False).astype(bool) & (ops["collective_bytes"].astype(float) > 0)
     out = ops.loc[keep, ["module", "program_id", "op_name", "collective_kind", "replica_group_size",
                          "collective_bytes", "collective_per_hop_bytes", "collective_bound_by",
-                         "collective_predicted_s", "occurrences_per_step", "measured_s_per_step",
-                         "predicted_s_per_step", "start_op_id", "tf_op"]].copy()
+                         "collective_predicted_s", "collective_bandwidth_s", "collective_latency_s",
+                         "occurrences_per_step", "measured_s_per_step", "predicted_s_per_step", "start_op_id",
+                         "tf_op"]].copy()
     threshold = latency_threshold_bytes(analysis.chip)
     per_hop = out["collective_per_hop_bytes"].astype(float)
     out["latency_bound"] = (per_hop < threshold) | (out["collective_bound_by"] == "latency")
@@ -68,8 +71,16 @@ def classify_collectives(analysis) -> pd.DataFrame:
 
 
 def _combined(group: pd.DataFrame, kind: str, chip):
+    """One collective carrying the group's summed bytes, on the same mesh as its members (their own model:
+    the bandwidth time grows with the bytes, the hops stay); the ring model when the columns are missing."""
     size = int(group["replica_group_size"].iloc[0])
-    total = float((group["collective_bytes"].astype(float) * group["occurrences_per_step"].fillna(1.0)).sum())
+    occurrences = group["occurrences_per_step"].fillna(1.0)
+    total = float((group["collective_bytes"].astype(float) * occurrences).sum())
+    bandwidth_s = float((group["collective_bandwidth_s"].astype(float) * occurrences).sum())
+    latency_s = float(group["collective_latency_s"].astype(float).max())
+    if np.isfinite(bandwidth_s) and np.isfinite(latency_s):
+        bound = "ici" if bandwidth_s >= latency_s else "latency"
+        return SimpleNamespace(predicted_s=max(bandwidth_s, latency_s), bound_by=bound), total, size
     try:
         return predict_collective(kind, total, size, chip), total, size
     except ValueError:

@@ -33,8 +33,10 @@ def _only(findings, rule, **detail):
 
 
 def _one_way_ring_s(gathered_bytes: float, n: int) -> float:
-    """All-gather without wraparound (v6e axis of 4): N-1 hops of V/N at the one-way link bandwidth."""
-    return max((n - 1) * gathered_bytes / n / V6E_LINK_ONEWAY_B_PER_S, (n - 1) * V6E_HOP_LATENCY_S)
+    """All-gather over the 4 chips of a v6e-4, a 2x2 torus without wraparound: a chip takes the (N-1)/N V it
+    lacks over its two inbound links (one per axis), in one hop per axis."""
+    assert n == 4
+    return max((n - 1) * gathered_bytes / n / (2 * V6E_LINK_ONEWAY_B_PER_S), 2 * V6E_HOP_LATENCY_S)
 
 
 # ------------------------------------------------------------------------------------------ exposed-collective
