@@ -39,8 +39,8 @@ Progress = Callable[[str], None]
 
 BREAKDOWN_CATEGORIES = ("compute", "memory", "collective", "host_transfer", "other", "idle")
 # Columns the stages before the ops table compute on the way (op_stats, hlo_facts, roofline): not in it.
-_WORKING_COLUMNS = ("total_s", "measured_s", "fusion_kind", "collective_bandwidth_s",
-                    "collective_latency_s", "peak_flops_per_s", "t_compute_s", "t_memory_s", "t_host_s")
+_WORKING_COLUMNS = ("total_s", "measured_s", "fusion_kind", "peak_flops_per_s", "t_compute_s", "t_memory_s",
+                    "t_host_s")
 
 
 class AnalysisError(InputError):

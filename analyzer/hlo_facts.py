@@ -50,7 +50,7 @@ _NO_HLO = {"opcode": None, "fusion_kind": None, "hlo_text": None, "is_async_star
            "result_bytes": np.nan, "fused_opcodes": None, "layout_change": None, "is_data_movement": False,
            "replica_group_size": np.nan, "collective_bytes": np.nan, "collective_predicted_s": np.nan,
            "collective_bandwidth_s": np.nan, "collective_latency_s": np.nan, "collective_per_hop_bytes": np.nan,
-           "collective_bound_by": None, "transfer_kind": None, "start_op": None}
+           "collective_bound_by": None, "collective_model": None, "transfer_kind": None, "start_op": None}
 
 
 def _array_shapes(shape) -> list:

@@ -177,6 +177,8 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("operand_layout", "text", "", "layout of its first operand, tiling and memory space included"),
     _col("result_layout", "text", "", "layout of its result"),
     _col("collective_predicted_s", "float64", "s", "ring-model time of a collective per occurrence"),
+    _col("collective_bandwidth_s", "float64", "s", "bandwidth term of the collective model (grows with the bytes)"),
+    _col("collective_latency_s", "float64", "s", "latency term of the collective model: hops x per-hop latency"),
     _col("collective_per_hop_bytes", "float64", "bytes", "bytes one hop of the ring carries"),
     _col("collective_bound_by", "category", "", "`ici` or `latency`: which term of the ring model dominates"),
     _col("transfer_kind", "category", "",
