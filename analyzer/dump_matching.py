@@ -43,7 +43,7 @@ class DumpMatch:
 def _scores(traced: set, dm: DumpModule) -> tuple[float, float]:
     """(share of traced op names the module has, Jaccard of traced and module op names)."""
     inter = len(traced & dm.op_names)
-    contained = sum(1 for n in traced if n in dm.op_names or n in set(dm.costs["name"]))
+    contained = len(traced & dm.instruction_names)
     union = len(traced | dm.op_names)
     return contained / max(len(traced), 1), inter / max(union, 1)
 
@@ -81,8 +81,12 @@ def match_traced(dump: tuple[DumpModule, ...], op_table: pd.DataFrame) -> DumpMa
         if not same_name or not ops:
             continue
         by_id = [i for i in same_name if pid.isdigit() and dump[i].module_id == int(pid)]
-        if by_id and _scores(ops, dump[by_id[0]])[0] >= _ID_CONFIRM:
-            by_program[(name, pid)], matched[by_id[0]] = dump[by_id[0]], (pid, "program id")
+        # Several dumps in one dir may share an id: the one whose ops agree best.
+        confirmed = sorted(((j, -i) for i in by_id for c, j in [_scores(ops, dump[i])] if c >= _ID_CONFIRM),
+                           reverse=True)
+        if confirmed:
+            i = -confirmed[0][1]
+            by_program[(name, pid)], matched[i] = dump[i], (pid, "program id")
             continue
         scored = [(i, *_scores(ops, dump[i])) for i in same_name]
         full = sorted(((j, i) for i, c, j in scored if c == 1.0), reverse=True)

@@ -66,6 +66,11 @@ class DumpModule:
         return frozenset(c.loc[~c["opcode"].isin(_NOT_RUN), "name"])
 
     @cached_property
+    def instruction_names(self) -> frozenset:
+        """Every top-level instruction name, those that never run included."""
+        return frozenset(self.costs["name"])
+
+    @cached_property
     def total_flops(self) -> float:
         return float(self.costs["flops"].fillna(0.0).sum())
 

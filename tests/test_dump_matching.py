@@ -152,3 +152,19 @@ def test_cli_whole_dump_exit_0_and_program_option(tmp_path):
     bad = run("--hlo-dir", TRAIN / "hlo", "--chip", "v6e", "--program", "nope", "-o", out, "-q")
     lines = bad.stderr.strip().splitlines()
     assert bad.exit_code == 1 and len(lines) == 1 and "program 'nope'" in lines[0]
+
+
+def test_several_dumps_in_one_dir(tmp_path):
+    """Two processes' dumps side by side, both with a jit_train_step: the traced one (id 103) is found;
+    the other process's jit_train_step (id 0) is listed as ignored."""
+    root = tmp_path / "dumps"
+    shutil.copytree(CPU_SAMPLE / "hlo", root / "other_run")
+    mine = root / "this_run"
+    mine.mkdir()
+    for path in (TRAIN / "hlo").glob("module_0*.jit_train_step.cpu_after_optimizations*"):
+        shutil.copy(path, mine / path.name)
+    analysis = _analyze(TRAIN, hlo_dir=root)
+    matched = analysis.dump.modules[analysis.dump.modules["matched_by"] != ""]
+    assert matched[["module_id", "program_id", "matched_by"]].values.tolist() == [[103, "103", "program id"]]
+    assert analysis.dump.analysed == ("jit_train_step (module_0103)",)
+    assert any("not among the traced programs" in w and "jit_train_step x2" in w for w in analysis.warnings)
