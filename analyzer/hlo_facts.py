@@ -219,8 +219,11 @@ def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, device
     if ins is None:
         transfer = kind_of(category=category, name=op_name)
         kind = transfer if transfer in KINDS else None
+        # Unparsed text (damaged, or a form we do not read): the trace's category or the op's name still
+        # says whether it is an async start or done; a done op timed as compute gave efficiency ~1e6.
+        opcode = (category or op_name or "").rsplit(".", 1)[0]
         facts.update(transfer_kind=transfer, collective_kind=kind, category=_category(None, op_name, kind, False),
-                     is_matmul=False)
+                     is_matmul=False, is_async_start=opcode.endswith("-start"), is_async_done=opcode.endswith("-done"))
         return facts
 
     operand_shapes = module.resolve_operand_shapes(ins) if module is not None else ins.operand_shapes
