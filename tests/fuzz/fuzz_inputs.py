@@ -84,7 +84,10 @@ def unmutated(seed: Seed) -> Mutant:
 
 def make_mutant(index: int, seed_value: int, all_seeds: list[Seed], cache: dict) -> Mutant:
     rng = np.random.default_rng([seed_value, index])
-    seed = all_seeds[int(rng.integers(len(all_seeds)))]
+    kinds = sorted({s.kind for s in all_seeds})
+    kind = kinds[int(rng.integers(len(kinds)))]  # captures and dumps alike, however many of each
+    of_kind = [s for s in all_seeds if s.kind == kind]
+    seed = of_kind[int(rng.integers(len(of_kind)))]
     base = unmutated(seed)
     same_kind = [f for s in all_seeds if s.kind == seed.kind for f in s.files()]
     target = seed.files()[int(rng.integers(len(seed.files())))]
