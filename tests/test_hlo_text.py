@@ -248,6 +248,10 @@ ENTRY %main.5 (Arg_0.1: f32[8,128], Arg_1.2: f32[1024,128], Arg_2.3: s32[64]) ->
   %Arg_0.1 = f32[8,128]{1,0} parameter(0), sharding={replicated}
   %Arg_1.2 = f32[1024,128]{1,0} parameter(1)
   %Arg_2.3 = s32[64]{0} parameter(/*index=2*/2)
+  %c = f32[] constant(0)
+  %custom-call.9 = (f32[8,128]{1,0}, s8[16]{0}) custom-call(f32[8,128]{1,0} %Arg_0.1), custom_call_target="tpu_custom_call", output_to_operand_aliasing={{0}: (0, {})}, custom_call_schedule=SCHEDULE_LATEST, api_version=API_VERSION_TYPED_FFI, sharding={{maximal device=0}, {replicated}}, domain={kind="sharding", entry={maximal device=0}, exit={replicated}}
+  %slice.4 = f32[4,64]{1,0} slice(f32[8,128]{1,0} %Arg_0.1), slice={[0:8:2], [0:128:2]}
+  %reduce-window.1 = f32[4,64]{1,0} reduce-window(f32[8,128]{1,0} %Arg_0.1, f32[] %c), window={size=2x2 stride=2x2 pad=0_0x0_0}, to_apply=%add.sc
   %gather-start = ((f32[1024,128]{1,0}, s32[64]{0}), f32[64,128]{1,0}, u32[]{:S(2)}) async-start(f32[1024,128]{1,0} %Arg_1.2, s32[64]{0} %Arg_2.3), async_execution_thread="sparsecore", calls=%sc_gather, frontend_attributes={_xla_stream_annotation="1",_scheduling_group_id="{2},\"x\""}
   %gather-done = f32[64,128]{1,0} async-done(((f32[1024,128]{1,0}, s32[64]{0}), f32[64,128]{1,0}, u32[]{:S(2)}) %gather-start)
   %all-reduce-start = f32[8,128]{1,0} all-reduce-start(f32[8,128]{1,0} %Arg_0.1), channel_id=1, replica_groups=mesh['axis_0'=8,'axis_1'=1] {'axis_0'}, use_global_device_ids=true, to_apply=%add.sc, backend_config="{\"is_sync\":false,\"note\":\"a } and a {\"}"
@@ -285,6 +289,12 @@ def test_forms_current_xla_prints():
     assert m.instruction("constant.9").attrs["literal"].startswith("{ { 1, 2 },\n{ 3, 4 }")
     assert m.instruction("multiply.1").attrs["statistics"].startswith("{visualizing_index=1")
     assert m.instruction("negate.2").attrs["origin"] == '{{"negate.2" {0}}}'
+    cc = m.instruction("custom-call.9")
+    assert cc.attrs["output_to_operand_aliasing"] == "{{0}: (0, {})}"
+    assert cc.attrs["domain"].endswith("exit={replicated}}") and cc.attrs["api_version"] == "API_VERSION_TYPED_FFI"
+    assert m.instruction("slice.4").attrs["slice"] == "{[0:8:2], [0:128:2]}"
+    rw = m.instruction("reduce-window.1")
+    assert rw.attrs["window"] == "{size=2x2 stride=2x2 pad=0_0x0_0}" and rw.called_computations() == ("add.sc",)
     root = m.computations["main.5"].root
     assert root.name == "fusion.7" and (root.source_file, root.source_line) == ('/x/a "b".py', 7)
 
