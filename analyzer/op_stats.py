@@ -24,7 +24,7 @@ def op_statistics(step_ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     ]
     if step_ops.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
-    device_steps = max(len(steps.measured), 1)
+    device_steps = max(len(steps.after_warmup), 1)
     keyed = step_ops.assign(duration_s=step_ops["duration_ps"] / PS_PER_S)
     g = keyed.groupby("op_id", sort=True)
     stats = g.agg(

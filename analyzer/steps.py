@@ -30,18 +30,18 @@ class Steps:
     busy_ps: np.ndarray | None = None
 
     @property
-    def measured(self) -> pd.DataFrame:
+    def after_warmup(self) -> pd.DataFrame:
         """The steps analysis runs over (warm-up excluded)."""
         return self.table[~self.table["is_warmup"]]
 
     # The per-step distribution, one value per measured device-step (compare mode, stragglers).
     @property
     def duration_s(self) -> np.ndarray:
-        return self.measured["duration_ps"].to_numpy(np.float64) / PS_PER_S
+        return self.after_warmup["duration_ps"].to_numpy(np.float64) / PS_PER_S
 
     @property
     def busy_s(self) -> np.ndarray:
-        busy = self.busy_ps if self.busy_ps is not None else np.full(len(self.measured), np.nan)
+        busy = self.busy_ps if self.busy_ps is not None else np.full(len(self.after_warmup), np.nan)
         return busy.astype(np.float64) / PS_PER_S
 
     @property
@@ -50,17 +50,17 @@ class Steps:
 
     def device_steps(self) -> pd.DataFrame:
         """One row per measured (device, step): duration, busy and idle seconds (tables.DEVICE_STEPS)."""
-        m = self.measured
+        m = self.after_warmup
         return pd.DataFrame({"device": m["device"].to_numpy(), "step": m["step"].to_numpy(),
                              "duration_s": self.duration_s, "busy_s": self.busy_s, "idle_s": self.idle_s})
 
     @property
     def count(self) -> int:
-        return int(self.measured["step"].nunique())
+        return int(self.after_warmup["step"].nunique())
 
     @property
     def mean_s(self) -> float:
-        m = self.measured
+        m = self.after_warmup
         if m.empty:
             return float("nan")
         # Mean over device-steps: devices may run their executions staggered in time, and
@@ -107,10 +107,10 @@ def find_steps(capture: Capture) -> Steps:
 
 
 def measured_rows(steps: Steps, device, step) -> np.ndarray:
-    """Row position in ``steps.measured`` of each (device, step) pair, -1 for a pair not measured.
+    """Row position in ``steps.after_warmup`` of each (device, step) pair, -1 for a pair not measured.
 
     The row is the device-step's integer code: interval sums group by it."""
-    measured = steps.measured
+    measured = steps.after_warmup
     device, step = np.asarray(device, np.int64), np.asarray(step, np.int64)
     if measured.empty or len(device) == 0:
         return np.full(len(device), -1, np.int64)
@@ -127,12 +127,12 @@ def with_busy_time(steps: Steps, step_ops: pd.DataFrame) -> Steps:
     start = step_ops["start_ps"].to_numpy(np.int64)
     end = start + step_ops["span_ps"].to_numpy(np.int64)  # the timeline extent: streams and async ops overlap
     rows = measured_rows(steps, step_ops["device"], step_ops["step"])
-    return replace(steps, busy_ps=union_length(start, end, rows, len(steps.measured)))
+    return replace(steps, busy_ps=union_length(start, end, rows, len(steps.after_warmup)))
 
 
 def step_rows(steps: Steps, device, time_ps) -> np.ndarray:
-    """Row position in ``steps.measured`` of the measured step each (device, time) falls in, -1 if none."""
-    measured = steps.measured
+    """Row position in ``steps.after_warmup`` of the measured step each (device, time) falls in, -1 if none."""
+    measured = steps.after_warmup
     return locate(time_ps, device, measured["start_ps"], measured["end_ps"], measured["device"])
 
 
@@ -140,7 +140,7 @@ def assign_steps(ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     """``ops`` restricted to measured steps, with ``step`` and ``event`` (row in ``ops``) columns.
 
     Rows come in start-time order (stable), indexed by their position in that order."""
-    measured = steps.measured
+    measured = steps.after_warmup
     if measured.empty or ops.empty:
         return ops.iloc[0:0].assign(step=pd.Series(dtype="int64"), event=pd.Series(dtype="int64"))
     start = ops["start_ps"].to_numpy(np.int64)

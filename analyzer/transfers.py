@@ -86,7 +86,7 @@ def transfer_spans(async_spans: pd.DataFrame, ops: pd.DataFrame, step_ops: pd.Da
     end = np.maximum(span_end, np.where(hit >= 0, ev_end[np.maximum(hit, 0)], 0))
     kind = ops.set_index("op_id")["transfer_kind"] if len(ops) else pd.Series(dtype=object)
     kind = kind[kind.index >= 0]
-    measured = steps.measured
+    measured = steps.after_warmup
     return TRANSFER_SPANS.coerce(pd.DataFrame({
         "device": sp["device"].to_numpy(np.int64), "step": measured["step"].to_numpy(np.int64)[rows],
         "op_id": op_id, "kind": kind.reindex(op_id).astype(object).to_numpy(), "start_ps": start, "end_ps": end}))
@@ -109,7 +109,7 @@ def _extent(step_ops: pd.DataFrame) -> np.ndarray:
 
 def _union_s(steps: Steps, device, step, start, end) -> float:
     rows = measured_rows(steps, device, step)
-    return float(union_length(start, end, rows, len(steps.measured)).sum()) / PS_PER_S
+    return float(union_length(start, end, rows, len(steps.after_warmup)).sum()) / PS_PER_S
 
 
 def attach_transfers(ops: pd.DataFrame, step_ops: pd.DataFrame | None, steps: Steps | None,
@@ -139,7 +139,7 @@ def attach_transfers(ops: pd.DataFrame, step_ops: pd.DataFrame | None, steps: St
         exposed_where = exposed
         non_transfer = float(ops.loc[plain, "predicted_s_per_step"].sum())
     else:
-        n = max(len(steps.measured), 1)
+        n = max(len(steps.after_warmup), 1)
         ev_ids = step_ops["op_id"].to_numpy(np.int64)
         pos = pd.Series(np.arange(len(ops)), index=ops["op_id"].to_numpy())
         pos = pos[pos.index >= 0].reindex(ev_ids).fillna(-1).to_numpy(np.int64)
@@ -150,7 +150,7 @@ def attach_transfers(ops: pd.DataFrame, step_ops: pd.DataFrame | None, steps: St
         ev_end = ev_start + _extent(step_ops)
         if gpu:
             exposed = _by_op(ev_ids[ev_is_comm], _gpu_exposed_ps(step_ops, ev_is_comm).astype(float), ops)
-            exposed = exposed / PS_PER_S / len(steps.measured)
+            exposed = exposed / PS_PER_S / len(steps.after_warmup)
             in_flight = ops["measured_s_per_step"].to_numpy(float)
             exposed_where = exposed
         else:
@@ -158,7 +158,7 @@ def attach_transfers(ops: pd.DataFrame, step_ops: pd.DataFrame | None, steps: St
             spans = transfer_spans(async_spans, ops, step_ops, steps)
             recording = int(async_spans["device"].nunique()) if async_spans is not None and len(async_spans) else 0
             span_devices = spans["device"].unique()
-            n_span = max(int(steps.measured["device"].isin(span_devices).sum()), 1)
+            n_span = max(int(steps.after_warmup["device"].isin(span_devices).sum()), 1)
             has_span = np.isin(ops["op_id"].to_numpy(np.int64), spans["op_id"].to_numpy(np.int64))
             has_span &= ops["op_id"].to_numpy(np.int64) >= 0
             in_flight = _by_op(spans["op_id"].to_numpy(np.int64),

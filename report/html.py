@@ -111,7 +111,7 @@ def representative_step_events(analysis, max_devices: int = MAX_TIMELINE_DEVICES
     so = analysis.step_ops
     if steps is None or so is None or so.empty:
         return pd.DataFrame(), [], float("nan"), "no trace: nothing measured to draw"
-    m = steps.measured.sort_values(["device", "duration_ps", "step"], kind="stable")
+    m = steps.after_warmup.sort_values(["device", "duration_ps", "step"], kind="stable")
     m = m.assign(rank=m.groupby("device").cumcount(), n=m.groupby("device")["step"].transform("size"))
     chosen = m[m["rank"] == (m["n"] - 1) // 2]
     devices = sorted(chosen["device"].unique())

@@ -116,7 +116,7 @@ def steps_dict(analysis) -> dict:
             "busy_s": None,
             "idle_s": None,
         }
-    measured = steps.measured
+    measured = steps.after_warmup
     durations = measured["duration_ps"].astype("float64") / 1e12
     ds = analysis.device_steps
     return {

@@ -38,7 +38,7 @@ def test_tpu_devices_and_steps(tpu):
     # The op line is busy for the whole execution: idle is a rounding error.
     assert (device_steps["idle_s"] < 1e-5).all()
     # The per-step distribution: one duration and busy time per measured device-step, as arrays.
-    assert len(steps.duration_s) == len(steps.busy_s) == len(steps.measured) == 4 * 99
+    assert len(steps.duration_s) == len(steps.busy_s) == len(steps.after_warmup) == 4 * 99
     assert np.array_equal(device_steps["busy_s"].to_numpy(), steps.busy_s)
     assert (steps.busy_s <= steps.duration_s + 1e-12).all() and steps.busy_s.min() > 0.5 * steps.duration_s.min()
 

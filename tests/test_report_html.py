@@ -149,7 +149,7 @@ def test_timeline_draws_the_median_step_with_exposed_waits():
     svg = text.split('id="timeline"', 1)[1].split("</svg>", 1)[0]
     assert svg.count('class="lane"') == len(a.devices) == 4
     # Device 0's median step, recomputed: exposed (host-transfer) share of the drawn span.
-    m = a.steps.measured
+    m = a.steps.after_warmup
     d0 = m[m["device"] == 0].sort_values("duration_ps")
     step = d0.iloc[(len(d0) - 1) // 2]
     span = m.groupby("device")["duration_ps"].apply(lambda s: s.sort_values().iloc[(len(s) - 1) // 2]).max()
