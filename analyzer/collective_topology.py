@@ -167,10 +167,8 @@ def group_placement(replica_groups: str | None, topo: Topology, chip: Chip, num_
     if listed is None or listed.form == "all":
         group = np.arange(max(int(num_devices), 1))
     else:
-        if listed.group_axes:
-            mesh_axes = ",".join(f"{a.name}={a.size}" for a in listed.group_axes)
-        elif listed.form == "iota":
-            mesh_axes = iota_group_axes(replica_groups)
+        # The HLO's own axes (mesh form names, iota form iota_<dim>): said in the note.
+        mesh_axes = ",".join(f"{a.name}={a.size}" for a in listed.group_axes)
         try:
             groups = listed.groups(num_devices)
         except (HloParseError, ValueError):
@@ -179,30 +177,6 @@ def group_placement(replica_groups: str | None, topo: Topology, chip: Chip, num_
     place = place_group(group, topo, chip)
     return Placement(place.group_size, place.axes, place.slices, place.nodes, place.per_node, mesh_axes, place.note)
 
-
-_IOTA = re.compile(r"\[(\d+),(\d+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
-
-
-def iota_group_axes(text: str) -> str:
-    """The logical mesh axes one group of an iota list spans: ``[G,S]<=[d0,d1,..]T(perm)`` reshapes the
-    device ids to dims d, transposes them by perm and cuts rows of S, so a group runs along the trailing
-    transposed dims whose sizes multiply to S ('d0=2' for ``[4,2]<=[2,4]T(1,0)``); '' if S splits a dim."""
-    m = _IOTA.fullmatch(re.sub(r"\s+", "", text or ""))
-    if not m:
-        return ""
-    size, dims = int(m.group(2)), [int(d) for d in m.group(3).split(",")]
-    perm = [int(p) for p in m.group(4).split(",")] if m.group(4) else list(range(len(dims)))
-    spanned, left = [], size
-    for axis in reversed(perm):
-        if left <= 1:
-            break
-        if dims[axis] == 1:
-            continue
-        if left % dims[axis]:
-            return ""
-        spanned.append(f"d{axis}={dims[axis]}")
-        left //= dims[axis]
-    return ",".join(reversed(spanned)) if left == 1 else ""
 
 
 def collective_placement(replica_groups: str | None, chip: Chip, num_devices: int, topology=None,

@@ -256,6 +256,9 @@ def _torus(shape: str, v: float, n: int, chip: Chip, place: Placement, notes: li
     a line); slices beyond one are joined over DCN, a ring of the slices on each chip's share."""
     _, w1 = link_bandwidth(chip)
     axes, d = place.axes, max(place.slices, 1)
+    if not axes and d == 1:  # devices sharing one chip (TPU7x TensorCores): no die-to-die rate in the catalog
+        axes = ((n, n, False),)
+        notes.append("devices share a chip: priced as one ICI line (die-to-die bandwidth not in the catalog)")
     alone = [(math.ceil(a / 2) if wrap else a - 1) / a / w1 for a, _, wrap in axes]  # s per byte of V
     inbound = sum(2 * w1 if wrap else w1 for _, _, wrap in axes)
     per_slice = n / d

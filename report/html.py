@@ -240,6 +240,7 @@ def _op_rows(ops: list[dict], measured: bool) -> list[dict]:
                 "mean_v": _sort_key(op["mean_s"]),
                 "predicted": format_seconds(op["predicted_s"]),
                 "predicted_v": _sort_key(op["predicted_s"]),
+                "model": op.get("collective_model") or "",  # how a collective was priced (topology, axes, links)
                 "efficiency": format_ratio(op["efficiency"]),
                 "efficiency_v": _sort_key(op["efficiency"]),
                 "flops": format_si(op["flops"], "FLOP") if op["flops"] is not None else "—",

@@ -11,8 +11,8 @@ import pytest
 
 from xladiag.analyzer.chip_catalog import load_catalog
 from xladiag.analyzer.chip_names import find_chip
-from xladiag.analyzer.collective_topology import (collective_placement, default_slice_shape, iota_group_axes,
-                                                  parse_topology, resolve_topology)
+from xladiag.analyzer.collective_topology import (collective_placement, default_slice_shape, parse_topology,
+                                                  resolve_topology)
 from xladiag.analyzer.collectives import predict_collective
 from xladiag.analyzer.analysis import analyze
 from xladiag.errors import UsageError
@@ -148,10 +148,33 @@ def test_topology_option_is_checked(tmp_path):
         analyze(hlo_dir=tmp_path, chip="v6e", topology="sixteen")
 
 
-def test_slice_shapes_and_iota_axes():
+def test_default_slice_shapes():
     assert [default_slice_shape(c, 2) for c in (4, 8, 16, 32, 256)] == [(2, 2), (2, 4), (4, 4), (4, 8), (16, 16)]
     assert [default_slice_shape(c, 3) for c in (8, 16, 32, 64)] == [(2, 2, 2), (2, 2, 4), (2, 4, 4), (4, 4, 4)]
-    assert iota_group_axes("[4,2]<=[2,4]T(1,0)") == "d0=2"  # groups run along the transposed-last dim 0
-    assert iota_group_axes("[2,4]<=[2,4]") == "d1=4"
-    assert iota_group_axes("[1,8]<=[2,4]") == "d0=2,d1=4"
-    assert iota_group_axes("[4,2]<=[8]") == ""  # a group of 2 splits the one dim of 8: no whole axis
+
+
+def test_mesh_form_groups_name_their_axes_and_tensorcores_of_one_chip_still_cost_time(catalog):
+    chip = find_chip("v6e-8", catalog)  # 2x4
+    # mesh['x'=2,'y'=4] {'y'}: groups of 4 along y, row-major on the 2x4 slice: one line of 4, no wraparound.
+    pred, model = _price("all-gather", GB, chip, 8, "mesh['x'=2,'y'=4] {'y'}")
+    assert "group spans mesh axes y=4" in model and "2x4 (slice name)" in model
+    assert pred.predicted_s == pytest.approx(3 / 4 * GB / W1_TPU, rel=REL)
+    # TPU7x: one device per TensorCore, two per chip: a group of the two cores of chip 0 is not free.
+    tpu7x = catalog["tpu7x"]
+    both, _ = _price("all-reduce", GB, tpu7x, 8, "{{0,1},{2,3},{4,5},{6,7}}")
+    assert both.predicted_s > 0 and "share a chip" in both.note
+
+
+def test_real_v6e_all_reduce_says_how_it_was_priced():
+    """The v6e capture's all-reduce of f32[5,1024,1024,256] (5.37 GB), groups [4,2]<=[2,4]T(1,0) over 8 chips:
+    a v6e-8 is 2x4, a group {i, i+4} is a line of 2 along the first axis (no wraparound): 2 x V/2 / W1."""
+    from conftest import TPU_SAMPLE
+    from xladiag.api import diagnose
+
+    report = diagnose(TPU_SAMPLE)
+    op = next(o for o in report.to_dict()["ops"] if o["collective_kind"] == "all-reduce")
+    v = 5 * 1024 * 1024 * 256 * 4
+    assert op["collective_bytes"] == v and op["replica_group_size"] == 2
+    assert op["predicted_s"] == pytest.approx(2 * (v / 2) / W1_TPU, rel=REL)
+    assert op["collective_model"].startswith("topology 2x4 (assumed from 8 chips); group spans mesh axes iota_0=2")
+    assert f'title="{op["collective_model"]}"' in report.render("html")
