@@ -77,12 +77,15 @@ def transfer_spans(async_spans: pd.DataFrame, ops: pd.DataFrame, step_ops: pd.Da
     # The recorded span can end before its done op does (v6e: copy-done.5 waits 182 ms behind a span that
     # closed 115 ms after the start), so the transfer runs to the done op's end: the first event of that
     # done op in the same device-step that ends at or after the span began.
-    ev_rows = measured_rows(steps, step_ops["device"], step_ops["step"])
-    ev_ids = step_ops["op_id"].to_numpy(np.int64)
-    ev_end = step_ops["start_ps"].to_numpy(np.int64) + step_ops["duration_ps"].to_numpy(np.int64)
-    width = max(int(ev_ids.max(initial=0)), int(op_id.max(initial=0))) + 1
-    hit = first_at_or_after(start, np.where(op_id >= 0, rows * width + op_id, -1), ev_end,
-                            np.where(ev_ids >= 0, ev_rows * width + ev_ids, -2))
+    done_ops = np.unique(op_id[op_id >= 0])
+    done = step_ops[np.isin(step_ops["op_id"].to_numpy(np.int64), done_ops)]
+    ev_rows = measured_rows(steps, done["device"], done["step"])
+    ev_end = done["start_ps"].to_numpy(np.int64) + done["duration_ps"].to_numpy(np.int64)
+    # Group = (device-step, done op), the op numbered densely among the done ops: small codes, one sort key.
+    width = len(done_ops)
+    ev_group = ev_rows * width + np.searchsorted(done_ops, done["op_id"].to_numpy(np.int64))
+    span_group = np.where(op_id >= 0, rows * width + np.searchsorted(done_ops, op_id), -1)
+    hit = first_at_or_after(start, span_group, ev_end, ev_group)
     end = np.maximum(span_end, np.where(hit >= 0, ev_end[np.maximum(hit, 0)], 0))
     kind = ops.set_index("op_id")["transfer_kind"] if len(ops) else pd.Series(dtype=object)
     kind = kind[kind.index >= 0]

@@ -90,6 +90,15 @@ def test_union_length_ignores_intervals_outside_every_group():
     assert intervals.union_length([0, 0, 5], [10, 4, 9], [-1, 0, 0], 1).tolist() == [8]
 
 
+def test_times_too_far_apart_for_one_key():
+    # Groups times a span near 2**62 do not fit one int64 key: ranks of the times keep the order.
+    far = 2**61
+    start, end, group = [0, 5, far, far + 1, 0], [10, 12, far + 5, far + 3, 4], [0, 0, 3, 3, 2]
+    assert intervals.union_length(start, end, group, 4).tolist() == [12, 0, 4, 5]
+    assert intervals.covered([far + 2], [far + 9], [3], start, end, group).tolist() == [3]
+    assert intervals.locate([far + 4, 3], [3, 2], [far, 0], [far + 5, 4], [3, 2]).tolist() == [0, 1]
+
+
 def test_empty_inputs():
     assert intervals.union_length([], [], [], 2).tolist() == [0, 0]
     assert intervals.covered([0], [5], [0], [], [], []).tolist() == [0]
