@@ -122,7 +122,8 @@ def choose_program(dump: tuple[DumpModule, ...], program: str | None = None) -> 
     """Without a trace: the module to analyse (``program`` by name, ``name(id)`` or ``module_NNNN``;
     else the most FLOPs), with the others listed in a note."""
     usable = [i for i, dm in enumerate(dump) if dm.has_program]
-    cut_note = []
+    cut_note = [f"HLO dump module {dm.label} is cut before its ENTRY computation (truncated dump): it has no "
+                "program and is ignored" for dm in dump if not dm.has_program] if usable else []
     if not usable:  # only texts cut before ENTRY: what parsed is all there is (its loop bodies run as ops)
         usable = list(range(len(dump)))
         cut_note = [f"{dump[0].label}: the HLO text ends before its ENTRY computation (truncated dump); analysing "

@@ -168,3 +168,14 @@ def test_several_dumps_in_one_dir(tmp_path):
     assert matched[["module_id", "program_id", "matched_by"]].values.tolist() == [[103, "103", "program id"]]
     assert analysis.dump.analysed == ("jit_train_step (module_0103)",)
     assert any("not among the traced programs" in w and "jit_train_step x2" in w for w in analysis.warnings)
+
+
+def test_hlo_only_ignores_a_cut_module_beside_whole_ones(tmp_path):
+    shutil.copytree(CPU_SAMPLE / "hlo", tmp_path / "hlo")
+    hlo = next((tmp_path / "hlo").glob("*after_optimizations.txt"))
+    text = hlo.read_text()
+    (tmp_path / "hlo" / "module_0009.jit_big.cpu_after_optimizations.txt").write_text(
+        text[: text.index("\nENTRY")].replace("HloModule jit_train_step", "HloModule jit_big") + "\n")
+    analysis = _analyze(hlo_dir=tmp_path / "hlo", chip="v6e")
+    assert analysis.dump.analysed == ("jit_train_step (module_0000)",)
+    assert any("jit_big (module_0009) is cut before its ENTRY" in w for w in analysis.warnings)
