@@ -101,6 +101,8 @@ def parse_buffer_assignment(text: str, source: str = "<string>") -> BufferAssign
                      int(param.group(1)) if param else -1, "maybe-live-out" in flags))
     if not rows:
         raise MemoryReportError(f"{source}: no 'allocation N: size S' line (not an XLA buffer assignment?)")
+    if any(max(r[0], r[1], r[3]) > 2**63 - 1 for r in rows):  # would overflow the int64 columns below
+        raise MemoryReportError(f"{source}: an allocation number past 64 bits (a damaged buffer assignment?)")
     frame = pd.DataFrame(rows, columns=["index", "size_bytes", "kind", "parameter_number", "maybe_live_out"])
     return BufferAssignment(source, frame.astype({"index": "int64", "size_bytes": "int64",
                                                   "parameter_number": "int64", "maybe_live_out": bool}))

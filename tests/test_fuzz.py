@@ -73,3 +73,14 @@ def test_nested_damage_keeps_the_enclosing_lengths_right(tpu_xplane):
             assert top is not None and mutant != data, label
             return
     raise AssertionError("no nested mutation in 20 tries")
+
+
+def test_fuzz_find_huge_allocation_number_is_a_note_not_a_crash(tmp_path):
+    """Fuzz find: a 23-digit size in a buffer assignment overflowed int64 (OverflowError, exit 1)."""
+    import pytest
+    from xladiag.parsers.xla_memory_reports import MemoryReportError, parse_buffer_assignment
+
+    text = "allocation 0: size 18446744073709551616999, parameter 0, shape |f32[4]| at ShapeIndex {}:\n"
+    with pytest.raises(MemoryReportError, match="past 64 bits"):
+        parse_buffer_assignment(text, "m.txt")
+    assert len(parse_buffer_assignment(text.replace("18446744073709551616999", "16"), "m.txt").allocations) == 1
