@@ -36,6 +36,7 @@ MAX_ELEMENT_BITS = 1024  # E(n) element sizes; the widest XLA type (c128) has 12
 # Real tuples nest two or three levels (async start ops: ((operands), result, context)); deeper
 # nesting is damage, and the limit keeps the recursive shape reader far from Python's stack limit.
 MAX_TUPLE_DEPTH = 64
+_CACHED_TEXT = 1024
 
 
 def element_bits(dtype: str) -> int:
@@ -210,11 +211,21 @@ def _parse_shape(text: str) -> Shape:
                              tuple(dyn) if any(dyn) else ()), text)
 
 
-@lru_cache(maxsize=8192)
 def parse_shape(text: str) -> Shape:
     """Parse ``bf16[8,128]{1,0:T(8,128)(2,1)S(1)}``, ``(f32[8]{0}, s32[])``, ``f32[<=8]`` …
 
     Raises HloParseError (a ValueError) on anything else, before allocating for it."""
+    # Shapes repeat across a module, so they are cached; long texts (big tuples) are not, so
+    # the cache cannot hold on to megabytes of text.
+    return _parse_cached(text) if len(text) <= _CACHED_TEXT else _parse_checked(text)
+
+
+@lru_cache(maxsize=8192)
+def _parse_cached(text: str) -> Shape:
+    return _parse_checked(text)
+
+
+def _parse_checked(text: str) -> Shape:
     if text.lstrip().startswith("("):
         brackets, deepest = Brackets(), 0
         for _, _, level in brackets.walk(text):
