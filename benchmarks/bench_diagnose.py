@@ -57,14 +57,14 @@ def measure(cmd: list[str]) -> dict:
 
 def build_capture(logdir: Path, num_events: int) -> Path:
     sys.path.insert(0, str(_REPO / "tests"))
-    import xspace_builder  # noqa: E402  (test fixture module, not part of the package)
+    from builders import large_capture  # noqa: E402  (test fixture module, not part of the package)
 
     existing = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
     if existing:
         print(f"reusing {existing[0]}", file=sys.stderr)
         return existing[0]
     t0 = time.perf_counter()
-    path = xspace_builder.large_capture(logdir, num_events=num_events)
+    path = large_capture.large_capture(logdir, num_events=num_events)
     print(f"built {path} ({path.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)
     return path

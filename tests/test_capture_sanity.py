@@ -1,6 +1,6 @@
 """Impossible values in a capture are dropped at the parser/analyzer boundary, one warning per kind.
 
-Each test doctors a built capture (tests/xspace_builder.py) the way a damaged or bit-flipped file
+Each test doctors a built capture (tests/builders/) the way a damaged or bit-flipped file
 would, and compares the analysis with the undamaged one.
 """
 
@@ -11,13 +11,13 @@ import warnings
 import numpy as np
 import pytest
 
-import xspace_builder as xb
+from builders import scenarios
 from xladiag.analyzer.analysis import analyze
 from xladiag.parsers.xspace_schema import XSpace
 
 
 def _space():
-    builder, expected = xb.clean_profile()
+    builder, expected = scenarios.clean_profile()
     return XSpace.FromString(builder.serialize()), expected
 
 

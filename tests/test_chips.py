@@ -355,13 +355,13 @@ def test_sources_table_is_exposed():
 
 
 def _analyze_planes(tmp_path, device_type: str, peak_tflops: float, peak_hbm_gbps: float):
-    import xspace_builder as xb
+    from builders import scenarios, xspace_encoder
 
     from xladiag.analyzer.analysis import analyze
 
-    template = [xb.matmul_fusion("fusion.1", 2048, 2048, 2048), xb.loop_fusion("fusion.2", [2048, 2048])]
-    builder = xb.TpuCaptureBuilder(device_type=device_type, peak_tflops=peak_tflops, peak_hbm_gbps=peak_hbm_gbps)
-    builder, _ = xb.build_train_steps(template, builder=builder)
+    template = [scenarios.matmul_fusion("fusion.1", 2048, 2048, 2048), scenarios.loop_fusion("fusion.2", [2048, 2048])]
+    builder = xspace_encoder.TpuCaptureBuilder(device_type=device_type, peak_tflops=peak_tflops, peak_hbm_gbps=peak_hbm_gbps)
+    builder, _ = scenarios.build_train_steps(template, builder=builder)
     builder.write(tmp_path)
     return analyze(tmp_path)
 

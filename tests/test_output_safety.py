@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import xspace_builder as xb
+from builders import scenarios, xspace_encoder
 from xladiag.api import diagnose
 from xladiag.cli import main
 from xladiag.report.render import FORMATS
@@ -26,12 +26,12 @@ EVIL_DEVICE = "TPU v99 \x1b[2J\u202eevil https://evil.example @octocat"
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
-def _hostile_capture(tmp_path: Path, device_type: str = xb.V6E_DEVICE_TYPE) -> Path:
+def _hostile_capture(tmp_path: Path, device_type: str = xspace_encoder.V6E_DEVICE_TYPE) -> Path:
     """layout_copies (a retiling-copy finding naming the op) with the first copy renamed and resourced."""
     template = []
     for op in _layout_template():
         template.append(dataclasses.replace(op, name=EVIL_OP, source=EVIL_SOURCE) if op.name == "copy" else op)
-    builder, _ = xb.build_train_steps(template, builder=xb.TpuCaptureBuilder(device_type=device_type))
+    builder, _ = scenarios.build_train_steps(template, builder=xspace_encoder.TpuCaptureBuilder(device_type=device_type))
     builder.write(tmp_path)
     return tmp_path
 
@@ -39,17 +39,17 @@ def _hostile_capture(tmp_path: Path, device_type: str = xb.V6E_DEVICE_TYPE) -> P
 def _layout_template():
     """The layout_copies scenario's step template (caught on its way to the builder)."""
     captured = {}
-    real_run = xb._run
+    real_run = scenarios._run
 
     def keep(template, steps, warmup):
         captured["template"] = template
         return real_run(template, steps, warmup)
 
-    xb._run, previous = keep, xb._run
+    scenarios._run, previous = keep, scenarios._run
     try:
-        xb.layout_copies()
+        scenarios.layout_copies()
     finally:
-        xb._run = previous
+        scenarios._run = previous
     return captured["template"]
 
 

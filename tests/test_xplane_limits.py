@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import xspace_builder as xb
-from xspace_builder import _field_bytes as _field, _varint_bytes as _varint  # the builder's encoder
+from builders import scenarios
+from builders.xspace_encoder import _field_bytes as _field, _varint_bytes as _varint  # the builder's encoder
 from xladiag.cli import main
 from xladiag.parsers import xplane
 from xladiag.parsers.xevent_columns import read_line_events
@@ -20,7 +20,7 @@ from xladiag.parsers.xspace_schema import XPlane
 
 
 def _capture_bytes() -> bytes:
-    builder, _ = xb.clean_profile(steps=2)
+    builder, _ = scenarios.clean_profile(steps=2)
     return builder.serialize()
 
 

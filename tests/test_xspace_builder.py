@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import xspace_builder as xb
+from builders import hlo_snippets, large_capture, scenarios, xspace_encoder
 from xladiag.parsers.xspace_schema import XLine, XSpace
 
 _V6E_REL = "tpu_v6e_host_offload/plugins/profile/2025_12_01_00_00_00/t1v-n-0.xplane.pb"
@@ -58,7 +58,7 @@ def _device_planes(space):
 # ---------------------------------------------------------------------------------------------------------
 
 def test_written_layout_and_plane_stats_match_the_real_v6e_capture(tmp_path):
-    b, _ = xb.exposed_all_gather(250)
+    b, _ = scenarios.exposed_all_gather(250)
     path = b.write(tmp_path)
     assert path == tmp_path / "plugins/profile/2026_01_01_00_00_00/t1v-n-test.xplane.pb"
     if not V6E_SAMPLE.exists():
@@ -90,7 +90,7 @@ def test_written_layout_and_plane_stats_match_the_real_v6e_capture(tmp_path):
 
 
 def test_exposed_all_gather_round_trip_times_counts_and_metadata(tmp_path):
-    b, exp = xb.exposed_all_gather(250)
+    b, exp = scenarios.exposed_all_gather(250)
     space = _read(b.write(tmp_path))
     devs = _device_planes(space)
     assert len(devs) == 4
@@ -98,7 +98,7 @@ def test_exposed_all_gather_round_trip_times_counts_and_metadata(tmp_path):
         modules = _events(plane, "XLA Modules")
         ops = _events(plane, "XLA Ops")
         assert len(modules) == 6 and len(ops) == 6 * 5  # warm-up + 5 steps, 5 ops each
-        assert {m[0] for m in modules} == {f"jit_train_step({xb.TRAIN_STEP_PROGRAM_ID})"}
+        assert {m[0] for m in modules} == {f"jit_train_step({xspace_encoder.TRAIN_STEP_PROGRAM_ID})"}
         # The done op waits exactly 250 µs in every steady step (warm-up: 3x), alone on the op line.
         done = [o for o in ops if o[0] == "all-gather-done"]
         assert [d[2] for d in done] == [750_000_000] + [250_000_000] * 5
@@ -130,7 +130,7 @@ def test_exposed_all_gather_round_trip_times_counts_and_metadata(tmp_path):
     assert "dimensions={0}" in start_md.name.decode()
     st = _stats(plane, done_md.stats)
     assert st["hlo_category"] == "all-gather-done"
-    assert st["program_id"] == xb.TRAIN_STEP_PROGRAM_ID
+    assert st["program_id"] == xspace_encoder.TRAIN_STEP_PROGRAM_ID
     assert st["shape_with_layout"] == "bf16[1024,4096]{1,0:T(8,128)(2,1)}"
     fusion_md = next(m for m in op_md if m.display_name == b"fusion.2")
     fst = _stats(plane, fusion_md.stats)
@@ -146,7 +146,7 @@ def test_exposed_all_gather_round_trip_times_counts_and_metadata(tmp_path):
 
 
 def test_async_line_spans_start_to_done_and_names_the_done_op(tmp_path):
-    b, _ = xb.host_offload_exposed(1500)
+    b, _ = scenarios.host_offload_exposed(1500)
     plane = _device_planes(_read(b.write(tmp_path)))[1]
     ops = _events(plane, "XLA Ops")
     ln = _line(plane, "Async XLA Ops")
@@ -171,8 +171,8 @@ def test_async_line_spans_start_to_done_and_names_the_done_op(tmp_path):
 
 
 def test_line_timestamp_and_ref_values_are_honoured():
-    b = xb.TpuCaptureBuilder(num_devices=1, line_timestamp_ns=1_000_000, use_ref_values=True)
-    text = xb.copy_text("copy.3", xb.tpu_shape("f32", [128, 256], [0, 1]), xb.tpu_shape("f32", [128, 256]), "p0")
+    b = xspace_encoder.TpuCaptureBuilder(num_devices=1, line_timestamp_ns=1_000_000, use_ref_values=True)
+    text = hlo_snippets.copy_text("copy.3", hlo_snippets.tpu_shape("f32", [128, 256], [0, 1]), hlo_snippets.tpu_shape("f32", [128, 256]), "p0")
     b.add_op(0, "copy.3", text, "data formatting", 2_000_000_000, 7_000_000, program_id=42, bytes_accessed=262144)
     b.add_op(0, "copy.3", text, "data formatting", 1_500_000_000, 5_000_000, program_id=42, bytes_accessed=262144)
     plane = _device_planes(b.space())[0]
@@ -197,7 +197,7 @@ def test_bulk_encoding_is_byte_identical_to_protobuf():
     off[:6] = [0, 127, 128, 16383, 16384, 2**62]
     dur = rng.integers(0, 2**40, n)
     dev_off = off + 5
-    got = xb._encode_op_events(mid, off, dur, dev_off, 17, 200)
+    got = xspace_encoder._encode_op_events(mid, off, dur, dev_off, 17, 200)
     line = XLine()
     for i in range(n):
         e = line.events.add(metadata_id=int(mid[i]), offset_ps=int(off[i]), duration_ps=int(dur[i]))
@@ -208,8 +208,8 @@ def test_bulk_encoding_is_byte_identical_to_protobuf():
 
 def test_bulk_and_single_adds_give_the_same_capture():
     def build(bulk: bool):
-        b = xb.TpuCaptureBuilder(num_devices=1)
-        ops = [xb.matmul_fusion("fusion.1", 256, 512, 1024), xb.loop_fusion("add_fusion", [256, 1024])]
+        b = xspace_encoder.TpuCaptureBuilder(num_devices=1)
+        ops = [scenarios.matmul_fusion("fusion.1", 256, 512, 1024), scenarios.loop_fusion("add_fusion", [256, 1024])]
         starts = [10_000_000, 20_000_000, 30_000_000, 40_000_000]
         names = ["fusion.1", "add_fusion", "fusion.1", "add_fusion"]
         spec = {o.name: o for o in ops}
@@ -224,7 +224,7 @@ def test_bulk_and_single_adds_give_the_same_capture():
         return b.serialize()
     assert build(True) == build(False)
     with pytest.raises(KeyError, match="define_op"):
-        xb.TpuCaptureBuilder(num_devices=1).add_ops_bulk(0, ["nope"], [0], [1])
+        xspace_encoder.TpuCaptureBuilder(num_devices=1).add_ops_bulk(0, ["nope"], [0], [1])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ def _steady_op_seconds(plane, predicate) -> float:
 
 
 def test_remat_share_of_the_step(tmp_path):
-    b, exp = xb.remat_fusions(20.0)
+    b, exp = scenarios.remat_fusions(20.0)
     plane = _device_planes(_read(b.write(tmp_path)))[2]
     remat_s = _steady_op_seconds(plane, lambda n: ".remat" in n)
     step_s = _events(plane, "XLA Modules")[1][2] / 1e12
@@ -255,7 +255,7 @@ def test_remat_share_of_the_step(tmp_path):
 
 @pytest.mark.parametrize("variant", ["copy", "transpose_fusion"])
 def test_layout_changes_are_layout_only(tmp_path, variant):
-    b, exp = xb.layout_copies(120.0, variant=variant)
+    b, exp = scenarios.layout_copies(120.0, variant=variant)
     plane = _device_planes(_read(b.write(tmp_path)))[0]
     assert _steady_op_seconds(plane, lambda n: n in exp["layout_ops"]) == pytest.approx(120e-6, rel=1e-12)
     shape = re.compile(r"(\w+)\[([\d,]*)\]\{([\d,]*):([^}]*)\}")
@@ -276,7 +276,7 @@ def test_layout_changes_are_layout_only(tmp_path, variant):
 
 
 def test_clean_profile_runs_near_roofline_with_nothing_exposed(tmp_path):
-    b, exp = xb.clean_profile()
+    b, exp = scenarios.clean_profile()
     plane = _device_planes(_read(b.write(tmp_path)))[3]
     ps = _stats(plane, plane.stats)
     peak_flops = ps["peak_teraflops_per_second"] * 1e12
@@ -294,7 +294,7 @@ def test_clean_profile_runs_near_roofline_with_nothing_exposed(tmp_path):
 
 
 def test_tiny_all_gathers_are_latency_sized(tmp_path):
-    b, exp = xb.tiny_all_gathers(12, duration_us=8.0)
+    b, exp = scenarios.tiny_all_gathers(12, duration_us=8.0)
     plane = _device_planes(_read(b.write(tmp_path)))[0]
     starts = [md for md in plane.event_metadata.values() if md.display_name.startswith(b"all-gather-start")]
     assert len(starts) == 12
@@ -307,7 +307,7 @@ def test_tiny_all_gathers_are_latency_sized(tmp_path):
 
 
 def test_hidden_all_gather_overlaps_a_long_fusion(tmp_path):
-    b, exp = xb.hidden_all_gather()
+    b, exp = scenarios.hidden_all_gather()
     plane = _device_planes(_read(b.write(tmp_path)))[0]
     spans = _line(plane, "Async XLA Ops").events
     assert len(spans) == 6
@@ -334,7 +334,7 @@ def _xprof_hlo_stats(path) -> dict[str, dict]:
 
 @pytest.mark.parametrize("scenario", ["exposed_all_gather", "remat_fusions", "host_offload_exposed"])
 def test_xprof_reads_our_capture_with_the_injected_per_op_times(tmp_path, scenario):
-    b, exp = xb.SCENARIOS[scenario]()
+    b, exp = scenarios.SCENARIOS[scenario]()
     rows = _xprof_hlo_stats(b.write(tmp_path))
     assert set(rows) == set(exp["op_self_s_per_step"])
     # 4 devices x (5 steady steps + 1 warm-up step at 3x the durations).
@@ -342,7 +342,7 @@ def test_xprof_reads_our_capture_with_the_injected_per_op_times(tmp_path, scenar
     for name, per_step_s in exp["op_self_s_per_step"].items():
         assert rows[name]["occurrences"] == 24
         assert rows[name]["total_self_time"] == pytest.approx(runs * per_step_s * 1e6, rel=1e-9, abs=1e-6)
-        assert rows[name]["program_id"] == str(xb.TRAIN_STEP_PROGRAM_ID)
+        assert rows[name]["program_id"] == str(xspace_encoder.TRAIN_STEP_PROGRAM_ID)
     if scenario == "exposed_all_gather":
         assert rows["all-gather-done"]["total_self_time"] == pytest.approx(4 * (5 + 3) * 250.0)
         assert rows["fusion.2"]["bound_by"] == "Compute" and rows["add_fusion"]["bound_by"] == "HBM"
@@ -357,7 +357,7 @@ def test_xprof_reads_our_capture_with_the_injected_per_op_times(tmp_path, scenar
 # ---------------------------------------------------------------------------------------------------------
 
 def test_large_capture_small_and_full_size(tmp_path):
-    path = xb.large_capture(tmp_path / "small", num_events=40_000, ops_per_step=500)
+    path = large_capture.large_capture(tmp_path / "small", num_events=40_000, ops_per_step=500)
     space = _read(path)
     devs = _device_planes(space)
     assert len(devs) == 4
@@ -370,7 +370,7 @@ def test_large_capture_small_and_full_size(tmp_path):
         assert (np.diff(offs) >= 0).all()
 
     t0 = time.perf_counter()
-    big = xb.large_capture(tmp_path / "big.xplane.pb")
+    big = large_capture.large_capture(tmp_path / "big.xplane.pb")
     build_s = time.perf_counter() - t0
     assert big == tmp_path / "big.xplane.pb"
     assert build_s < 30
@@ -386,5 +386,5 @@ def test_memory_access_breakdown_encodes_like_the_sample():
     text = ("%broadcast_add_fusion = f32[5,1024,1024,256]{3,2,1,0:T(8,128)} fusion(f32[5,1024,1024,256]"
             "{3,2,1,0:T(8,128)} %copy-done.4), kind=kLoop, calls=%fused_computation")
     sample = b"\n\n\x08\x01\x10\x01\x18\x80\x80\x80\x80\x14\n\n\x08\x02\x10\x01\x18\x80\x80\x80\x80\x14"
-    assert xb.default_breakdown(text, "loop fusion", 10737418240) == sample
-    assert xb.default_breakdown(text, "copy-start", 5368709120) == b""
+    assert xspace_encoder.default_breakdown(text, "loop fusion", 10737418240) == sample
+    assert xspace_encoder.default_breakdown(text, "copy-start", 5368709120) == b""

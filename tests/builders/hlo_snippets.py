@@ -1,0 +1,108 @@
+"""HLO instruction text as a TPU trace or dump prints it, and the byte/FLOP arithmetic of shapes (test fixtures)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Iterable, Sequence
+
+
+_DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "f32": 4, "s64": 8, "f64": 8}
+
+
+def tpu_shape(dtype: str, dims: Sequence[int], minor_to_major: Sequence[int] | None = None,
+              memory_space: int | None = None) -> str:
+    """An HLO array shape with a TPU tiled layout, e.g. ``bf16[1024,4096]{1,0:T(8,128)(2,1)}``.
+
+    Tiling follows what the v6e compiler prints: ``T(8,128)`` for 32-bit types, an extra ``(2,1)`` (bf16) or
+    ``(4,1)`` (8-bit) sub-tile for packed types; rank 1 uses ``T(1024)``; scalars ``T(128)``/``T(256)``.
+    """
+    dims = list(dims)
+    nbytes = _DTYPE_BYTES[dtype]
+    pack = {2: "(2,1)", 1: "(4,1)"}.get(nbytes, "")
+    if not dims:
+        tiling = "T(256)" if nbytes == 2 else "T(128)"
+        layout = f":{tiling}"
+    else:
+        order = list(minor_to_major) if minor_to_major is not None else list(range(len(dims) - 1, -1, -1))
+        if len(dims) == 1:
+            tiling = "T(1024)" + ("(128)" + pack if pack else "")
+        else:
+            tiling = "T(8,128)" + pack
+        layout = ",".join(str(d) for d in order) + ":" + tiling
+    if memory_space:
+        layout += f"S({memory_space})"
+    return f"{dtype}[{','.join(str(d) for d in dims)}]{{{layout}}}"
+
+
+def array_bytes(dtype: str, dims: Sequence[int]) -> int:
+    """Logical size; the fixtures use tile-aligned dims so this equals the padded size."""
+    return _DTYPE_BYTES[dtype] * math.prod(dims)
+
+
+def tuple_shape(*shapes: str) -> str:
+    return "(" + ", ".join(shapes) + ")"
+
+
+def instruction(name: str, result: str, opcode: str, operands: Iterable[tuple[str, str]] = (),
+                attrs: str = "") -> str:
+    """``%name = <result> opcode(<shape> %operand, ...), attrs`` as in TPU xplane op metadata names."""
+    args = ", ".join(f"{shape} %{op}" for shape, op in operands)
+    text = f"%{name} = {result} {opcode}({args})"
+    return f"{text}, {attrs}" if attrs else text
+
+
+def fusion_text(name: str, result: str, operands: Iterable[tuple[str, str]], kind: str, calls: str) -> str:
+    return instruction(name, result, "fusion", operands, f"kind={kind}, calls=%{calls}")
+
+
+def iota_replica_groups(group_size: int, num_devices: int) -> str:
+    """Compact iota form: ``[num_groups,group_size]<=[num_devices]`` (e.g. ``[1,4]<=[4]``)."""
+    return f"[{num_devices // group_size},{group_size}]<=[{num_devices}]"
+
+
+def all_gather_start_text(name: str, shard: str, full: str, operand: str, *, dimension: int,
+                          group_size: int = 4, num_devices: int = 4, channel_id: int = 1) -> str:
+    return instruction(
+        name, tuple_shape(shard, full), "all-gather-start", [(shard, operand)],
+        f"channel_id={channel_id}, replica_groups={iota_replica_groups(group_size, num_devices)}, "
+        f"dimensions={{{dimension}}}, use_global_device_ids=true")
+
+
+def all_gather_done_text(name: str, shard: str, full: str, start_name: str) -> str:
+    return instruction(name, full, "all-gather-done", [(tuple_shape(shard, full), start_name)])
+
+
+def copy_text(name: str, result: str, operand_shape: str, operand: str) -> str:
+    return instruction(name, result, "copy", [(operand_shape, operand)])
+
+
+def copy_start_text(name: str, dest: str, source: str, operand: str) -> str:
+    # Tuple is (destination, source, context) as in the sample's host-offload copies.
+    return instruction(name, tuple_shape(dest, source, "u32[]{:S(2)}"), "copy-start", [(source, operand)])
+
+
+def copy_done_text(name: str, dest: str, source: str, start_name: str) -> str:
+    return instruction(name, dest, "copy-done", [(tuple_shape(dest, source, "u32[]{:S(2)}"), start_name)])
+
+
+_RESULT_SHAPE = re.compile(r"^%\S+ = (.*?) [a-z][a-z0-9\-_]*\(")
+
+
+def result_shape_of(hlo_text: str) -> str:
+    m = _RESULT_SHAPE.match(hlo_text)
+    return m.group(1) if m else ""
+
+
+def matmul_cost(m: int, k: int, n: int, dtype: str = "bf16") -> tuple[int, int]:
+    """(flops, HBM bytes) of [m,k]x[k,n]: 2mkn FLOPs; operands read once, output written once."""
+    b = _DTYPE_BYTES[dtype]
+    return 2 * m * k * n, b * (m * k + k * n + m * n)
+
+
+_ARRAY = re.compile(r"\b(pred|s8|u8|bf16|f16|s32|u32|f32|s64|f64)\[([\d,]*)\]")
+
+
+def shape_bytes(shape_text: str) -> int:
+    """Bytes of every array in a (possibly tuple) shape string."""
+    return sum(array_bytes(t, [int(d) for d in dims.split(",") if d]) for t, dims in _ARRAY.findall(shape_text))

@@ -1,0 +1,51 @@
+"""latency-bound-collective: collectives below the hop-latency threshold, and what combining saves."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from builders import scenarios
+from xladiag.rules import exposed_collective, latency_bound_collective
+from rule_helpers import REL, V6E_LINK_ONEWAY_B_PER_S, V6E_HOP_LATENCY_S, analyze_scenario, only, ring_all_gather_s
+
+
+@pytest.mark.parametrize("k", [4, 16])
+def test_tiny_all_gathers_are_latency_bound_and_combinable(tmp_path, k):
+    analysis, exp = analyze_scenario(tmp_path, scenarios.tiny_all_gathers, k)
+    f = only(latency_bound_collective.check(analysis), "latency-bound-collective")
+    assert f.details["latency_bound_count_per_step"] == exp["num_tiny_all_gathers_per_step"]
+    assert f.time_s_per_step == pytest.approx(exp["tiny_all_gather_s_per_step"], rel=REL)
+    # 32 KiB per hop is under the v6e threshold W1 * T_min = 90 kB.
+    assert exp["all_gather_shard_bytes"] < V6E_LINK_ONEWAY_B_PER_S * V6E_HOP_LATENCY_S
+    combined = ring_all_gather_s(k * exp["all_gather_bytes"], exp["replica_group_size"])
+    assert f.details["combined_predicted_s_per_step"] == pytest.approx(combined, rel=REL)
+    assert f.est_savings_s_per_step == pytest.approx(exp["tiny_all_gather_s_per_step"] - combined, rel=REL)
+    assert f.details["groups"][0]["kind"] == "all-gather"
+    # The same waits are exposed all-gather time too.
+    g = only(exposed_collective.check(analysis), "exposed-collective", kind="all-gather")
+    assert g.time_s_per_step == pytest.approx(exp["exposed_collective_s_per_step"], rel=REL)
+
+
+def test_gpu_combiner_flag_is_given_once_per_kind(tmp_path):
+    """Gathers over two replica-group sizes form two groups of one kind: one XLA flag, large enough for both."""
+    import dataclasses
+    analysis, exp = analyze_scenario(tmp_path, scenarios.tiny_all_gathers, 4)
+    ops = analysis.ops.copy()
+    gathers = ops.index[ops["collective_kind"].eq("all-gather") & ~ops["is_async_start"].astype(bool)]
+    assert len(gathers) == 4
+    ops.loc[gathers[:1], "replica_group_size"] = 2  # one gather over 2 devices, three over 4
+    f = only(latency_bound_collective.check(dataclasses.replace(analysis, ops=ops, platform="gpu")),
+              "latency-bound-collective")
+    assert len(f.details["groups"]) == 2
+    flag = "--xla_gpu_all_gather_combine_threshold_bytes="
+    assert f.fix.count(flag) == 1
+    assert f"XLA_FLAGS='{flag}{3 * exp['all_gather_bytes']}'" in f.fix  # the three gathers over 4 devices
+
+
+def test_bandwidth_bound_gather_is_not_latency_bound(tmp_path):
+    analysis, _ = analyze_scenario(tmp_path, scenarios.exposed_all_gather, 250.0)
+    table = latency_bound_collective.classify_collectives(analysis)
+    assert len(table) == 1 and not table["latency_bound"].any()
+    assert latency_bound_collective.check(analysis) == []
