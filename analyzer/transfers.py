@@ -27,6 +27,7 @@ from .intervals import covered, first_at_or_after, union_length
 from .steps import PS_PER_S, Steps, measured_rows, step_rows
 from .tables import TRANSFER_SPANS
 
+
 @dataclass(frozen=True)
 class Transfers:
     """Step-level transfer numbers; the per-op ones are columns of the ops table (tables.OPS)."""
@@ -95,24 +96,89 @@ def transfer_spans(async_spans: pd.DataFrame, ops: pd.DataFrame, step_ops: pd.Da
         "op_id": op_id, "kind": kind.reindex(op_id).astype(object).to_numpy(), "start_ps": start, "end_ps": end}))
 
 
-def _gpu_exposed_ps(step_ops: pd.DataFrame, is_comm: np.ndarray) -> np.ndarray:
-    """Per communication event: the part no compute kernel on the same device overlaps (any stream)."""
-    start = step_ops["start_ps"].to_numpy(np.int64)
-    end = start + _extent(step_ops)
-    device = step_ops["device"].to_numpy(np.int64)
-    hidden = covered(start[is_comm], end[is_comm], device[is_comm], start[~is_comm], end[~is_comm],
-                     device[~is_comm])
-    return (end - start)[is_comm] - hidden
-
-
 def _extent(step_ops: pd.DataFrame) -> np.ndarray:
     """Timeline extent of each event, for overlaps (GPU kernels: their span on the stream)."""
     return step_ops["span_ps" if "span_ps" in step_ops else "duration_ps"].to_numpy(np.int64)
 
 
 def _union_s(steps: Steps, device, step, start, end) -> float:
+    """Seconds covered by the intervals, summed over the measured device-steps."""
     rows = measured_rows(steps, device, step)
     return float(union_length(start, end, rows, len(steps.after_warmup)).sum()) / PS_PER_S
+
+
+@dataclass(frozen=True)
+class _Ops:
+    """What the transfer arithmetic needs of each op row."""
+
+    kind: pd.Series  # transfer kind or None
+    start: np.ndarray  # issues a transfer (async start, send, recv)
+    done: np.ndarray  # waits for one
+    waits: np.ndarray  # its time is a wait: the rows that get exposure columns
+
+    @property
+    def is_async(self) -> np.ndarray:
+        return self.start | self.done
+
+
+@dataclass(frozen=True)
+class _Events:
+    """The step's events seen through their op (kind, async) with their timeline extent."""
+
+    kind: np.ndarray  # object: transfer kind or None
+    is_comm: np.ndarray
+    is_async: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+
+def _events(ops: pd.DataFrame, step_ops: pd.DataFrame, o: _Ops) -> _Events:
+    pos = pd.Series(np.arange(len(ops)), index=ops["op_id"].to_numpy())
+    pos = pos[pos.index >= 0].reindex(step_ops["op_id"].to_numpy(np.int64)).fillna(-1).to_numpy(np.int64)
+    take = np.maximum(pos, 0)
+    kind = np.where(pos >= 0, o.kind.to_numpy(dtype=object)[take], None)
+    start = step_ops["start_ps"].to_numpy(np.int64)
+    return _Events(kind, pd.notna(kind), np.where(pos >= 0, o.is_async[take], False), start,
+                   start + _extent(step_ops))
+
+
+def _gpu_exposure(ops, step_ops, steps, ev: _Events):
+    """(exposed, in flight, exposed where in flight) per op: the part of each communication kernel no compute
+    kernel on the same device overlaps (any stream); the kernel time is in flight."""
+    device = step_ops["device"].to_numpy(np.int64)
+    comm, other = ev.is_comm, ~ev.is_comm
+    hidden = covered(ev.start[comm], ev.end[comm], device[comm], ev.start[other], ev.end[other], device[other])
+    per_op = _by_op(step_ops["op_id"].to_numpy(np.int64)[comm], ((ev.end - ev.start)[comm] - hidden).astype(float),
+                    ops)
+    exposed = per_op / PS_PER_S / len(steps.after_warmup)
+    return exposed, ops["measured_s_per_step"].to_numpy(float), exposed
+
+
+def _span_exposure(ops, step_ops, steps, spans: pd.DataFrame, o: _Ops):
+    """(exposed, in flight, exposed where in flight, span device-steps) per op from the op line and the
+    recorded spans: in-flight time and the matching wait over the device-steps of the devices that recorded
+    spans; synchronous transfers are in flight exactly while exposed."""
+    exposed = ops["measured_s_per_step"].fillna(0.0).to_numpy(float)
+    span_devices = spans["device"].unique()
+    n_span = max(int(steps.after_warmup["device"].isin(span_devices).sum()), 1)
+    ids, span_ids = ops["op_id"].to_numpy(np.int64), spans["op_id"].to_numpy(np.int64)
+    in_flight = _by_op(span_ids, (spans["end_ps"] - spans["start_ps"]).to_numpy(float), ops) / PS_PER_S / n_span
+    in_flight = np.where(np.isin(ids, span_ids) & (ids >= 0), in_flight, np.nan)
+    on_span = np.isin(step_ops["device"].to_numpy(np.int64), span_devices)
+    exposed_where = _by_op(step_ops["op_id"].to_numpy(np.int64)[on_span],
+                           step_ops["duration_ps"].to_numpy(float)[on_span], ops) / PS_PER_S / n_span
+    sync = ~o.is_async
+    return exposed, np.where(sync, exposed, in_flight), np.where(sync, exposed, exposed_where), n_span
+
+
+def _busy_by_kind(parts: pd.DataFrame, steps: Steps, n: int, sync_exposed: pd.Series) -> dict[str, float]:
+    """Per kind: the union of its transfers' time per step, plus its synchronous transfers' time."""
+    busy = {k: _union_s(steps, p["device"], p["step"], p["start_ps"].to_numpy(np.int64),
+                        p["end_ps"].to_numpy(np.int64)) / n
+            for k, p in parts.groupby("kind", sort=True, observed=True)}
+    for k, part in sync_exposed.groupby(sync_exposed.index.to_numpy(), sort=True):
+        busy[k] = busy.get(k, 0.0) + float(part.sum())  # synchronous: the time is the transfer
+    return busy
 
 
 def attach_transfers(ops: pd.DataFrame, step_ops: pd.DataFrame | None, steps: Steps | None,
@@ -121,80 +187,45 @@ def attach_transfers(ops: pd.DataFrame, step_ops: pd.DataFrame | None, steps: St
     step-level :class:`Transfers`."""
     ops = ops.copy()
     kind = ops["transfer_kind"].astype(object).where(ops["transfer_kind"].notna(), None)
-    is_kind = kind.notna().to_numpy()
-    done = _flag(ops, "is_async_done")
     start = _flag(ops, "is_async_start") | ops["opcode"].isin(["send", "recv"]).to_numpy()
-    in_step = _flag(ops, "in_step")
-    gpu, measured = platform == "gpu", platform != "hlo" and steps is not None
+    done, in_step = _flag(ops, "is_async_done"), _flag(ops, "in_step")
+    gpu = platform == "gpu"
+    # The rows whose time is a wait: on GPU the start kernel does the transfer; on TPU starts only issue it.
+    o = _Ops(kind, start, done, in_step & kind.notna().to_numpy() & (gpu | ~start))
     ops["start_op_id"] = np.where(done, _op_ids(ops, ops["module"], ops["program_id"], ops["start_op"]), -1) \
         if len(ops) else np.zeros(0, np.int64)
-    ops["transfer_is_async"] = start | done
+    ops["transfer_is_async"] = o.is_async
     per_occurrence = ops["collective_bytes"].astype(float).fillna(ops["host_bytes"].astype(float))
     ops["transfer_bytes_per_step"] = per_occurrence * ops["occurrences_per_step"].astype(float).fillna(1.0)
-    # The rows whose time is a wait: on GPU the start kernel does the transfer; on TPU starts only issue it.
-    waits = in_step & is_kind & (gpu | ~start)
-    spans, recording, n_span = TRANSFER_SPANS.empty(), 0, 1
-    plain = ~is_kind & ~start & ~done
-    busy: dict[str, float] = {}
-    if not measured:
+    plain = kind.isna().to_numpy() & ~o.is_async
+    spans, recording, busy = TRANSFER_SPANS.empty(), 0, {}
+    if platform == "hlo" or steps is None:
         exposed = ops["predicted_s_per_step"].fillna(0.0).to_numpy(float)
-        in_flight = np.full(len(ops), np.nan)
-        exposed_where = exposed
+        in_flight, exposed_where = np.full(len(ops), np.nan), exposed
         non_transfer = float(ops.loc[plain, "predicted_s_per_step"].sum())
     else:
         n = max(len(steps.after_warmup), 1)
-        ev_ids = step_ops["op_id"].to_numpy(np.int64)
-        pos = pd.Series(np.arange(len(ops)), index=ops["op_id"].to_numpy())
-        pos = pos[pos.index >= 0].reindex(ev_ids).fillna(-1).to_numpy(np.int64)
-        ev_kind = np.where(pos >= 0, kind.to_numpy(dtype=object)[np.maximum(pos, 0)], None)
-        ev_is_comm = pd.notna(ev_kind)
-        ev_async = np.where(pos >= 0, (start | done)[np.maximum(pos, 0)], False)
-        ev_start = step_ops["start_ps"].to_numpy(np.int64)
-        ev_end = ev_start + _extent(step_ops)
+        ev = _events(ops, step_ops, o)
         if gpu:
-            exposed = _by_op(ev_ids[ev_is_comm], _gpu_exposed_ps(step_ops, ev_is_comm).astype(float), ops)
-            exposed = exposed / PS_PER_S / len(steps.after_warmup)
-            in_flight = ops["measured_s_per_step"].to_numpy(float)
-            exposed_where = exposed
+            exposed, in_flight, exposed_where = _gpu_exposure(ops, step_ops, steps, ev)
+            parts = pd.DataFrame({"device": step_ops["device"].to_numpy(), "step": step_ops["step"].to_numpy(),
+                                  "start_ps": ev.start, "end_ps": ev.end, "kind": ev.kind})[ev.is_comm]
         else:
-            exposed = ops["measured_s_per_step"].fillna(0.0).to_numpy(float)
             spans = transfer_spans(async_spans, ops, step_ops, steps)
             recording = int(async_spans["device"].nunique()) if async_spans is not None and len(async_spans) else 0
-            span_devices = spans["device"].unique()
-            n_span = max(int(steps.after_warmup["device"].isin(span_devices).sum()), 1)
-            has_span = np.isin(ops["op_id"].to_numpy(np.int64), spans["op_id"].to_numpy(np.int64))
-            has_span &= ops["op_id"].to_numpy(np.int64) >= 0
-            in_flight = _by_op(spans["op_id"].to_numpy(np.int64),
-                               (spans["end_ps"] - spans["start_ps"]).to_numpy(float), ops) / PS_PER_S / n_span
-            in_flight = np.where(has_span, in_flight, np.nan)
-            # The done ops' waits on the span devices only, over the same device-steps as the spans.
-            on_span = np.isin(step_ops["device"].to_numpy(np.int64), span_devices)
-            exposed_where = _by_op(ev_ids[on_span], step_ops["duration_ps"].to_numpy(float)[on_span],
-                                   ops) / PS_PER_S / n_span
-            sync = ~(start | done)
-            in_flight = np.where(sync, exposed, in_flight)
-            exposed_where = np.where(sync, exposed, exposed_where)
+            exposed, in_flight, exposed_where, n_span = _span_exposure(ops, step_ops, steps, spans, o)
+            parts, n = spans[spans["kind"].notna()], (n_span if len(spans) else n)
         if platform == "tpu":  # one op at a time on the op line: the union is the plain sum
             non_transfer = float(ops.loc[in_step & plain, "measured_s_per_step"].sum())
         else:
-            compute = ~ev_is_comm & ~ev_async
+            compute = ~ev.is_comm & ~ev.is_async
             non_transfer = _union_s(steps, step_ops["device"][compute], step_ops["step"][compute],
-                                    ev_start[compute], ev_end[compute]) / n
-        if gpu:
-            parts = pd.DataFrame({"device": step_ops["device"].to_numpy(), "step": step_ops["step"].to_numpy(),
-                                  "start_ps": ev_start, "end_ps": ev_end, "kind": ev_kind})[ev_is_comm]
-        else:
-            parts = spans[spans["kind"].notna()]
-            n = n_span if len(spans) else n
-        for k, part in parts.groupby("kind", sort=True, observed=True):
-            busy[k] = _union_s(steps, part["device"], part["step"], part["start_ps"].to_numpy(np.int64),
-                               part["end_ps"].to_numpy(np.int64)) / n
-        sync_waits = waits & ~(start | done)
-        for k, part in pd.Series(exposed[sync_waits]).groupby(kind[sync_waits].to_numpy(), sort=True):
-            busy[k] = busy.get(k, 0.0) + float(part.sum())  # synchronous: the time is the transfer
-    ops["exposed_s_per_step"] = np.where(waits, exposed, np.nan)
-    ops["exposed_where_in_flight_measured_s_per_step"] = np.where(waits, exposed_where, np.nan)
-    ops["in_flight_s_per_step"] = np.where(waits, in_flight, np.nan)
+                                    ev.start[compute], ev.end[compute]) / max(len(steps.after_warmup), 1)
+        sync = o.waits & ~o.is_async
+        busy = _busy_by_kind(parts, steps, n, pd.Series(exposed[sync], index=kind[sync].to_numpy()))
+    ops["exposed_s_per_step"] = np.where(o.waits, exposed, np.nan)
+    ops["exposed_where_in_flight_measured_s_per_step"] = np.where(o.waits, exposed_where, np.nan)
+    ops["in_flight_s_per_step"] = np.where(o.waits, in_flight, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         hidden = np.clip(1.0 - ops["exposed_where_in_flight_measured_s_per_step"] / ops["in_flight_s_per_step"],
                          0.0, 1.0)
