@@ -2,8 +2,8 @@
 
     python tests/fuzz/fuzz_inputs.py --mutants 2000 --seed 1 [--workers 2] [--keep DIR]
 
-Each mutant runs ``python -m xladiag.cli ... --format json`` in its own process (so the RSS we read
-from ``wait4`` is the run's own) and must: print no traceback or Python warning, exit 0, 1 or 2, stay
+Each mutant runs ``python -m xladiag.cli ... --format json`` in its own process (the RSS read from
+``wait4`` is the run's own, or this runner's if larger: keep the runner small) and must: print no traceback or Python warning, exit 0, 1 or 2, stay
 under the RSS cap, and, on exit 0, write JSON whose every number is finite and plausible (see
 ``json_problems``). The same ``--seed`` gives the same mutants; a failure prints the index to rerun.
 """
@@ -188,6 +188,9 @@ def run_mutant(mutant: Mutant, workdir: Path) -> Outcome:
         problems.append("error message over several lines")
     if not problems:
         shutil.rmtree(case, ignore_errors=True)
+    # The files are on disk (kept when it failed): holding thousands of mutants would grow this process,
+    # and a child's ru_maxrss starts at its parent's RSS (Linux keeps the high-water mark across exec).
+    mutant.files = {}
     return Outcome(mutant, code, rss, problems)
 
 
