@@ -17,20 +17,11 @@ import mutators  # noqa: E402
 CI_MUTANTS = 60  # ~30 s on two idle cores
 CI_SEED = 2026
 
-# Crashes whose cause is in the HLO parser, being fixed under issue 11 by its owner: tolerated on HLO
-# mutants only, by exact message. This list must only shrink.
-KNOWN_HLO_CRASHES = ("KeyError: 'is_async_start'",)
-
-
-def _unexpected(outcome) -> list[str]:
-    known = outcome.mutant.seed.kind == "hlo"
-    return [p for p in outcome.problems if not (known and any(k in p for k in KNOWN_HLO_CRASHES))]
-
 
 def test_fuzz_ci_run():
     outcomes, broken = fuzz_inputs.run_fuzz(CI_MUTANTS, CI_SEED, workers=2)
     assert not broken, [(o.mutant.seed.name, o.problems) for o in broken]
-    failed = [o for o in outcomes if _unexpected(o)]
+    failed = [o for o in outcomes if o.problems]
     assert not failed, fuzz_inputs.summary(outcomes)
     # The run reached both the error path and full reports, on captures and on dumps.
     codes = Counter(o.code for o in outcomes)
