@@ -21,8 +21,9 @@ How the cost is estimated:
     the predicted transfer times stand in for the exposed time (confidence low).
 Fix:
     By cause. All-gathers of FSDP weights hide once the per-device batch exceeds C/W tokens: raise the
-    batch or use fewer FSDP shards. Async collective fusion flags, and on TPU7x SparseCore collective
-    offload. Lower the tensor-parallel degree when the MLP dimension is below Y*C/W. Exposed host offload:
+    batch or use fewer FSDP shards. By chip: continuation fusion (async collective fusion) on TPU v4 / v5e /
+    v5p / v6e, SparseCore collective offload on TPU7x (its default; the two exclude each other), XLA's
+    latency-hiding scheduler and pipelined collectives on NVIDIA and AMD GPUs. Lower the tensor-parallel degree when the MLP dimension is below Y*C/W. Exposed host offload:
     offload fewer tensors, or earlier, so the copies overlap (MaxText `remat_policy` offload choices, the
     `pinned_host` memory kind).
 Details:
@@ -48,6 +49,8 @@ import pandas as pd
 
 from ..analyzer.collectives import TRANSFER_KINDS, link_bandwidth
 from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
+from .collective_levers import gpu_overlap, tpu_overlap
+from .levers import flag, name, target
 
 RULE_ID = "exposed-collective"
 MIN_FRACTION = 0.005  # measured exposure under half a percent of the step is noise, not a finding
@@ -77,45 +80,37 @@ def _fix(kind: str, analysis, part: pd.DataFrame, needed_s: float, compute_s: fl
                 f"from host memory (S(5)) and need about {format_seconds(needed_s)}, against "
                 f"{format_seconds(compute_s)} of non-transfer work to hide them behind. Offload fewer or smaller "
                 "tensors, or issue the offload earlier and the reload later so the copies run under compute: in "
-                "MaxText, with remat_policy='custom', set the largest 'offload' entries (e.g. decoder_layer_input, "
-                "mlpwi, query_proj) to 'device' where HBM allows, or 'remat'; with jax.checkpoint, "
-                "jax.checkpoint_policies.save_and_offload_only_these_names"
-                "(names_which_can_be_saved=[...], names_which_can_be_offloaded=[the few largest], offload_src="
-                "'device', offload_dst='pinned_host'); keep arrays placed with memory_kind='pinned_host' in device "
-                "memory when they fit. On TPU, MaxText's HOST_OFFLOAD_FLAGS in LIBTPU_INIT_ARGS (e.g. "
-                "--xla_tpu_host_transfer_overlap_limit=24) let more transfers overlap.")
+                f"MaxText, with {name('remat_policy')}='{name('custom')}', set the largest 'offload' entries (e.g. "
+                f"{name('decoder_layer_input')}, {name('mlpwi')}, {name('query_proj')}) to 'device' where HBM allows, "
+                f"or 'remat'; with {name('jax.checkpoint')}, "
+                f"{name('jax.checkpoint_policies.save_and_offload_only_these_names')}"
+                f"({name('names_which_can_be_saved')}=[...], {name('names_which_can_be_offloaded')}=[the few "
+                f"largest], {name('offload_src')}='device', {name('offload_dst')}='{name('pinned_host')}'); keep "
+                f"arrays placed with {name('memory_kind')}='pinned_host' in device memory when they fit."
+                + (f" On TPU, MaxText's {name('HOST_OFFLOAD_FLAGS')} in {name('LIBTPU_INIT_ARGS')} (e.g. "
+                   f"{flag('xla_tpu_host_transfer_overlap_limit', 24)}) let more transfers overlap."
+                   if target(platform, chip) == "tpu" else ""))
     parts = []
     if kind == "all-gather" and c_over_w:
         parts.append(f"If these gather FSDP weights, they hide once the per-device batch exceeds C/W = "
                      f"{c_over_w:,.0f} tokens on {chip.name} (one mesh axis; over k axes C/(k*W)): raise "
-                     "per_device_batch_size, or shard the weights over fewer devices (smaller FSDP axis).")
+                     f"{name('per_device_batch_size')}, or shard the weights over fewer devices (smaller FSDP axis).")
     if kind in ("all-reduce", "reduce-scatter") and c_over_w:
         group = part["replica_group_size"].dropna()
         y = int(group.mode().iloc[0]) if len(group) else analysis.num_devices
-        parts.append(f"If these are tensor-parallel reductions (group of Y = {y}), TP is ICI-bound unless the MLP "
+        parts.append(f"If these are tensor-parallel reductions (group of Y = {y}), TP is {network.upper()}-bound "
+                     "unless the MLP "
                      f"dimension exceeds Y*C/W = {y * c_over_w:,.0f}: lower the TP degree "
-                     "(ici_tensor_parallelism) and prefer FSDP.")
-    if platform == "gpu":
-        parts.append("XLA_FLAGS: --xla_gpu_enable_latency_hiding_scheduler=true "
-                     "--xla_gpu_enable_pipelined_all_gather=true --xla_gpu_enable_pipelined_reduce_scatter=true "
-                     "--xla_gpu_enable_pipelined_all_reduce=true.")
-    elif platform in ("tpu", "hlo"):
-        flag = {"all-gather": " --xla_enable_async_all_gather=true "
-                              "--xla_tpu_enable_async_collective_fusion_fuse_all_gather=true",
-                "all-reduce": " --xla_enable_async_all_reduce=true "
-                              "--xla_tpu_enable_async_collective_fusion_fuse_all_reduce=true",
-                "all-to-all": " --xla_tpu_enable_async_all_to_all=true",
-                "collective-permute": " --xla_enable_async_collective_permute=true"}.get(kind, "")
-        parts.append("LIBTPU_INIT_ARGS: --xla_tpu_enable_async_collective_fusion=true "
-                     f"--xla_tpu_overlap_compute_collective_tc=true{flag}.")
-        sc = {"all-gather": "all_gather", "reduce-scatter": "reduce_scatter", "all-reduce": "all_reduce"}.get(kind)
-        if sc:
-            parts.append(("" if chip.key == "tpu7x" else "On TPU7x, ") + "SparseCore collective offload: "
-                         f"--xla_tpu_enable_sparse_core_collective_offload_{sc}=true.")
+                     f"({name('ici_tensor_parallelism')}) and prefer FSDP.")
+    where = target(platform, chip)
+    if where == "gpu":
+        parts.append(gpu_overlap(kind, chip))
+    elif where == "tpu":
+        parts.append(tpu_overlap(kind, chip))
     else:
         parts.append("CPU collectives are synchronous rendezvous and overlap nothing; tune on the target "
                      "accelerator.")
-    return " ".join(parts)
+    return " ".join(p for p in parts if p)
 
 
 def _num(x) -> float | None:

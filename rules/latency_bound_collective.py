@@ -38,13 +38,11 @@ import pandas as pd
 
 from ..analyzer.collectives import KINDS, latency_threshold_bytes, predict_collective
 from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
+from .collective_levers import GPU_COMBINE_FLAG, gpu_combine
+from .levers import name, target
 
 RULE_ID = "latency-bound-collective"
 MIN_FRACTION = 0.005
-_GPU_FLAG = {"all-gather": "--xla_gpu_all_gather_combine_threshold_bytes",
-             "reduce-scatter": "--xla_gpu_reduce_scatter_combine_threshold_bytes",
-             "all-reduce": "--xla_gpu_all_reduce_combine_threshold_bytes",
-             "collective-permute": "--xla_gpu_collective_permute_combine_threshold_bytes"}
 
 
 def classify_collectives(analysis) -> pd.DataFrame:
@@ -129,26 +127,28 @@ def check(analysis) -> list:
                 f"{format_seconds(first['combined_predicted_s'])} as one collective. Of {len(table)} modelled "
                 f"collectives, {len(bound)} are latency-bound.")
     sizes = ", ".join(f"{g['kind']} over {g['replica_group_size']}: {int(g['bytes_per_step']):,} B" for g in groups)
-    if analysis.platform == "gpu":
+    where = target(analysis.platform, chip)
+    if where == "gpu":
         # One flag per kind: a threshold as large as the largest group of that kind lets every group combine.
         largest: dict[str, int] = {}
         for g in groups:
-            if g["kind"] in _GPU_FLAG:
+            if g["kind"] in GPU_COMBINE_FLAG:
                 largest[g["kind"]] = max(largest.get(g["kind"], 0), int(g["bytes_per_step"]))
-        flags = " ".join(f"{_GPU_FLAG[kind]}={nbytes}" for kind, nbytes in largest.items())
-        combine = f"Raise XLA's combiner thresholds so these merge: XLA_FLAGS='{flags}'. Also "
-    elif analysis.platform in ("tpu", "hlo"):
+        vendor = "AMD (ROCm) and NVIDIA GPUs alike" if chip.vendor == "amd" else "NVIDIA GPUs"
+        combine = (f"Raise XLA's combiner thresholds so these merge (on {vendor}): "
+                   f"{name('XLA_FLAGS')}='{gpu_combine(largest)}'. Also ")
+    elif where == "tpu":
         combine = (f"Let XLA combine them (combined sizes per group: {sizes}); on TPU the combiner thresholds are "
-                   "libtpu flags (LIBTPU_INIT_ARGS) that the open XLA sources do not document, so also combine "
-                   "in the model: ")
+                   f"libtpu flags ({name('LIBTPU_INIT_ARGS')}) that the open XLA sources do not document, so also "
+                   "combine in the model: ")
     else:
         combine = f"Combine them in the model (combined sizes per group: {sizes}): "
     min_array = int(threshold * max(g["replica_group_size"] for g in groups))
     fix = (combine + "gather or reduce the small parameters of a layer as one bucket (e.g. stack norm scales "
-           "and biases into one array before sharding, or use one flattened gradient bucket), and inside a "
-           "scanned layer stack (MaxText scan_layers=true) remember that collectives of different layers cannot "
+           "and biases into one array before sharding, or use one flattened gradient bucket), and inside a scanned "
+           f"layer stack (MaxText {name('scan_layers')}=true) remember that collectives of different layers cannot "
            f"merge. Arrays under about {min_array:,} bytes gain nothing from sharding over these groups: replicate "
-           "them (PartitionSpec() / a MaxText logical_axis_rules entry mapping their axes to no mesh axis).")
+           f"them ({name('PartitionSpec')}() / a MaxText {name('logical_axis_rules')} entry mapping their axes to no mesh axis).")
     top = bound.sort_values("time_s", ascending=False).head(10)
     ops = tuple(OpEvidence(str(r.op_name), float(r.time_s),
                            None if r.predicted_s_per_step != r.predicted_s_per_step else float(r.predicted_s_per_step),

@@ -16,8 +16,8 @@ How the cost is estimated:
     otherwise the time of the recomputed ops whose outputs fit, most seconds per byte first. Confidence
     is low when the step is not compute-bound.
 Fix:
-    A lighter policy: MaxText `remat_policy` full -> save_dot_with_context_except_mlp -> save_qkv_proj ->
-    minimal (each keeps more activations), or `custom` with per-tensor 'device' / 'offload'; with
+    A lighter policy: MaxText `remat_policy` full -> save_qkv_proj -> save_dot_except_mlp ->
+    save_dot_with_context_except_mlp -> minimal (each keeps more activations than the one before), or `custom` with per-tensor 'device' / 'offload'; with
     `jax.checkpoint`, a policy such as `jax.checkpoint_policies.dots_with_no_batch_dims_saveable`. When HBM
     is short, offload the largest saved activations to host memory instead of recomputing them.
 Details:
@@ -41,9 +41,13 @@ from __future__ import annotations
 import numpy as np
 
 from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
+from .levers import name
 
 RULE_ID = "remat-overhead"
 FULL_POLICY_EXTRA_FLOPS = (0.25, 0.30)
+# MaxText remat presets from least kept to most: each saves the names of the one before plus more
+# (decoders.py: qkv projections; + out_proj; + attention context; minimal = every dot without batch dims).
+REMAT_LADDER = ("full", "save_qkv_proj", "save_dot_except_mlp", "save_dot_with_context_except_mlp", "minimal")
 
 
 def peak_memory_bytes(analysis) -> float | None:
@@ -126,19 +130,22 @@ def check(analysis) -> list:
     else:
         fix = ""
     if headroom is None or extra_bytes <= headroom:
+        ladder = " -> ".join(name(p) for p in REMAT_LADDER)
         fix += (f"Use a lighter remat policy (needs ~{format_bytes(extra_bytes)} more HBM per device): MaxText "
-                "remat_policy full -> save_dot_with_context_except_mlp -> save_qkv_proj -> minimal, stopping at "
-                "the first that fits; with jax.checkpoint, policy=jax.checkpoint_policies."
-                + ("dots_with_no_batch_dims_saveable (matmuls are "
+                f"{name('remat_policy')} {ladder} (each keeps more activations than the one before), stopping at "
+                f"the first that fits; with {name('jax.checkpoint')}, policy="
+                + (f"{name('jax.checkpoint_policies.dots_with_no_batch_dims_saveable')} (matmuls are "
                    f"{matmul_share:.0%} of the recomputed time)." if matmul_share >= 0.5
-                   else "save_only_these_names(...) for the recomputed activations (checkpoint_name them)."))
+                   else f"{name('jax.checkpoint_policies.save_only_these_names')}(...) for the recomputed "
+                   f"activations ({name('checkpoint_name')} them)."))
     else:
         pcie, rest_bytes = analysis.chip.pcie_bytes_per_s, extra_bytes - float(np.nansum(kept["bytes"]))
         fix += (f"HBM cannot hold all recomputed outputs ({format_bytes(extra_bytes)} needed, "
                 f"{format_bytes(max(headroom, 0))} free): save the {len(kept)} ops worth most seconds per byte "
-                "(MaxText remat_policy='custom' with those tensors set to 'device'), and offload the rest "
-                "('offload', or remat_policy='minimal_offloaded'; jax: save_and_offload_only_these_names(..., "
-                "offload_src='device', offload_dst='pinned_host'))"
+                f"(MaxText {name('remat_policy')}='{name('custom')}' with those tensors set to 'device'), and offload "
+                f"the rest ('offload', or {name('remat_policy')}='{name('minimal_offloaded')}'; jax: "
+                f"{name('jax.checkpoint_policies.save_and_offload_only_these_names')}(..., {name('offload_src')}="
+                f"'device', {name('offload_dst')}='{name('pinned_host')}'))"
                 + (f": the PCIe round trip of the rest takes ~{format_seconds(2 * rest_bytes / pcie)} per step and "
                    "must overlap compute." if pcie else "."))
     top = remat.sort_values("time_s", ascending=False).head(10)

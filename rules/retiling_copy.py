@@ -17,8 +17,9 @@ How the cost is estimated:
 Fix:
     Let XLA choose the layouts of program inputs (`jax.jit(f, in_shardings=Format(Layout.AUTO))` with
     `from jax.experimental.layout import Format, Layout`, then place arguments in `compiled.input_formats`);
-    reorder einsum dimensions so producer and consumer agree; pad dimensions to multiples of 128 (256 on
-    v6e / TPU7x); for convolutions on GPU keep activations channels-last (NHWC / NDHWC dimension numbers).
+    reorder einsum dimensions so producer and consumer agree; on TPU pad dimensions to multiples of the
+    chip's MXU width (128 on v4 / v5e / v5p, 256 on v6e / TPU7x); for convolutions on GPU keep activations
+    channels-last (NHWC / NDHWC dimension numbers).
 Details:
     layout_s_per_step (s): seconds per step of the layout-only ops (the finding's cost)
     convolution_s_per_step (s): seconds per step of the convolutions and matmuls they sit around
@@ -39,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
+from .levers import name, target
 
 RULE_ID = "retiling-copy"
 _MOVE_WORDS = {"copy", "transpose", "bitcast", "reshape", "fusion", "wrapped", "input", "loop", "kd"}
@@ -100,6 +102,16 @@ def _layouts(r) -> str:
     return f" {r.operand_layout} -> {r.result_layout}" if ok else ""
 
 
+def _padding(analysis) -> str:
+    """The MXU padding clause, for TPUs only: the chip's own MXU width (no TPU numbers in GPU advice)."""
+    if target(analysis.platform, analysis.chip) != "tpu":
+        return ""
+    mxu = getattr(analysis.chip, "mxu_dim", None)
+    size = (f"{mxu} (the {analysis.chip.name} MXU is {mxu}x{mxu})" if mxu
+            else "128 on TPU v4 / v5e / v5p, 256 on v6e / TPU7x")
+    return f", and pad dimensions to multiples of {size} so tiles need no retiling"
+
+
 def check(analysis) -> list:
     if analysis.ops.empty:
         return []
@@ -137,14 +149,15 @@ def check(analysis) -> list:
                          f"({format_bytes(first['result_bytes'])}) from {origin}")
     evidence += "."
     fix = ("Let XLA pick the layouts of the program's inputs instead of forcing the default: "
-           "from jax.experimental.layout import Format, Layout; jax.jit(f, in_shardings=Format(Layout.AUTO)) "
-           "(then put the arguments in compiled.input_formats once, outside the step). Inside the program, "
-           "reorder einsum dimensions so the producer writes what the consumer reads (contracting dimension "
-           "minor-most on both sides), and pad dimensions to multiples of 128 (256 on v6e / TPU7x) so tiles "
-           "need no retiling.")
+           f"from {name('jax.experimental.layout')} import Format, Layout; "
+           f"{name('jax.jit')}(f, {name('in_shardings')}=Format(Layout.AUTO)) (then put the arguments in "
+           f"compiled.{name('input_formats')} once, outside the step). Inside the program, reorder einsum "
+           "dimensions so the producer writes what the consumer reads (contracting dimension minor-most on both "
+           "sides)" + _padding(analysis) + ".")
     if analysis.platform == "gpu" and convs["category"].astype(str).str.contains("convolution").any():
         fix = ("The convolution library wants another layout than the arrays have, so XLA transposes around it: "
-               "keep activations channels-last (jax.lax.conv_general_dilated with dimension_numbers such as "
+               f"keep activations channels-last ({name('jax.lax.conv_general_dilated')} with "
+               f"{name('dimension_numbers')} such as "
                "('NDHWC', 'DHWIO', 'NDHWC') or ('NHWC', 'HWIO', 'NHWC')) from the input pipeline on, so no "
                "transpose is needed before or after the convolution. " + fix)
     ops = tuple(OpEvidence(str(r.op_name), float(r.time_s),

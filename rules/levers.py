@@ -1,0 +1,160 @@
+"""The levers a fix may name: every XLA / libtpu flag, MaxText key and JAX API, checked against a public source.
+
+Fix texts build their flag strings and names through :func:`flag` and :func:`name`, so a name is typed once
+(here) and a name missing from the table fails at the first finding that prints it. Each entry records
+where it was checked (repository + path, or URL), which platforms / chips it applies to and what it does.
+``tests/rules/test_levers.py`` extracts every flag-like token from every fix text over the samples and
+fixtures and asserts it is listed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Where the names were checked (the `search` tool over public sources, 2026-11).
+MAXTEXT_FLAGS = "AI-Hypercomputer/maxtext benchmarks/xla_flags_library.py (commit 48445cf)"
+MAXTEXT_BASE = "AI-Hypercomputer/maxtext src/MaxText/configs/base.yml"
+MAXTEXT_DECODER = "AI-Hypercomputer/maxtext src/MaxText/layers/decoders.py (remat_policy -> checkpoint policy)"
+XLA_DEBUG = "openxla/xla xla/debug_options_flags.cc"
+IRONWOOD = "https://docs.cloud.google.com/tpu/docs/ironwood-performance"
+JAX_TEST_A2A = "jax-ml/jax tests: a TPU all-to-all test compiles with compiler_options {'xla_tpu_enable_async_all_to_all'}"
+JAX_CKPT = "https://docs.jax.dev/en/latest/_autosummary/jax.checkpoint_policies.{}.html"
+JAX_LAYOUT = "https://docs.jax.dev/en/latest/notebooks/layout.html"
+JAX_CONV = "https://docs.jax.dev/en/latest/_autosummary/jax.lax.conv_general_dilated.html"
+JAX_REMAT = "https://docs.jax.dev/en/latest/gradient-checkpointing.html"
+JAX_SHARDING = "https://docs.jax.dev/en/latest/jax.sharding.html"
+JAX_MEMORIES = "https://docs.jax.dev/en/latest/notebooks/host-offloading.html"
+
+
+@dataclass(frozen=True)
+class Lever:
+    name: str
+    kind: str  # 'xla_flag' (XLA_FLAGS), 'libtpu_flag' (LIBTPU_INIT_ARGS), 'env', 'maxtext', 'jax'
+    applies_to: str  # platforms / chips, in words
+    source: str
+    meaning: str
+
+
+def _levers(kind: str, applies_to: str, source: str, rows: dict[str, str]) -> list[Lever]:
+    return [Lever(n, kind, applies_to, source, m) for n, m in rows.items()]
+
+
+_TPU = "TPU (all generations)"
+_CF = "TPU v4 / v5e / v5p / v6e (continuation fusion; MaxText's tested sets are for v5p / v6e)"
+_SC = "TPU7x (default there); excludes continuation fusion of the same collective"
+_GPU = "GPU: NVIDIA (CUDA) and AMD (ROCm) share XLA's GPU flags"
+
+LEVERS: dict[str, Lever] = {lv.name: lv for lv in [
+    *_levers("env", "all platforms", XLA_DEBUG, {
+        "XLA_FLAGS": "environment variable XLA reads its debug options from"}),
+    *_levers("env", _TPU, MAXTEXT_FLAGS, {
+        "LIBTPU_INIT_ARGS": "environment variable libtpu reads its flags from",
+        "HOST_OFFLOAD_FLAGS": "MaxText's tested libtpu flag set for host offloading",
+        "ENABLE_SPARSECORE_OFFLOADING_BASE_FLAGS": "MaxText's base flags every SparseCore offload needs"}),
+    *_levers("libtpu_flag", _CF, MAXTEXT_FLAGS, {
+        "xla_tpu_enable_async_collective_fusion": "continuation fusion: collectives fused with compute",
+        "xla_tpu_enable_async_collective_fusion_fuse_all_gather": "continuation fusion of all-gathers",
+        "xla_tpu_enable_async_collective_fusion_fuse_all_reduce": "continuation fusion of all-reduces",
+        "xla_tpu_enable_async_collective_fusion_fuse_reduce_scatter": "continuation fusion of reduce-scatters",
+        "xla_tpu_enable_async_collective_fusion_multiple_steps": "continuation fusion across several steps",
+        "xla_tpu_overlap_compute_collective_tc": "overlap compute and collectives on the TensorCore"}),
+    *_levers("libtpu_flag", _TPU, MAXTEXT_FLAGS, {
+        "xla_enable_async_all_gather": "run all-gathers asynchronously",
+        "xla_enable_async_all_reduce": "run all-reduces asynchronously",
+        "xla_enable_async_collective_permute": "run collective-permutes asynchronously",
+        "xla_tpu_host_transfer_overlap_limit": "how many host transfers may be in flight (HOST_OFFLOAD_FLAGS: 24)",
+        "xla_tpu_scoped_vmem_limit_kib": "VMEM (KiB) one op may use; the rest prefetches the next ops' operands"}),
+    *_levers("libtpu_flag", _TPU, JAX_TEST_A2A, {
+        "xla_tpu_enable_async_all_to_all": "run all-to-alls asynchronously"}),
+    *_levers("libtpu_flag", _SC, MAXTEXT_FLAGS + "; " + IRONWOOD, {
+        "xla_tpu_enable_sparse_core_collective_offload_all_gather": "all-gathers run on the SparseCores",
+        "xla_tpu_enable_sparse_core_collective_offload_reduce_scatter": "reduce-scatters run on the SparseCores",
+        "xla_tpu_enable_sparse_core_collective_offload_all_reduce": "all-reduces run on the SparseCores",
+        "xla_tpu_use_tc_device_shape_on_sc": "SparseCore offload base flag (true)",
+        "xla_sc_enable_instruction_fusion": "SparseCore offload base flag (false)",
+        "xla_sc_disjoint_spmem": "SparseCore offload base flag (false)",
+        "xla_sc_disable_megacore_partitioning": "SparseCore offload base flag (true)"}),
+    *_levers("xla_flag", _GPU, XLA_DEBUG, {
+        "xla_gpu_enable_latency_hiding_scheduler": "schedule collectives early so compute hides them",
+        "xla_gpu_enable_pipelined_all_gather": "pipeline all-gathers across loop iterations",
+        "xla_gpu_enable_pipelined_reduce_scatter": "pipeline reduce-scatters across loop iterations",
+        "xla_gpu_enable_pipelined_all_reduce": "pipeline all-reduces across loop iterations",
+        "xla_gpu_all_gather_combine_threshold_bytes": "size up to which the all-gather combiner merges",
+        "xla_gpu_reduce_scatter_combine_threshold_bytes": "size up to which the reduce-scatter combiner merges",
+        "xla_gpu_all_reduce_combine_threshold_bytes": "size up to which the all-reduce combiner merges",
+        "xla_gpu_collective_permute_combine_threshold_bytes": "size up to which collective-permutes merge"}),
+    *_levers("maxtext", "MaxText on any platform", MAXTEXT_BASE, {
+        "remat_policy": "which activations the decoder layer keeps for the backward pass",
+        "per_device_batch_size": "batch per device",
+        "ici_tensor_parallelism": "tensor-parallel degree within a slice",
+        "scan_layers": "decoder layers run as one scanned layer",
+        "logical_axis_rules": "logical array axes -> mesh axes",
+        "decoder_layer_input": "remat_policy='custom' entry: 'remat', 'device' or 'offload'",
+        "query_proj": "remat_policy='custom' entry (and a checkpoint name)",
+        "mlpwi": "remat_policy='custom' entry: the MLP input projection"}),
+    *_levers("maxtext", "MaxText remat_policy value", MAXTEXT_DECODER, {
+        "full": "keep nothing, recompute the layer",
+        "save_qkv_proj": "keep query/key/value projections",
+        "save_dot_except_mlp": "save_qkv_proj + out_proj",
+        "save_dot_with_context_except_mlp": "save_dot_except_mlp + the attention context",
+        "minimal": "keep every dot without batch dims (checkpoint_dots_with_no_batch_dims)",
+        "minimal_offloaded": "offload what minimal keeps to host memory",
+        "custom": "per-tensor 'remat' / 'device' / 'offload'"}),
+    *_levers("jax", "JAX on any platform", JAX_REMAT, {
+        "jax.checkpoint": "rematerialise a function in the backward pass",
+        "policy": "jax.checkpoint argument: which intermediates are saved",
+        "checkpoint_name": "jax.ad_checkpoint.checkpoint_name: names an intermediate for name-based policies"}),
+    *[Lever(f"jax.checkpoint_policies.{n}", "jax", "JAX on any platform", JAX_CKPT.format(n), m) for n, m in {
+        "dots_with_no_batch_dims_saveable": "save matmul results without batch dims",
+        "save_only_these_names": "save only the named intermediates",
+        "save_and_offload_only_these_names": "save some names, offload others to host memory"}.items()],
+    *_levers("jax", "arguments of save_and_offload_only_these_names", JAX_CKPT.format(
+        "save_and_offload_only_these_names"), {
+        "names_which_can_be_saved": "names kept in device memory",
+        "names_which_can_be_offloaded": "names moved to host memory",
+        "offload_src": "memory kind offloaded from ('device')",
+        "offload_dst": "memory kind offloaded to ('pinned_host')"}),
+    *_levers("jax", "JAX on TPU and GPU", JAX_MEMORIES, {
+        "memory_kind": "the memory an array lives in ('device', 'pinned_host')",
+        "pinned_host": "host memory the accelerator reads over PCIe"}),
+    *_levers("jax", "JAX on any platform", JAX_LAYOUT, {
+        "jax.experimental.layout": "device-local layout control (Format, Layout)",
+        "jax.jit": "compile a function; in_shardings= takes Format(Layout.AUTO)",
+        "in_shardings": "jax.jit argument: shardings (or Formats) of the inputs",
+        "input_formats": "compiled.input_formats: the layouts XLA chose for the inputs"}),
+    *_levers("jax", "JAX on any platform", JAX_CONV, {
+        "jax.lax.conv_general_dilated": "convolution with explicit dimension numbers",
+        "dimension_numbers": "conv_general_dilated argument: the layouts of lhs, rhs and output"}),
+    *_levers("jax", "JAX on any platform", JAX_SHARDING, {
+        "PartitionSpec": "jax.sharding.PartitionSpec; PartitionSpec() replicates"}),
+]}
+
+FLAG_KINDS = ("xla_flag", "libtpu_flag")
+
+
+def name(n: str) -> str:
+    """``n`` itself, after checking that it is a verified lever (KeyError otherwise)."""
+    if n not in LEVERS:
+        raise KeyError(f"{n!r} is not in rules/levers.py: check it in a public source and add it")
+    return n
+
+
+def flag(n: str, value) -> str:
+    """``--n=value`` for a verified XLA or libtpu flag."""
+    if LEVERS[name(n)].kind not in FLAG_KINDS:
+        raise KeyError(f"{n!r} is a {LEVERS[n].kind}, not a flag")
+    return f"--{n}={str(value).lower() if isinstance(value, bool) else value}"
+
+
+def flags(**values) -> str:
+    """Several flags, space separated, in the order given."""
+    return " ".join(flag(n, v) for n, v in values.items())
+
+
+def target(platform: str, chip) -> str:
+    """'tpu', 'gpu' or 'cpu': what the advice is for. A capture says it; an HLO-only run ('hlo') is what its
+    chip is (``--chip a100`` is a GPU), by vendor."""
+    if platform in ("tpu", "gpu", "cpu"):
+        return platform
+    vendor = getattr(chip, "vendor", "")
+    return {"google": "tpu", "nvidia": "gpu", "amd": "gpu"}.get(vendor, "cpu")
