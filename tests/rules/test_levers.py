@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-import xspace_builder as xb
+from builders import scenarios as xb
 from conftest import HLO_SAMPLE, SAMPLES
 from xladiag.analyzer.analysis import analyze
 from xladiag.rules import catalog, levers
