@@ -30,7 +30,7 @@ def dump_facts(match: DumpMatch | None, ops: pd.DataFrame) -> DumpFacts:
     """Facts of the dump modules matched to the programs of the in-step ops of ``ops``."""
     if match is None:
         return DumpFacts()
-    in_step = ops[ops["in_step"].fillna(False).astype(bool)]
+    in_step = ops[ops["in_step"]]
     keys = set(zip(in_step["module"].astype(str), in_step["program_id"].fillna("").astype(str)))
     chosen, seen = [], set()
     for key, dm in match.by_program.items():

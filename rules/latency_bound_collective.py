@@ -48,8 +48,8 @@ MIN_FRACTION = 0.005
 def classify_collectives(analysis) -> pd.DataFrame:
     """Every modelled collective of the step (done or synchronous op) with its per-hop payload and class."""
     ops = analysis.ops
-    keep = ops["in_step"].fillna(False).astype(bool) & ops["collective_kind"].notna() \
-        & ~ops["is_async_start"].fillna(False).astype(bool) & (ops["collective_bytes"].astype(float) > 0)
+    keep = ops["in_step"] & ops["collective_kind"].notna() \
+        & ~ops["is_async_start"] & (ops["collective_bytes"].astype(float) > 0)
     out = ops.loc[keep, ["module", "program_id", "op_name", "collective_kind", "replica_group_size",
                          "collective_bytes", "collective_per_hop_bytes", "collective_bound_by",
                          "collective_predicted_s", "collective_bandwidth_s", "collective_latency_s",

@@ -65,7 +65,7 @@ def check(analysis) -> list:
     ops = analysis.ops
     if ops.empty:
         return []
-    in_step = ops["in_step"].fillna(False).astype(bool)
+    in_step = ops["in_step"]
     remat = ops[in_step & ops["is_recomputed"]].copy()
     dump_count = analysis.dump.recomputed_instructions
     if remat.empty and not (not analysis.measured and dump_count):
@@ -122,7 +122,7 @@ def check(analysis) -> list:
                     "predicted for them.")
 
     matmul_share = float(remat.loc[remat["category"].astype(str).str.contains("convolution|dot")
-                                   | remat["is_matmul"].fillna(False).astype(bool), "time_s"].sum()) / time_s \
+                                   | remat["is_matmul"], "time_s"].sum()) / time_s \
         if time_s > 0 else 0.0
     if bound not in ("compute", "unknown") and measured:
         fix = (f"The step is {bound}-bound, so recomputation is not what limits it; keep the policy unless "

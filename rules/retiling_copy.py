@@ -59,7 +59,7 @@ def relayout_ops(analysis) -> pd.DataFrame:
     fusion whose body is unknown (trace text only) counts when its name says relayout. Ops without any
     HLO: by name alone."""
     ops = analysis.ops
-    ops = ops[ops["in_step"].fillna(False).astype(bool) & ~ops["opcode"].isin(["copy-start", "copy-done"])]
+    ops = ops[ops["in_step"] & ~ops["opcode"].isin(["copy-start", "copy-done"])]
     named = ops["op_name"].astype(str).map(_name_is_relayout).astype(bool)
     body_unknown = (ops["opcode"] == "fusion") & ops["fused_opcodes"].isna()
     by_hlo = ops["layout_change"].notna() & (ops["is_data_movement"] | (body_unknown & named))
@@ -79,9 +79,9 @@ def relayout_ops(analysis) -> pd.DataFrame:
 def _neighbours(analysis, found: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     """Convolutions / matmuls of the step (time per step) and, per layout op (by row label of ``found``),
     whether it runs before or after the first of them in its device-step."""
-    ops = analysis.ops[analysis.ops["in_step"].fillna(False).astype(bool)]
+    ops = analysis.ops[analysis.ops["in_step"]]
     is_conv = ops["category"].astype(str).str.contains("convolution") | ops["opcode"].isin(["convolution", "dot"]) \
-        | ops["is_matmul"].fillna(False).astype(bool)
+        | ops["is_matmul"]
     convs = ops[is_conv & ~ops.index.isin(found.index)]
     where: dict = {}
     if analysis.measured and len(convs) and len(found) and len(analysis.step_ops):
