@@ -28,6 +28,7 @@ from .dump_facts import DumpFacts, dump_facts
 from .dump_matching import DumpMatch, ProgramSelectionError, choose_program, match_traced
 from .hlo_dump import HloDumpError, read_dump
 from .collective_topology import parse_topology
+from .hlo_control_flow import keep_costliest_branches
 from .hlo_facts import attach_hlo_facts
 from .op_stats import measure
 from .roofline import predict_ops, step_roofline
@@ -39,7 +40,7 @@ Progress = Callable[[str], None]
 
 BREAKDOWN_CATEGORIES = ("compute", "memory", "collective", "host_transfer", "other", "idle")
 # Columns the stages before the ops table compute on the way (op_stats, hlo_facts, roofline): not in it.
-_WORKING_COLUMNS = ("total_s", "measured_s", "fusion_kind", "peak_flops_per_s", "t_compute_s", "t_memory_s",
+_WORKING_COLUMNS = ("runs", "branches", "runs_note", "total_s", "measured_s", "fusion_kind", "peak_flops_per_s", "t_compute_s", "t_memory_s",
                     "t_host_s")
 
 
@@ -68,6 +69,8 @@ class Analysis:
     ideal_step_s: float | None  # sum of per-op predictions per step
     warnings: tuple[str, ...] = field(default_factory=tuple)
     dump: DumpFacts = field(default_factory=DumpFacts)  # the analysed program's dump modules, memory, layouts
+    # Share of the step (measured, else the ideal step) spent in ops whose FLOPs are unknown: MFU leaves them out.
+    unknown_flops_share: float | None = None
 
     @property
     def measured(self) -> bool:
@@ -102,15 +105,18 @@ def _detect_chip(devices: pd.DataFrame, platform: str, chip_name: str | None, ch
 
 
 def _hlo_only_ops(match: DumpMatch) -> pd.DataFrame:
-    """Without a trace every top-level instruction (ENTRY, loop bodies) of the chosen module is one op
-    run once per step."""
-    frames = [pd.DataFrame({"module": name, "program_id": pid, "op_name": dm.costs["name"]})
+    """Without a trace every top-level instruction (ENTRY, loop bodies, branches) of the chosen module is one
+    op, run as often per step as its computation runs (loop trip counts multiplied)."""
+    frames = [pd.DataFrame({"module": name, "program_id": pid, "op_name": dm.costs["name"], "runs": dm.costs["runs"],
+                            "branches": dm.costs["branches"], "runs_note": dm.costs["runs_note"]})
               for (name, pid), dm in match.by_program.items()]
-    ops = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["module", "program_id", "op_name"])
+    ops = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["module", "program_id", "op_name", "runs", "branches", "runs_note"])
     for col in ("mean_s", "min_s", "max_s", "measured_s_per_step", "share_of_step"):
         ops[col] = np.nan
-    ops["occurrences"] = 1
-    ops["occurrences_per_step"] = 1.0
+    # Loop bodies run their trip count times per step (hlo_control_flow); conditionals are resolved later.
+    ops["occurrences_per_step"] = pd.to_numeric(ops["runs"]).astype(float)
+    ops["occurrences"] = ops["occurrences_per_step"].round().astype("int64")
     ops["in_step"] = True
     ops["op_id"] = -1  # nothing measured: no events to join
     return ops
@@ -195,6 +201,11 @@ def analyze(
                            num_devices=max(len(devices), 1), topology=topology)
     ops = predict_ops(ops, the_chip)
     ops["predicted_s_per_step"] = ops["predicted_s"] * ops["occurrences_per_step"]
+    if platform == "hlo":
+        notes_of_runs = ops["runs_note"].fillna("").astype(str)
+        ops["cost_note"] = [("; ".join(n for n in (a, b) if n)) for a, b in zip(notes_of_runs, ops["cost_note"])]
+        ops, branch_notes = keep_costliest_branches(ops)
+        notes.extend(branch_notes)
     # A *-done op measures only the wait for its transfer, not the transfer: no roofline efficiency.
     ops.loc[ops["is_async_done"], "efficiency"] = np.nan
     ops["time_class"] = _time_class(ops)
@@ -216,6 +227,7 @@ def analyze(
     if model_flops_per_step and math.isfinite(step_s):
         mfu = step_roofline(step_s, the_chip.peak_flops_per_s("bf16"), model_flops=model_flops_per_step).mfu
         mfu = mfu if math.isfinite(mfu) else None
+    unknown_share = _unknown_flops_share(blocking, steps is not None)
     breakdown = _breakdown(ops, device_steps, step_s) if steps is not None else _predicted_breakdown(ops)
 
     return Analysis(
@@ -238,7 +250,15 @@ def analyze(
         ideal_step_s=ideal,
         warnings=tuple(notes),
         dump=dump_facts(match, ops),
+        unknown_flops_share=unknown_share,
     )
+
+
+def _unknown_flops_share(blocking: pd.DataFrame, measured: bool) -> float | None:
+    """Of the step's op time (measured, else predicted), the share in ops whose FLOPs are unknown."""
+    time = blocking["measured_s_per_step" if measured else "predicted_s_per_step"].fillna(0.0)
+    total = float(time.sum())
+    return float(time[blocking["flops"].isna()].sum()) / total if total > 0 else None
 
 
 def _time_class(ops: pd.DataFrame) -> pd.Series:

@@ -12,8 +12,9 @@ FLOPs
 - elementwise arithmetic: 1 per output element; reduce: 1 per input element; reduce-window:
   1 per output element and window tap. Data movement, convert and collectives: 0 (a collective's
   reduction is the collective model's business).
-- custom-call: cuBLAS gemm and cuDNN convolution targets like dot/convolution; attention kernels
-  (flash, fmha, splash, Pallas/Mosaic ``tpu_custom_call``) and other unknown targets: NaN.
+- custom-call: cuBLAS gemm and cuDNN convolution targets like dot/convolution; Pallas kernels with a
+  cost estimate and cuDNN fused attention as :mod:`.kernel_costs` says; other kernels (flash, splash,
+  Pallas without an estimate, unknown targets): NaN, so they are bound "unknown", not "hbm".
 
 Bytes: operands read once + result written once, at padded size, split by memory space
 (S(0) HBM, S(1) VMEM, S(5) host, anything else ``other``). A fusion counts only its own operands
@@ -26,7 +27,6 @@ slices is read at the slices' size. Asynchronous pairs: the data moved is put on
 
 from __future__ import annotations
 
-import json
 import math
 import re
 
@@ -35,6 +35,8 @@ import pandas as pd
 
 from ..parsers.hlo_text import Computation, HloModule, Instruction, Shape
 from ..parsers.hlo_tokens import parse_ints
+from .hlo_control_flow import Runs, computation_runs
+from .kernel_costs import backend_json as _backend_json, fmha_flops, pallas_cost_estimate, target as _target
 
 __all__ = ["instruction_costs", "dot_flops", "convolution_flops", "instruction_flops",
            "instruction_bytes", "top_level_computations"]
@@ -144,20 +146,6 @@ def convolution_flops(instr: Instruction, module: HloModule) -> float:
     return _conv_flops_from(ops[0], ops[1], out, instr.attrs)
 
 
-def _target(instr: Instruction) -> str:
-    return instr.attrs.get("custom_call_target", "").strip('"')
-
-
-def _backend_json(instr: Instruction) -> dict:
-    raw = instr.attrs.get("backend_config", "")
-    if raw.startswith('"'):
-        raw = json.loads(raw)
-    try:
-        return json.loads(raw) if raw else {}
-    except (ValueError, TypeError):
-        return {}
-
-
 def _custom_call_kind(instr: Instruction) -> str:
     target = _target(instr)
     if target.startswith("__cublas") or target.startswith("__hipblas"):
@@ -197,6 +185,10 @@ class _Costs:
                 return convolution_flops(instr, self.module), ""
             if kind == "zero":
                 return 0.0, ""
+            if _target(instr) == "tpu_custom_call" and (est := pallas_cost_estimate(instr)) is not None:
+                return est["flops"], "Pallas kernel: FLOPs from its cost_estimate"
+            if _target(instr).startswith("__cudnn$fmha"):
+                return fmha_flops(instr, self.module)
             return math.nan, f"{kind} custom-call {_target(instr)}"
         if op in _ELEMENTWISE:
             return float(_array(instr.shape).num_elements), ""
@@ -449,7 +441,7 @@ def top_level_computations(module: HloModule) -> list[str]:
 
 _COLUMNS = ["name", "opcode", "computation", "flops", "flops_source", "flops_note",
             "bytes_accessed", "hbm_bytes", "vmem_bytes", "host_bytes", "other_bytes", "dtype",
-            "is_matmul", "op_name", "source_file", "source_line"]
+            "is_matmul", "op_name", "source_file", "source_line", "runs", "branches", "runs_note"]
 
 
 def instruction_costs(module: HloModule, scope: str = "top") -> pd.DataFrame:
@@ -458,12 +450,16 @@ def instruction_costs(module: HloModule, scope: str = "top") -> pd.DataFrame:
     Columns: name, opcode, computation, flops (NaN unknown), flops_source ('hlo'), flops_note,
     bytes_accessed (= hbm + vmem + host + other), hbm_bytes, vmem_bytes, host_bytes,
     other_bytes, dtype (a matmul's operand dtype, else the result's), is_matmul, op_name,
-    source_file, source_line.
+    source_file, source_line, runs (executions per program run: loop trip counts, nested ones multiplied;
+    1 where the computation is not reached from ENTRY), branches (``conditional=i`` tags, ';'-joined, of the
+    conditional branches the row sits in), runs_note (how its loops' trip counts were found).
     """
     costs = _Costs(module)
+    runs = computation_runs(module)
     names = top_level_computations(module) if scope == "top" else list(module.computations)
     rows = []
     for cname in names:
+        here = runs.get(cname, Runs(1.0))
         for ins in module.computations[cname].instructions:
             try:
                 # A top-level call's body is itself top level and has its own rows.
@@ -483,7 +479,8 @@ def instruction_costs(module: HloModule, scope: str = "top") -> pd.DataFrame:
             split = [float(acc.get(k, 0.0)) for k in ("hbm_bytes", "vmem_bytes", "host_bytes",
                                                       "other_bytes")]
             rows.append((ins.name, ins.opcode, cname, flops, "hlo", note, sum(split), *split,
-                         dtype, mm is not None, ins.op_name, ins.source_file, ins.source_line))
+                         dtype, mm is not None, ins.op_name, ins.source_file, ins.source_line,
+                         here.runs, here.branches, here.note))
     df = pd.DataFrame(rows, columns=_COLUMNS)
     df["flops"] = df["flops"].astype(float)
     df["source_line"] = df["source_line"].astype("Int64")

@@ -142,6 +142,8 @@ def attach_hlo_facts(
         fill_flops = ops["flops"].isna() & rows["flops"].notna()
         ops.loc[fill_flops, "flops"] = rows.loc[fill_flops, "flops"]
         ops.loc[fill_flops, "flops_source"] = "hlo"
+        # How a kernel's FLOPs were read (cost estimate, attention shapes) or why they are unknown.
+        ops["cost_note"] = rows["flops_note"].where(ops["flops_source"] == "hlo", "").fillna("")
         fill_bytes = ops["bytes_accessed"].isna() & rows["bytes_accessed"].notna()
         ops.loc[fill_bytes, "bytes_accessed"] = rows.loc[fill_bytes, "bytes_accessed"]
         ops.loc[fill_bytes, "hbm_bytes"] = rows.loc[fill_bytes, "hbm_bytes"]
@@ -157,6 +159,7 @@ def attach_hlo_facts(
         missing_tf = ops["tf_op"].isna() & rows["op_name"].notna()
         ops.loc[missing_tf, "tf_op"] = rows.loc[missing_tf, "op_name"]
     else:
+        ops["cost_note"] = ""
         ops["host_bytes"] = 0.0
         ops["dtype"] = None
         ops["is_matmul"] = False

@@ -74,7 +74,8 @@ def predict_ops(ops: pd.DataFrame, chip: Chip) -> pd.DataFrame:
     ``arithmetic_intensity``, ``bound_by`` and ``efficiency`` = predicted_s / measured_s (1.0 = at the
     roofline; NaN when either is unknown). bound_by is the largest term: 'compute', 'hbm' or 'host'; a row with
     a collective prediction takes that time and its 'ici'/'latency'; 'latency' also marks ops with no modelled
-    work (0 FLOPs and 0 bytes: only fixed overhead); 'unknown' when nothing is known.
+    work (0 FLOPs and 0 bytes: only fixed overhead); 'unknown' when nothing is known or the FLOPs are unknown
+    (then efficiency is NaN: a bytes-only bound would call a compute kernel slow).
     """
     out = ops.copy()
     n = len(out)
@@ -98,6 +99,10 @@ def predict_ops(ops: pd.DataFrame, chip: Chip) -> pd.DataFrame:
     bound_by = np.array(["compute", "hbm", "host"], dtype=object)[filled.argmax(axis=0)] if n else \
         np.array([], dtype=object)
     bound_by = np.where(any_known & (predicted_s > 0), bound_by, np.where(any_known, "latency", "unknown"))
+    # A kernel whose FLOPs nobody knows (a Pallas call without a cost estimate) is not memory-bound just
+    # because its bytes are the only term: its bound is unknown, its bytes time stays a lower bound.
+    flops_unknown = np.isnan(flops) & np.isin(bound_by, ["hbm", "latency"])
+    bound_by = np.where(flops_unknown, "unknown", bound_by)
 
     collective_s = _column(out, "collective_predicted_s")
     is_collective = ~np.isnan(collective_s)
@@ -118,7 +123,8 @@ def predict_ops(ops: pd.DataFrame, chip: Chip) -> pd.DataFrame:
     out["predicted_s"] = predicted_s
     out["arithmetic_intensity"] = np.atleast_1d(arithmetic_intensity(flops, memory_bytes))
     out["bound_by"] = pd.Series(bound_by, index=out.index, dtype=object)
-    out["efficiency"] = np.atleast_1d(_ratio(predicted_s, measured_s))
+    out["efficiency"] = np.where(flops_unknown & ~is_collective, np.nan,
+                                 np.atleast_1d(_ratio(predicted_s, measured_s)))
     return out
 
 

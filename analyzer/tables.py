@@ -145,6 +145,10 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("flops", "float64", "flops", "FLOPs per occurrence; null when unknown", "flops"),
     _col("flops_source", "category", "", "where the FLOPs came from: `trace` (trace metadata) or `hlo` (HLO dump)",
          "flops_source"),
+    _col("cost_note", "text", "",
+         "how counts and FLOPs not measured were found: loop trip counts (HLO only), a conditional priced at its "
+         "costliest branch (an upper bound), a kernel's cost estimate or attention shapes, or why FLOPs are "
+         "unknown", "cost_note"),
     _col("bytes_accessed", "float64", "bytes", "bytes accessed per occurrence", "bytes"),
     _col("bytes_source", "category", "", "where the bytes came from (same values as `flops_source`)",
          "bytes_source"),
