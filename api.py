@@ -67,6 +67,8 @@ def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
     head = f"{analysis.chip.name}, {analysis.num_devices or 'no'} devices: {what} {format_seconds(step)}"
     if analysis.mfu is not None and math.isfinite(analysis.mfu):
         head += f", MFU {format_percent(analysis.mfu)}"
+        if analysis.unknown_flops_share and analysis.unknown_flops_share >= 0.005:  # MFU leaves these out
+            head += f" ({format_percent(analysis.unknown_flops_share)} of the step in ops of unknown FLOPs)"
     if findings:
         top = findings[0]
         head += f"; biggest fix: {top.title} (saves ~{format_seconds(top.est_savings_s_per_step)} per step)"

@@ -210,6 +210,7 @@ def report_to_dict(report) -> dict:
             "step_s": a.step_s,
             "breakdown": {k: a.breakdown.get(k, 0.0) for k in a.breakdown},
             "mfu": a.mfu,
+            "unknown_flops_share": a.unknown_flops_share,
             "model_flops_per_step": a.model_flops_per_step,
             "ideal_step_s": a.ideal_step_s,
             "findings": [finding_dict(f) for f in report.findings],

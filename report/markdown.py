@@ -82,7 +82,9 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
     out.append("")
     out.append(f"- **Step time:** {format_seconds(data['step_s'])} ({step_note})")
     out.append(f"- **MFU:** {mfu} (model FLOPs ÷ (step × {format_si(chip['peak_flops_per_s'], 'FLOP/s')} peak, "
-               f"{escape_text(short_source(chip['source']['peak_flops_per_s']), 80)}))")
+               f"{escape_text(short_source(chip['source']['peak_flops_per_s']), 80)})"
+               + (f"; {format_percent(data['unknown_flops_share'])} of the step is in ops of unknown FLOPs, not counted)"
+                  if data.get("unknown_flops_share") else ")"))
     if data["ideal_step_s"] is not None:
         out.append(f"- **Roofline ideal step:** {format_seconds(data['ideal_step_s'])} (predicted: every op at its roofline)")
     else:
