@@ -62,7 +62,8 @@ def tpu_overlap(kind: str, chip) -> str:
 
 def gpu_overlap(kind: str, chip) -> str:
     """The overlap lever for ``kind`` on a GPU, by vendor."""
-    values = {"xla_gpu_enable_latency_hiding_scheduler": True, **({_PIPELINED[kind]: True} if kind in _PIPELINED else {})}
+    values = {"xla_gpu_enable_latency_hiding_scheduler": True,
+              **({_PIPELINED[kind]: True} if kind in _PIPELINED else {})}
     text = f"{name('XLA_FLAGS')}='{flags(**values)}'"
     if getattr(chip, "vendor", "") == "amd":
         return f"On AMD GPUs (ROCm, collectives on RCCL) XLA's GPU flags are the same: {text}."

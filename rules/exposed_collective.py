@@ -23,9 +23,9 @@ Fix:
     By cause. All-gathers of FSDP weights hide once the per-device batch exceeds C/W tokens: raise the
     batch or use fewer FSDP shards. By chip: continuation fusion (async collective fusion) on TPU v4 / v5e /
     v5p / v6e, SparseCore collective offload on TPU7x (its default; the two exclude each other), XLA's
-    latency-hiding scheduler and pipelined collectives on NVIDIA and AMD GPUs. Lower the tensor-parallel degree when the MLP dimension is below Y*C/W. Exposed host offload:
-    offload fewer tensors, or earlier, so the copies overlap (MaxText `remat_policy` offload choices, the
-    `pinned_host` memory kind).
+    latency-hiding scheduler and pipelined collectives on NVIDIA and AMD GPUs. Lower the tensor-parallel
+    degree when the MLP dimension is below Y*C/W. Exposed host offload: offload fewer tensors, or earlier,
+    so the copies overlap (MaxText `remat_policy` offload choices, the `pinned_host` memory kind).
 Details:
     kind (text): the transfer kind: a collective kind, `send-recv` or `host-offload` (also the finding's `kind`)
     platform (text): `tpu`, `gpu`, `cpu` or `hlo`
@@ -96,9 +96,11 @@ def _fix(kind: str, analysis, part: pd.DataFrame, needed_s: float, compute_s: fl
                      f"{c_over_w:,.0f} tokens on {chip.name} (one mesh axis; over k axes C/(k*W)): raise "
                      f"{name('per_device_batch_size')}, or shard the weights over fewer devices (smaller FSDP axis).")
     if kind in ("all-reduce", "reduce-scatter") and c_over_w:
+        link = {"ici": "ICI", "nvlink": {"nvidia": "NVLink", "amd": "Infinity Fabric"}.get(chip.vendor, "GPU-link")
+                }.get(network, "interconnect")
         group = part["replica_group_size"].dropna()
         y = int(group.mode().iloc[0]) if len(group) else analysis.num_devices
-        parts.append(f"If these are tensor-parallel reductions (group of Y = {y}), TP is {network.upper()}-bound "
+        parts.append(f"If these are tensor-parallel reductions (group of Y = {y}), TP is {link}-bound "
                      "unless the MLP "
                      f"dimension exceeds Y*C/W = {y * c_over_w:,.0f}: lower the TP degree "
                      f"({name('ici_tensor_parallelism')}) and prefer FSDP.")

@@ -148,7 +148,8 @@ def check(analysis) -> list:
            "and biases into one array before sharding, or use one flattened gradient bucket), and inside a scanned "
            f"layer stack (MaxText {name('scan_layers')}=true) remember that collectives of different layers cannot "
            f"merge. Arrays under about {min_array:,} bytes gain nothing from sharding over these groups: replicate "
-           f"them ({name('PartitionSpec')}() / a MaxText {name('logical_axis_rules')} entry mapping their axes to no mesh axis).")
+           f"them ({name('PartitionSpec')}() / a MaxText {name('logical_axis_rules')} entry mapping their axes to no "
+           "mesh axis).")
     top = bound.sort_values("time_s", ascending=False).head(10)
     ops = tuple(OpEvidence(str(r.op_name), float(r.time_s),
                            None if r.predicted_s_per_step != r.predicted_s_per_step else float(r.predicted_s_per_step),

@@ -14,7 +14,9 @@ import pytest
 from builders import scenarios as xb
 from conftest import HLO_SAMPLE, SAMPLES
 from xladiag.analyzer.analysis import analyze
+from xladiag.analyzer.chip_catalog import load_catalog
 from xladiag.rules import catalog, levers
+from xladiag.rules.collective_levers import gpu_overlap, tpu_overlap
 from xladiag.rules.registry import run_rules
 
 CHIPS = ("a100", "mi300x", "v5e", "v6e", "tpu7x")
@@ -145,3 +147,25 @@ def test_the_remat_ladder_is_printed_from_least_kept_to_most(fixes):
         assert steps[0] == "full" and len(steps) >= 4, ladder
         for lighter, heavier in zip(steps, steps[1:]):
             assert _SAVED[lighter] < _SAVED[heavier], (lighter, heavier)
+
+
+@pytest.mark.parametrize("kind", ["all-gather", "reduce-scatter", "all-reduce"])
+def test_each_tpu_chip_gets_one_overlap_set_per_kind_with_the_reduce_scatter_fuse_flag(kind):
+    catalog_ = load_catalog()
+    snake = kind.replace("-", "_")
+    for key in ("v4", "v5e", "v5p", "v6e"):
+        text = tpu_overlap(kind, catalog_[key])
+        assert f"--xla_tpu_enable_async_collective_fusion_fuse_{snake}=true" in text, (key, text)
+        assert "sparse_core_collective_offload" not in text and catalog_[key].name in text
+    text = tpu_overlap(kind, catalog_["tpu7x"])
+    assert f"--xla_tpu_enable_sparse_core_collective_offload_{snake}=true" in text
+    assert f"--xla_tpu_enable_async_collective_fusion_fuse_{snake}=false" in text and not CONTINUATION_ON.search(text)
+
+
+def test_all_to_all_and_permute_overlap_on_any_tpu_and_gpus_by_vendor():
+    catalog_ = load_catalog()
+    assert "--xla_tpu_enable_async_all_to_all=true" in tpu_overlap("all-to-all", catalog_["tpu7x"])
+    assert "--xla_enable_async_collective_permute=true" in tpu_overlap("collective-permute", catalog_["v5e"])
+    assert gpu_overlap("reduce-scatter", catalog_["h100"]).startswith("On NVIDIA GPUs")
+    assert "--xla_gpu_enable_pipelined_reduce_scatter=true" in gpu_overlap("reduce-scatter", catalog_["mi300x"])
+    assert "ROCm" in gpu_overlap("all-to-all", catalog_["mi300x"])
