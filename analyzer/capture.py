@@ -346,16 +346,17 @@ def _derived_module_runs(events: pd.DataFrame) -> pd.DataFrame:
     events = events[events["module"].astype(str) != ""]  # kernels of no program (driver copies) form no runs
     if events.empty:
         return _empty(MODULE_COLUMNS)
-    o = events.sort_values(["device", "module", "start_ps"], kind="stable")
+    # A program is its id, not its name: one jitted function compiled for six shapes is six programs.
+    events = events.assign(program_id=events["program_id"].astype(object).where(events["program_id"].notna(), ""))
+    key = ["device", "module", "program_id"]
+    o = events.sort_values([*key, "start_ps"], kind="stable")
     if "run_id" in o and o["run_id"].notna().all():
         run = o["run_id"].astype("int64")
     else:
-        first_op = o.groupby(["device", "module"])["op_name"].transform("first")
-        run = (o["op_name"] == first_op).astype(np.int64).groupby([o["device"], o["module"]]).cumsum()
+        first_op = o.groupby(key)["op_name"].transform("first")
+        run = (o["op_name"] == first_op).astype(np.int64).groupby([o[k] for k in key]).cumsum()
     o = o.assign(run_id=run, end_ps=o["start_ps"] + o["span_ps"])
-    runs = o.groupby(["device", "module", "run_id"], as_index=False).agg(
-        program_id=("program_id", "first"), start_ps=("start_ps", "min"), end_ps=("end_ps", "max")
-    )
+    runs = o.groupby([*key, "run_id"], as_index=False).agg(start_ps=("start_ps", "min"), end_ps=("end_ps", "max"))
     runs["duration_ps"] = runs["end_ps"] - runs["start_ps"]
     return runs[MODULE_COLUMNS]
 

@@ -51,7 +51,8 @@ def _other_program_ops(capture: Capture, steps: Steps, step_ops: pd.DataFrame, s
     if not steps.program:
         return step_table.iloc[0:0]
     outside = capture.events.drop(index=step_ops["event"].to_numpy())
-    others = outside[outside["module"] != steps.program]
+    pid = outside["program_id"].astype(str)
+    others = outside[(outside["module"] != steps.program) | (pid != steps.program_id)]
     if others.empty:
         return step_table.iloc[0:0]
     d = others.assign(duration_s=others["duration_ps"] / PS_PER_S)

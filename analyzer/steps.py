@@ -28,6 +28,7 @@ class Steps:
     # Per measured device-step (rows of ``measured``): time some op runs, the union of the op events' spans
     # (concurrent streams and async ops count once). None until :func:`with_busy_time` has seen the events.
     busy_ps: np.ndarray | None = None
+    program_id: str = ""  # the id of ``program`` ('' when the capture has none): names repeat, ids do not
 
     @property
     def after_warmup(self) -> pd.DataFrame:
@@ -77,12 +78,17 @@ def _number(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[["device", "step", "start_ps", "end_ps", "duration_ps", "is_warmup"]].reset_index(drop=True)
 
 
-def dominant_program(capture: Capture) -> str:
+def dominant_program(capture: Capture) -> tuple[str, str]:
+    """(name, program id) of the program with the most device time: by id, since one name can be
+    several programs (a function jitted for several shapes, a recompile)."""
     modules = capture.modules
     named = modules[modules["module"].astype(str) != ""]
     if named.empty:
-        return ""
-    return str(named.groupby("module")["duration_ps"].sum().idxmax())
+        return "", ""
+    pid = named["program_id"].astype(object).where(named["program_id"].notna(), "").astype(str)
+    time = named.groupby([named["module"].astype(str), pid])["duration_ps"].sum()
+    name, program_id = time.idxmax()
+    return str(name), str(program_id)
 
 
 def find_steps(capture: Capture) -> Steps:
@@ -90,12 +96,16 @@ def find_steps(capture: Capture) -> Steps:
         table = _number(capture.steps_line.astype({"start_ps": "int64", "duration_ps": "int64"}))
         return Steps(table, "", "the capture's 'Steps' line", bool(table["is_warmup"].any()))
 
-    program = dominant_program(capture)
+    program, program_id = dominant_program(capture)
     if program:
-        runs = capture.modules[capture.modules["module"] == program][["device", "start_ps", "duration_ps"]]
+        modules = capture.modules
+        pid = modules["program_id"].astype(object).where(modules["program_id"].notna(), "").astype(str)
+        runs = modules[(modules["module"] == program) & (pid == program_id)][["device", "start_ps", "duration_ps"]]
         table = _number(runs.astype({"start_ps": "int64", "duration_ps": "int64"}))
         n = int(table["step"].max()) + 1
-        return Steps(table, program, f"{n} executions of {program}", bool(table["is_warmup"].any()))
+        named = f"{program}({program_id})" if program_id else program
+        return Steps(table, program, f"{n} execution{'s' if n != 1 else ''} of {named}", bool(table["is_warmup"].any()),
+                     program_id=program_id)
 
     # No program structure at all: the whole op span on each device is one step.
     ops = capture.events
