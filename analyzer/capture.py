@@ -10,6 +10,8 @@ Whatever the platform, the analysis downstream sees the same tables:
   text, category, flops, bytes.
 - ``async_spans``: TPU start→done spans of asynchronous ops (collectives, copies).
 - ``steps_line``: events of an explicit ``Steps`` line when the capture has one.
+- ``step_annotations``: the user's annotated steps (``StepTraceAnnotation``), one row per device and step;
+  each op event's ``launch_ps`` says which step launched it (``host_steps``).
 
 How each platform records ops (see shared reference ``xplane.md``):
 - TPU: ``XLA Ops`` line per ``/device:TPU:N`` plane; op identity in the event metadata.
@@ -29,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..parsers.xplane import XSpaceTables
+from .host_steps import ANNOTATION_COLUMNS, cpu_launch_ps, step_annotations, tpu_launch_ps
 from .sanity import checked_spaces
 from .tables import EVENTS
 
@@ -66,6 +69,8 @@ class Capture:
     async_spans: pd.DataFrame
     steps_line: pd.DataFrame
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    # One row per (device, annotated step): device, name, step_num, start_ps, end_ps (host_steps).
+    step_annotations: pd.DataFrame = field(default_factory=lambda: _empty(["device", *ANNOTATION_COLUMNS]))
 
 
 def _empty(columns) -> pd.DataFrame:
@@ -174,6 +179,8 @@ def _tpu_tables(space: XSpaceTables, device_base: int):
     else:
         async_spans = _empty(["device", "program_id", "start_op", "done_op", "kind", "start_ps", "end_ps"])
 
+    events["launch_ps"] = tpu_launch_ps(space, events, modules, dict(zip(planes["device"], planes["local_index"])))
+
     steps_ev = space.events[space.events["line"].isin(_line_ids(space, planes["plane"], "Steps"))]
     steps_line = pd.DataFrame(
         {
@@ -247,7 +254,7 @@ def _gpu_tables(space: XSpaceTables, device_base: int):
     host_planes = space.planes.loc[space.planes["name"] == "/host:CPU", "plane"]
     launches = _events_with_stats(space, host_planes, lambda n: n.notna(), stat_cols)
     launches = launches.dropna(subset=["correlation_id", "hlo_op"]).drop_duplicates("correlation_id")
-    by_corr = launches.set_index("correlation_id")[["hlo_op", "hlo_module", "program_id"]].add_suffix("_launch")
+    by_corr = launches.set_index("correlation_id")[["hlo_op", "hlo_module", "program_id", "start_ps"]].add_suffix("_launch")
     joined = kernels.join(by_corr, on="correlation_id")
     for col in ("hlo_op", "hlo_module", "program_id"):
         joined[col] = joined[col].where(joined[col].notna(), joined[f"{col}_launch"])
@@ -272,6 +279,8 @@ def _gpu_tables(space: XSpaceTables, device_base: int):
             "duration_ps": joined["duration_ps"],
             "span_ps": joined["span_ps"],
             "line": joined["line_name"],
+            # The host call that launched the kernel (same correlation_id): which annotated step it belongs to.
+            "launch_ps": joined["start_ps_launch"].fillna(-1).astype("int64"),
         }
     )
     devices = _device_table(
@@ -316,6 +325,7 @@ def _cpu_tables(space: XSpaceTables, device_base: int):
             "span_ps": ev["span_ps"],
             "line": ev["line_name"],
             "run_id": ev["run_id"],
+            "launch_ps": cpu_launch_ps(space, ev["run_id"]),
         }
     )
     devices = pd.DataFrame(
@@ -370,6 +380,7 @@ def build_capture(spaces: list[XSpaceTables]) -> Capture:
     platform = "tpu" if "tpu" in platforms else "gpu" if "gpu" in platforms else "cpu"
 
     all_devices, all_events, all_modules, all_meta, all_async, all_steps = [], [], [], [], [], []
+    all_annotations = []
     device_base = 0
     for space in spaces:
         if platform == "tpu":
@@ -385,6 +396,9 @@ def build_capture(spaces: list[XSpaceTables]) -> Capture:
             devices, events = _cpu_tables(space, device_base)
         all_devices.append(devices)
         all_events.append(events)
+        # A host's annotations hold the steps of every device it drives.
+        annotations = step_annotations(space)
+        all_annotations.append(annotations.merge(devices[["device"]], how="cross")[["device", *ANNOTATION_COLUMNS]])
         device_base += len(devices)
 
     devices = pd.concat(all_devices, ignore_index=True)
@@ -428,4 +442,5 @@ def build_capture(spaces: list[XSpaceTables]) -> Capture:
         async_spans=async_spans.reset_index(drop=True),
         steps_line=steps_line.reset_index(drop=True),
         warnings=tuple(warnings),
+        step_annotations=pd.concat(all_annotations, ignore_index=True),
     )

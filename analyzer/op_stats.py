@@ -48,11 +48,15 @@ def op_statistics(step_ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
 def _other_program_ops(capture: Capture, steps: Steps, step_ops: pd.DataFrame, step_table: pd.DataFrame) -> pd.DataFrame:
     """Ops outside the measured steps that are not the step program's (e.g. a one-off ``jit__psum``,
     driver copies before the first step): listed, but not per step."""
-    if not steps.program:
-        return step_table.iloc[0:0]
     outside = capture.events.drop(index=step_ops["event"].to_numpy())
-    pid = outside["program_id"].astype(str)
-    others = outside[(outside["module"] != steps.program) | (pid != steps.program_id)]
+    if steps.program:
+        pid = outside["program_id"].astype(str)
+        others = outside[(outside["module"] != steps.program) | (pid != steps.program_id)]
+    elif steps.annotated:  # ops that never run inside an annotated step (init, eval between steps)
+        in_step = pd.MultiIndex.from_frame(step_ops[OP_KEY].astype(str))
+        others = outside[~pd.MultiIndex.from_frame(outside[OP_KEY].astype(str)).isin(in_step)]
+    else:
+        return step_table.iloc[0:0]
     if others.empty:
         return step_table.iloc[0:0]
     d = others.assign(duration_s=others["duration_ps"] / PS_PER_S)

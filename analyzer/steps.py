@@ -1,9 +1,14 @@
 """Training steps: the windows every per-step number is measured over.
 
-A ``Steps`` line wins when the capture has one. Otherwise a step is one execution
-of the dominant program (the one with the most device time), which is what a
-``jit_train_step`` looks like in the trace. The first step carries compilation and
-warm-up, so it is dropped whenever there is more than one.
+In order of preference:
+1. The user's step annotations (``StepTraceAnnotation`` on the host, every platform): a step is the
+   annotation's span, host gaps (data loading, callbacks) included, and the device work it launched
+   belongs to it even where the device runs it after the span (JAX dispatches asynchronously).
+2. A ``Steps`` line (TPU captures that have one).
+3. Executions of the dominant program (the one, by program id, with the most device time), which is
+   what a ``jit_train_step`` looks like in the trace.
+4. The whole capture.
+The first step carries compilation and warm-up, so it is dropped whenever there is more than one.
 """
 
 from __future__ import annotations
@@ -25,10 +30,16 @@ class Steps:
     program: str  # the module whose executions are the steps ('' when from a Steps line)
     source: str  # how the steps were found, for the report
     warmup_excluded: bool
-    # Per measured device-step (rows of ``measured``): time some op runs, the union of the op events' spans
+    # Per measured device-step (rows of ``after_warmup``): time some op runs, the union of the op events' spans
     # (concurrent streams and async ops count once). None until :func:`with_busy_time` has seen the events.
     busy_ps: np.ndarray | None = None
     program_id: str = ""  # the id of ``program`` ('' when the capture has none): names repeat, ids do not
+    # Annotated steps: ops belong to the step whose span launched them (events' launch_ps), not the one
+    # their device time falls in.
+    by_launch: bool = False
+    # Per measured step (the distinct values of after_warmup["step"], in order): time at least one device is
+    # busy. With annotated steps, duration minus this is time every device waits for the host.
+    busy_any_ps: np.ndarray | None = None
 
     @property
     def after_warmup(self) -> pd.DataFrame:
@@ -56,6 +67,23 @@ class Steps:
                              "duration_s": self.duration_s, "busy_s": self.busy_s, "idle_s": self.idle_s})
 
     @property
+    def annotated(self) -> bool:
+        """The steps are the user's annotations (their host gaps count)."""
+        return self.by_launch
+
+    def host_wait_s(self) -> pd.DataFrame:
+        """Per measured step: ``step``, ``step_num``, ``duration_s`` (mean over devices), ``busy_any_s`` (time
+        at least one device works on it) and ``all_idle_s`` (duration minus that, >= 0: no device busy)."""
+        m = self.after_warmup
+        per = m.groupby("step", sort=True).agg(step_num=("step_num", "first"), duration_ps=("duration_ps", "mean"))
+        busy = self.busy_any_ps if self.busy_any_ps is not None else np.full(len(per), np.nan)
+        duration = per["duration_ps"].to_numpy(np.float64) / PS_PER_S
+        busy_s = np.asarray(busy, np.float64) / PS_PER_S
+        return pd.DataFrame({"step": per.index.to_numpy(), "step_num": per["step_num"].to_numpy(),
+                             "duration_s": duration, "busy_any_s": busy_s,
+                             "all_idle_s": np.clip(duration - busy_s, 0.0, None)})
+
+    @property
     def count(self) -> int:
         return int(self.after_warmup["step"].nunique())
 
@@ -73,9 +101,24 @@ def _number(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.sort_values(["device", "start_ps"], kind="stable").copy()
     frame["step"] = frame.groupby("device").cumcount()
     frame["end_ps"] = frame["start_ps"] + frame["duration_ps"]
+    if "step_num" not in frame:
+        frame["step_num"] = frame["step"]
     n_steps = frame.groupby("device")["step"].transform("max") + 1
     frame["is_warmup"] = (frame["step"] == 0) & (n_steps > 1)
-    return frame[["device", "step", "start_ps", "end_ps", "duration_ps", "is_warmup"]].reset_index(drop=True)
+    return frame[["device", "step", "step_num", "start_ps", "end_ps", "duration_ps", "is_warmup"]].reset_index(drop=True)
+
+
+def _annotated_steps(capture: Capture) -> Steps | None:
+    ann = capture.step_annotations
+    if ann.empty:
+        return None
+    frame = pd.DataFrame({"device": ann["device"].astype("int64"), "step_num": ann["step_num"].astype("int64"),
+                          "start_ps": ann["start_ps"].astype("int64"),
+                          "duration_ps": (ann["end_ps"] - ann["start_ps"]).astype("int64")})
+    table = _number(frame)
+    n = int(table["step"].max()) + 1
+    source = f"{n} annotated step{'s' if n != 1 else ''} '{ann['name'].iloc[0]}' (StepTraceAnnotation on the host)"
+    return Steps(table, "", source, bool(table["is_warmup"].any()), by_launch=True)
 
 
 def dominant_program(capture: Capture) -> tuple[str, str]:
@@ -92,6 +135,9 @@ def dominant_program(capture: Capture) -> tuple[str, str]:
 
 
 def find_steps(capture: Capture) -> Steps:
+    annotated = _annotated_steps(capture)
+    if annotated is not None:
+        return annotated
     if not capture.steps_line.empty:
         table = _number(capture.steps_line.astype({"start_ps": "int64", "duration_ps": "int64"}))
         return Steps(table, "", "the capture's 'Steps' line", bool(table["is_warmup"].any()))
@@ -137,7 +183,11 @@ def with_busy_time(steps: Steps, step_ops: pd.DataFrame) -> Steps:
     start = step_ops["start_ps"].to_numpy(np.int64)
     end = start + step_ops["span_ps"].to_numpy(np.int64)  # the timeline extent: streams and async ops overlap
     rows = measured_rows(steps, step_ops["device"], step_ops["step"])
-    return replace(steps, busy_ps=union_length(start, end, rows, len(steps.after_warmup)))
+    # Busy on any device, per step: its code is the step's rank among the measured steps.
+    step_values = np.unique(steps.after_warmup["step"].to_numpy(np.int64))
+    any_rows = np.searchsorted(step_values, step_ops["step"].to_numpy(np.int64))
+    return replace(steps, busy_ps=union_length(start, end, rows, len(steps.after_warmup)),
+                   busy_any_ps=union_length(start, end, any_rows, len(step_values)))
 
 
 def step_rows(steps: Steps, device, time_ps) -> np.ndarray:
@@ -155,7 +205,11 @@ def assign_steps(ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
         return ops.iloc[0:0].assign(step=pd.Series(dtype="int64"), event=pd.Series(dtype="int64"))
     start = ops["start_ps"].to_numpy(np.int64)
     order = np.argsort(start, kind="stable")
-    rows = step_rows(steps, ops["device"].to_numpy(np.int64)[order], start[order])
+    when = start
+    if steps.by_launch and "launch_ps" in ops:
+        launch = ops["launch_ps"].to_numpy(np.int64)
+        when = np.where(launch >= 0, launch, start)  # the span that launched it, else where it ran
+    rows = step_rows(steps, ops["device"].to_numpy(np.int64)[order], when[order])
     inside = rows >= 0
     out = ops.iloc[order[inside]].rename_axis("event").reset_index()
     out["step"] = measured["step"].to_numpy(np.int64)[rows[inside]]

@@ -102,6 +102,8 @@ EVENTS = Table("events", "one op event: one execution of one HLO op on one devic
     _col("duration_ps", "int64", "ps", "what the op cost: device time on TPU (as xprof), else the event's length"),
     _col("span_ps", "int64", "ps", "the event's extent on the timeline, for overlaps and busy time"),
     _col("line", "category", "", "trace line the event is on ('XLA Ops', 'Stream #k(...)', a CPU thread)"),
+    _col("launch_ps", "int64", "ps", "host time the event's program execution (GPU: kernel) was launched, -1 if "
+         "unknown: annotated steps own the work they launch (analyzer/host_steps.py)"),
 ))
 
 # The events inside measured steps (the timeline, the transfer rules).

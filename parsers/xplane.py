@@ -41,8 +41,12 @@ EVENT_STAT_NAMES = (
     "correlation_id",
     "run_id",
     "device_ordinal",
+    "step_num",  # jax.profiler.StepTraceAnnotation: the user's step, on the host thread that ran it
 )
-_INT_EVENT_STATS = {"correlation_id", "run_id", "device_ordinal"}
+_INT_EVENT_STATS = {"correlation_id", "run_id", "device_ordinal", "step_num"}
+# On TPU captures the host threads' stats are read column-wise, integers only: the user's steps and
+# which program execution each host event launched (run_id, device_ordinal match the XLA Modules line).
+_TPU_HOST_INT_STATS = ("step_num", "run_id", "device_ordinal")
 
 # Per-op metadata stats written by XLA on TPU (and some GPU) captures.
 METADATA_STAT_NAMES = (
@@ -154,6 +158,7 @@ def _parse(buf, path: Path) -> XSpaceTables:
     ev_plane, ev_line, ev_meta, ev_start, ev_span, ev_dur = [], [], [], [], [], []
     stat_rows: list[int] = []  # event row of each decoded stat record
     stat_records: list[dict] = []  # the wanted stats of each such event
+    int_stat_frames: list[pd.DataFrame] = []  # integer stats read column-wise (TPU host threads)
     wanted_stats = set(EVENT_STAT_NAMES)
     num_events = 0
 
@@ -204,10 +209,11 @@ def _parse(buf, path: Path) -> XSpaceTables:
             if n == 0:
                 continue
             want_duration = device_duration_id is not None and line_name == "XLA Ops"
+            wanted_ints = {_DEVICE_DURATION_STAT: device_duration_id} if want_duration else {}
+            if tpu_capture and is_host_plane:
+                wanted_ints = {k: v for v, k in stat_names.items() if k in _TPU_HOST_INT_STATS}
             try:
-                cols = read_line_events(
-                    raw_events, line.timestamp_ns, {_DEVICE_DURATION_STAT: device_duration_id} if want_duration else {}
-                )
+                cols = read_line_events(raw_events, line.timestamp_ns, wanted_ints)
             except ValueError as exc:
                 raise XPlaneError(f"{path}: corrupt event on line {line_name!r}: {exc}") from None
             valid = cols.pop("start_valid")
@@ -223,6 +229,16 @@ def _parse(buf, path: Path) -> XSpaceTables:
             ev_dur.append(duration)
             ev_plane.append(np.full(len(span), plane_idx, np.int32))
             ev_line.append(np.full(len(span), line_idx, np.int32))
+            if tpu_capture and is_host_plane and wanted_ints:
+                host_ints = {k: cols[k] for k in wanted_ints}
+                has = np.zeros(len(span), bool)
+                for k in ("step_num", "run_id"):
+                    has |= host_ints.get(k, np.full(len(span), -1)) >= 0
+                if has.any():
+                    int_stat_frames.append(pd.DataFrame(
+                        {"event": num_events + np.flatnonzero(has),
+                         **{k: pd.Series(v[has], dtype="Int64").where(v[has] >= 0)  # -1: absent
+                            for k, v in host_ints.items()}}))
             if line_name not in _LINES_WITHOUT_EVENT_STATS and wanted_ids and not (tpu_capture and is_host_plane):
                 # Names (hlo_op, hlo_module) are strings or references: decode these lines event by event.
                 try:
@@ -257,6 +273,8 @@ def _parse(buf, path: Path) -> XSpaceTables:
     for name in EVENT_STAT_NAMES:
         values = [record.get(name) for record in stat_records]  # Python ints keep all 64 bits
         event_stats[name] = _stat_column(values, integer=name in _INT_EVENT_STATS)
+    if int_stat_frames:
+        event_stats = pd.concat([event_stats, *int_stat_frames], ignore_index=True)
     meta_cols = ["plane", "metadata_id", "name", "display_name", *METADATA_STAT_NAMES, "hbm_bytes"]
     event_metadata = pd.DataFrame(meta_rows, columns=meta_cols)
     for key in _NUMERIC_METADATA_STATS:

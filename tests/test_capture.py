@@ -96,11 +96,12 @@ def test_gpu_hlo_op_comes_through_correlation_id_when_kernels_lack_it(gpu_xplane
 def test_cpu_capture_per_op_times(cpu_xplane):
     capture = build_capture([read_xspace(cpu_xplane)])
     steps = find_steps(capture)
-    _, ops, steps = measure(capture, steps)
+    step_ops, ops, steps = measure(capture, steps)
     device_steps = steps.device_steps()
     assert capture.platform == "cpu"
     assert len(capture.devices) == 8
-    assert steps.program == "jit_train_step"
+    # The recording annotates its steps: they are the steps, and each launches one train step.
+    assert steps.annotated and set(step_ops["module"].astype(str)) == {"jit_train_step"}
     assert steps.count >= 2
     # Every measured op is an ENTRY instruction of the dumped program, and vice versa for real work.
     module = parse_hlo_file(next((CPU_SAMPLE / "hlo").glob("*jit_train_step*after_optimizations.txt")))

@@ -50,10 +50,11 @@ def test_whole_dump_every_traced_program_gets_its_own_module(train):
     matched = train.dump.modules[train.dump.modules["matched_by"] != ""]
     assert dict(zip(matched["module_id"], matched["module"])) == executed  # 103 train step, 101 global norm
     assert set(matched["program_id"].astype(int)) == set(executed) and set(matched["matched_by"]) == {"program id"}
-    # The step program's ops take their FLOPs and bytes from module 103, not its twin 63.
+    # The annotated steps launch the train step and the global norm; the train step's ops take their FLOPs
+    # and bytes from module 103, not its twin 63.
     step = train.ops[train.ops["in_step"]]
-    assert set(step["program_id"]) == {"103"} and (step["flops_source"] == "hlo").all()
-    assert train.dump.analysed == ("jit_train_step (module_0103)",)
+    assert set(step["program_id"]) == {"101", "103"} and (step["flops_source"] == "hlo").all()
+    assert set(train.dump.analysed) == {"jit_train_step (module_0103)", "jit_global_norm (module_0101)"}
     own = next((TRAIN / "hlo").glob("module_0103.*memory-usage-report.txt"))
     twin = next((TRAIN / "hlo").glob("module_0063.*memory-usage-report.txt"))
     assert train.dump.peak_memory_bytes == _total_bytes(own) != _total_bytes(twin)
