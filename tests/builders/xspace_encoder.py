@@ -257,7 +257,7 @@ class TpuCaptureBuilder:
             dev.stats.set(dev.plane.stats.add(), "core_details", _core_details(dev.index))
             for name, value in plane_stats.items():
                 dev.stats.set(dev.plane.stats.add(), name, value)
-        self._host_events: list[tuple[str, int, int]] = []  # name, start, dur
+        self._host_events: list[tuple[str, int, int, dict]] = []  # name, start, dur, stats
         self._host_tid = 3116817
 
     # -- metadata ----------------------------------------------------------------------------------
@@ -348,9 +348,11 @@ class TpuCaptureBuilder:
                 dev.stats.set(md.stats.add(), stat_name, value)
         dev.asyncs.append((int(start_ps), int(end_ps) - int(start_ps), mid, done_op))
 
-    def add_host_event(self, name: str, start_ps: int, duration_ps: int) -> None:
-        """An event on the host's ``main/<tid>`` thread line (e.g. ``PjitFunction(train_step)``)."""
-        self._host_events.append((name, int(start_ps), int(duration_ps)))
+    def add_host_event(self, name: str, start_ps: int, duration_ps: int, **stats) -> None:
+        """An event on the host's ``main/<tid>`` thread line (e.g. ``PjitFunction(train_step)``); ``stats``
+        as the runtime writes them: ``step_num`` on a ``StepTraceAnnotation``, ``run_id`` and
+        ``device_ordinal`` on ``DoEnqueueProgram``."""
+        self._host_events.append((name, int(start_ps), int(duration_ps), stats))
 
     # -- output ------------------------------------------------------------------------------------
     def _op_columns(self, dev: _Device) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -425,11 +427,13 @@ class TpuCaptureBuilder:
         line = plane.lines.add(id=self._host_tid, name=f"main/{self._host_tid}".encode(),
                                display_name=f"main/{self._host_tid}".encode(), timestamp_ns=212990)
         md_ids: dict[str, int] = {}
-        for name, start, dur in sorted(self._host_events, key=lambda e: e[1]):
+        for name, start, dur, event_stats in sorted(self._host_events, key=lambda e: e[1]):
             mid = md_ids.setdefault(name, len(md_ids) + 1)
             plane.event_metadata[mid].id = mid
             plane.event_metadata[mid].name = name.encode()
-            line.events.add(metadata_id=mid, offset_ps=start - line.timestamp_ns * 1000, duration_ps=dur)
+            event = line.events.add(metadata_id=mid, offset_ps=start - line.timestamp_ns * 1000, duration_ps=dur)
+            for stat_name, value in event_stats.items():
+                stats.set(event.stats.add(), stat_name, value)
         return plane.SerializeToString()
 
     def _task_env_plane_bytes(self) -> bytes:
