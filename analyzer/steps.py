@@ -37,6 +37,7 @@ class Steps:
     # Annotated steps: ops belong to the step whose span launched them (events' launch_ps), not the one
     # their device time falls in.
     by_launch: bool = False
+    annotation: str = ""  # the annotation's name, as the user gave it ('' when not annotated)
     # Per measured step (the distinct values of after_warmup["step"], in order): time at least one device is
     # busy. With annotated steps, duration minus this is time every device waits for the host.
     busy_any_ps: np.ndarray | None = None
@@ -118,7 +119,8 @@ def _annotated_steps(capture: Capture) -> Steps | None:
     table = _number(frame)
     n = int(table["step"].max()) + 1
     source = f"{n} annotated step{'s' if n != 1 else ''} '{ann['name'].iloc[0]}' (StepTraceAnnotation on the host)"
-    return Steps(table, "", source, bool(table["is_warmup"].any()), by_launch=True)
+    return Steps(table, "", source, bool(table["is_warmup"].any()), by_launch=True,
+                 annotation=str(ann["name"].iloc[0]))
 
 
 def dominant_program(capture: Capture) -> tuple[str, str]:

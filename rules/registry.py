@@ -13,6 +13,7 @@ _RULE_MODULES = (
     "remat_overhead",
     "retiling_copy",
     "latency_bound_collective",
+    "input_bound",
 )
 
 RULES: tuple[Rule, ...] = tuple(ModuleRule(import_module(f".{name}", __package__)) for name in _RULE_MODULES)

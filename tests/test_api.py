@@ -98,7 +98,7 @@ def test_profile_wraps_a_real_jax_trace(tmp_path):
     assert isinstance(r, api.Report) and r.analysis.platform == "cpu"
     # session.step annotates the 4 steps (StepTraceAnnotation): they are the steps; the first is the warm-up.
     assert r.analysis.steps.annotated and r.analysis.steps.count == 3
-    assert r.analysis.steps.measured["step_num"].tolist() == [1, 2, 3]
+    assert r.analysis.steps.after_warmup["step_num"].tolist() == [1, 2, 3]
     assert session.warnings == []
     assert len(r.ops) >= 1 and (r.ops["occurrences"] >= 3).any()
     assert r.analysis.steps.mean_s > 0

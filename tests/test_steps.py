@@ -60,7 +60,7 @@ def test_annotated_steps_include_the_host_wait():
         assert row.all_idle_s * 1e3 == pytest.approx(k["annotated_ms"] - k["device_busy_ms_any_device"], rel=0.01)
         assert known["loader_wait_ms"] <= row.all_idle_s * 1e3 <= 1.05 * known["loader_wait_ms"]
     # Every device-step's duration is its annotation, and its busy time that device's share.
-    assert np.allclose(steps.duration_s * 1e3, [expected[n]["annotated_ms"] for n in steps.measured["step_num"]],
+    assert np.allclose(steps.duration_s * 1e3, [expected[n]["annotated_ms"] for n in steps.after_warmup["step_num"]],
                        atol=0.05)
     launched = step_ops.groupby("step")["program_id"].agg(lambda p: set(p.astype(str)))
     assert all(p == {"101", "103"} for p in launched)
@@ -73,7 +73,7 @@ def test_device_work_belongs_to_the_step_that_launched_it():
     capture = build_capture([parse_xspace_bytes(b.serialize(), "async.xplane.pb")])
     step_ops, ops, steps = _measured(capture)
     assert steps.annotated and steps.count == 4
-    spans = steps.measured.drop_duplicates("step").set_index("step")
+    spans = steps.after_warmup.drop_duplicates("step").set_index("step")
     first_op = step_ops.groupby("step")["start_ps"].min()
     # Each step's ops start after its own span ended (in the next span, or after the last one).
     assert (first_op >= spans.loc[first_op.index, "end_ps"]).all()

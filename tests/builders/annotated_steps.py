@@ -16,19 +16,22 @@ ENQUEUE_PS = 20 * PS_PER_US  # host time from the loader's end to the enqueue
 STAGGER_PS = 250_000  # device d starts d * 250 ns after device 0
 
 
-def annotated_tpu_steps(*, loader_ps: int, steps: int = 5, host_blocks: bool = True, annotate: bool = True,
-                        num_devices: int = 4):
-    """(builder, expected): ``expected`` holds the step's device busy time (any device), the annotated
-    span per step, and the idle time inside it (span minus busy)."""
+def annotated_tpu_steps(*, loader_ps: int, device_ps: int = 20 * 10**9, steps: int = 5, host_blocks: bool = True,
+                        annotate: bool = True, num_devices: int = 4):
+    """(builder, expected): each step's device work lasts ``device_ps`` per core (two matmuls and an add
+    fusion, 2:1:2); ``expected`` holds the step's device busy time (any device), the annotated span per step,
+    and the idle time inside it (span minus busy)."""
     b = TpuCaptureBuilder(num_devices=num_devices)
-    template = [matmul_fusion("fusion.1", 8192, 8192, 8192), loop_fusion("add_fusion", [8192, 8192]),
-                matmul_fusion("fusion.2", 8192, 8192, 8192)]
+    fifth = device_ps // 5
+    template = [matmul_fusion("fusion.1", 8192, 8192, 8192, duration_ps=2 * fifth),
+                loop_fusion("add_fusion", [8192, 8192], duration_ps=device_ps - 4 * fifth),
+                matmul_fusion("fusion.2", 8192, 8192, 8192, duration_ps=2 * fifth)]
     device_ps = sum(op.duration_ps for op in template)
     busy_any_ps = device_ps + (num_devices - 1) * STAGGER_PS
     # Blocking: the span holds loader + enqueue + the device's work; else it ends at the enqueue.
     span_ps = loader_ps + ENQUEUE_PS + (busy_any_ps if host_blocks else 0)
     period_ps = span_ps  # the next step starts when the host is done with this one
-    assert busy_any_ps < loader_ps, "the device must finish a step during the next loader wait"
+    assert host_blocks or busy_any_ps < loader_ps, "the device must finish a step during the next loader wait"
     for step in range(steps):
         t0 = FIRST_STEP_START_PS + step * period_ps
         if annotate:

@@ -34,13 +34,15 @@ _IS_TYPE = {
 @pytest.fixture(scope="module")
 def sample_findings() -> dict[str, list[Finding]]:
     analyses = {"tpu": analyze(TPU_SAMPLE), "gpu": analyze(GPU_SAMPLE), "cpu": analyze(CPU_SAMPLE),
-                "hlo": analyze(hlo_dir=HLO_SAMPLE, chip="v6e")}
+                "hlo": analyze(hlo_dir=HLO_SAMPLE, chip="v6e"),
+                "input": analyze(REPO / "sample_profiles" / "jax_input_bound")}
     return {name: run_rules(a) for name, a in analyses.items()}
 
 
 def test_registry_holds_rules_with_unique_ids():
     ids = [r.id for r in RULES]
-    assert ids == ["exposed-collective", "remat-overhead", "retiling-copy", "latency-bound-collective"]
+    assert ids == ["exposed-collective", "remat-overhead", "retiling-copy", "latency-bound-collective",
+                   "input-bound"]
     assert all(isinstance(r, Rule) for r in RULES)
 
 

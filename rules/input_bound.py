@@ -1,0 +1,70 @@
+"""The device waits for the host inside the user's annotated steps (data loading, callbacks, Python).
+
+What it finds:
+    Annotated steps (`jax.profiler.StepTraceAnnotation`; MaxText annotates its own) in which no device
+    works for part of the step: the host is loading the next batch, running a callback, or in Python between
+    steps. One finding for the capture when that idle time is at least 5 % of the mean step. Without step
+    annotations the rule says nothing: executions of a program hold no host time.
+Why it costs time:
+    A step cannot end before its input exists. While the host loads data or runs Python, every device idles,
+    and no change to the compiled program recovers that time.
+How the cost is estimated:
+    Per measured step: the annotated span minus the time at least one device works on the step's own
+    programs (the ones launched inside the span, wherever they run); cost = the mean over measured steps.
+    A step whose device is busy 20 ms of an 80 ms annotated step costs 60 ms. Savings = the cost: a
+    prefetching loader overlaps it with device work up to the device's busy time.
+Fix:
+    Prefetch the next batch while the device works (e.g. a background thread or `prefetch` in tf.data /
+    Grain), give the loader more workers (MaxText `grain_worker_count`), and move host callbacks and
+    per-step Python (logging, `float(loss)`) off the step. To confirm, rerun MaxText with
+    `dataset_type=synthetic` or `reuse_example_batch=1`: if the idle time disappears, the input
+    pipeline is the cause (keys from MaxText `MaxText/configs/base.yml`, AI-Hypercomputer/maxtext
+    @000e935: `dataset_type` "must be c4, c4-array_record, hf or synthetic"; `reuse_example_batch`
+    "repeated uses the same batch"; `grain_worker_count: 4`).
+Details:
+    steps (count): measured annotated steps (warm-up excluded)
+    annotation (text): the annotation's name, as the user gave it
+    mean_step_s (s): mean annotated step
+    mean_busy_s (s): mean time per step at least one device works on the step's programs
+    mean_idle_s (s): mean time per step no device works (the cost)
+    idle_s_per_step (list): idle seconds of each measured step, in step order
+    step_nums (list): the annotations' step_num of those steps
+"""
+
+from __future__ import annotations
+
+import math
+
+from .base import format_percent, format_seconds, make_finding
+
+RULE_ID = "input-bound"
+MIN_FRACTION = 0.05  # idle below 5 % of the step is launch overhead and noise, not an input problem
+
+
+def check(analysis) -> list:
+    steps = analysis.steps
+    if steps is None or not steps.annotated or steps.busy_any_ps is None:
+        return []
+    wait = steps.host_wait_s()
+    if wait.empty:
+        return []
+    mean_step, mean_idle = float(wait["duration_s"].mean()), float(wait["all_idle_s"].mean())
+    if not (math.isfinite(mean_idle) and mean_step > 0) or mean_idle < MIN_FRACTION * mean_step:
+        return []
+    mean_busy = float(wait["busy_any_s"].mean())
+    return [make_finding(
+        rule=RULE_ID,
+        title=f"Devices wait for the host {format_seconds(mean_idle)} per step ({format_percent(mean_idle / mean_step)})",
+        time_s_per_step=mean_idle, est_savings_s_per_step=mean_idle, step_s=mean_step, confidence="high",
+        ops=(),
+        evidence=(f"Over {len(wait)} annotated steps the step takes {format_seconds(mean_step)} on the host and "
+                  f"the devices work {format_seconds(mean_busy)} of it: {format_seconds(mean_idle)} per step no "
+                  "device runs anything, waiting for input, callbacks or Python."),
+        fix=("Prefetch the next batch while the device computes and give the loader more workers (MaxText "
+             "grain_worker_count); keep host callbacks and per-step Python (logging, float(loss)) off the step. "
+             "Confirm with MaxText dataset_type=synthetic or reuse_example_batch=1: if the idle time goes away, "
+             "the input pipeline is the cause."),
+        details={"steps": len(wait), "annotation": steps.annotation, "mean_step_s": mean_step, "mean_busy_s": mean_busy,
+                 "mean_idle_s": mean_idle, "idle_s_per_step": [float(v) for v in wait["all_idle_s"]],
+                 "step_nums": [int(v) for v in wait["step_num"]]},
+    )]
