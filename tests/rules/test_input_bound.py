@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from annotated_steps import annotated_tpu_steps
+from builders.annotated_steps import annotated_tpu_steps
 from conftest import REPO
 from xladiag.analyzer.analysis import analyze
 from xladiag.rules import input_bound
