@@ -17,10 +17,8 @@ Fix:
     Prefetch the next batch while the device works (e.g. a background thread or `prefetch` in tf.data /
     Grain), give the loader more workers (MaxText `grain_worker_count`), and move host callbacks and
     per-step Python (logging, `float(loss)`) off the step. To confirm, rerun MaxText with
-    `dataset_type=synthetic` or `reuse_example_batch=1`: if the idle time disappears, the input
-    pipeline is the cause (keys from MaxText `MaxText/configs/base.yml`, AI-Hypercomputer/maxtext
-    @000e935: `dataset_type` "must be c4, c4-array_record, hf or synthetic"; `reuse_example_batch`
-    "repeated uses the same batch"; `grain_worker_count: 4`).
+    `dataset_type=synthetic` or `reuse_example_batch=1`: if the idle time disappears, the input pipeline
+    is the cause (keys checked in MaxText's `MaxText/configs/base.yml`, listed in `rules/levers.py`).
 Details:
     steps (count): measured annotated steps (warm-up excluded)
     annotation (text): the annotation's name, as the user gave it
@@ -36,6 +34,7 @@ from __future__ import annotations
 import math
 
 from .base import format_percent, format_seconds, make_finding
+from .levers import name
 
 RULE_ID = "input-bound"
 MIN_FRACTION = 0.05  # idle below 5 % of the step is launch overhead and noise, not an input problem
@@ -60,10 +59,10 @@ def check(analysis) -> list:
         evidence=(f"Over {len(wait)} annotated steps the step takes {format_seconds(mean_step)} on the host and "
                   f"the devices work {format_seconds(mean_busy)} of it: {format_seconds(mean_idle)} per step no "
                   "device runs anything, waiting for input, callbacks or Python."),
-        fix=("Prefetch the next batch while the device computes and give the loader more workers (MaxText "
-             "grain_worker_count); keep host callbacks and per-step Python (logging, float(loss)) off the step. "
-             "Confirm with MaxText dataset_type=synthetic or reuse_example_batch=1: if the idle time goes away, "
-             "the input pipeline is the cause."),
+        fix=(f"Prefetch the next batch while the device computes and give the loader more workers (MaxText "
+             f"{name('grain_worker_count')}); keep host callbacks and per-step Python (logging, float(loss)) off "
+             f"the step. Confirm with MaxText {name('dataset_type')}=synthetic or {name('reuse_example_batch')}=1: "
+             "if the idle time goes away, the input pipeline is the cause."),
         details={"steps": len(wait), "annotation": steps.annotation, "mean_step_s": mean_step, "mean_busy_s": mean_busy,
                  "mean_idle_s": mean_idle, "idle_s_per_step": [float(v) for v in wait["all_idle_s"]],
                  "step_nums": [int(v) for v in wait["step_num"]]},

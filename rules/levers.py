@@ -14,6 +14,8 @@ from dataclasses import dataclass
 # Where the names were checked (the `search` tool over public sources, 2026-11).
 MAXTEXT_FLAGS = "AI-Hypercomputer/maxtext benchmarks/xla_flags_library.py (commit 48445cf)"
 MAXTEXT_BASE = "AI-Hypercomputer/maxtext src/MaxText/configs/base.yml"
+MAXTEXT_BASE_INPUT = ("AI-Hypercomputer/maxtext MaxText/configs/base.yml (commit 000e935: dataset_type, "
+                      "grain_worker_count, reuse_example_batch; the last also in src/MaxText/configs/base.yml)")
 MAXTEXT_DECODER = "AI-Hypercomputer/maxtext src/MaxText/layers/decoders.py (remat_policy -> checkpoint policy)"
 XLA_DEBUG = "openxla/xla xla/debug_options_flags.cc"
 IRONWOOD = "https://docs.cloud.google.com/tpu/docs/ironwood-performance"
@@ -93,6 +95,10 @@ LEVERS: dict[str, Lever] = {lv.name: lv for lv in [
         "decoder_layer_input": "remat_policy='custom' entry: 'remat', 'device' or 'offload'",
         "query_proj": "remat_policy='custom' entry (and a checkpoint name)",
         "mlpwi": "remat_policy='custom' entry: the MLP input projection"}),
+    *_levers("maxtext", "MaxText's input pipeline, any platform", MAXTEXT_BASE_INPUT, {
+        "dataset_type": "input pipeline; 'synthetic' feeds generated batches (no loading)",
+        "reuse_example_batch": "1: every step reuses the first batch ('for testing TPU performance')",
+        "grain_worker_count": "worker processes of the Grain input pipeline (default 4)"}),
     *_levers("maxtext", "MaxText remat_policy value", MAXTEXT_DECODER, {
         "full": "keep nothing, recompute the layer",
         "save_qkv_proj": "keep query/key/value projections",
