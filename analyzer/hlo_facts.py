@@ -32,6 +32,8 @@ from .layout_facts import fused_opcodes, is_recomputed, layout_facts
 from .op_categories import category_from_hlo, category_from_name
 
 HOST_MEMORY_SPACE = 5
+# Custom-call targets that run a hand-written kernel (Pallas/Mosaic TPU, cuDNN attention, Triton/Pallas GPU).
+_KERNEL_TARGETS = r'custom_call_target="(?:tpu_custom_call|__cudnn\$fmha[^"]*|__gpu\$xla\.gpu\.triton|mosaic_gpu[^"]*)"'
 
 FACT_COLUMNS = [
     "category", "opcode", "fusion_kind", "hlo_text", "tf_op", "source",
@@ -131,6 +133,9 @@ def attach_hlo_facts(
     else:
         for col in ("hlo_text", "category", "flops", "model_flops", "bytes_accessed", "hbm_bytes", "tf_op", "source"):
             ops[col] = np.nan if col in ("flops", "model_flops", "bytes_accessed", "hbm_bytes") else None
+    # XLA's cost analysis cannot see into kernels: a trace's 0 FLOPs for one means unknown, not none.
+    kernel = ops["hlo_text"].fillna("").astype(str).str.contains(_KERNEL_TARGETS, regex=True)
+    ops.loc[kernel & (ops["flops"] == 0), "flops"] = np.nan
     ops["flops_source"] = np.where(ops["flops"].notna(), "trace", "")
     ops["bytes_source"] = np.where(ops["bytes_accessed"].notna(), "trace", "")
 
@@ -143,7 +148,7 @@ def attach_hlo_facts(
         ops.loc[fill_flops, "flops"] = rows.loc[fill_flops, "flops"]
         ops.loc[fill_flops, "flops_source"] = "hlo"
         # How a kernel's FLOPs were read (cost estimate, attention shapes) or why they are unknown.
-        ops["cost_note"] = rows["flops_note"].where(ops["flops_source"] == "hlo", "").fillna("")
+        ops["cost_note"] = rows["flops_note"].where(ops["flops_source"] != "trace", "").fillna("")
         fill_bytes = ops["bytes_accessed"].isna() & rows["bytes_accessed"].notna()
         ops.loc[fill_bytes, "bytes_accessed"] = rows.loc[fill_bytes, "bytes_accessed"]
         ops.loc[fill_bytes, "hbm_bytes"] = rows.loc[fill_bytes, "hbm_bytes"]

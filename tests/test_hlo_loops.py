@@ -189,3 +189,27 @@ def test_cudnn_fused_attention_from_shapes(tmp_path):
     f = a.ops.set_index("op_name").loc["f"]
     assert f["flops"] == pytest.approx(4 * 2 * 6 * 2048 * 2048 * 128 / 2, rel=REL)
     assert "causal" in f["cost_note"] and f["bound_by"] == "compute"
+
+
+def test_trace_zero_flops_of_a_pallas_kernel_is_unknown_not_hbm():
+    # The v6e-style trace gives a tpu_custom_call 0 FLOPs and its bytes: a Pallas matmul of ≈ 8.6 GFLOP in 76 µs
+    # must not read as HBM-bound at efficiency 0.27 (the bug report); a plain fusion's 0 FLOPs stay 0.
+    import pandas as pd
+
+    from xladiag.analyzer import chip_catalog
+    from xladiag.analyzer.hlo_facts import attach_hlo_facts
+    from xladiag.analyzer.roofline import predict_ops
+
+    chip = chip_catalog.load_catalog(None).get("v6e")
+    ops = pd.DataFrame({"module": "jit_step", "program_id": "1", "op_name": ["pallas", "copy"], "mean_s": [76e-6, 1e-5],
+                        "occurrences": 1, "occurrences_per_step": 1.0})
+    md = pd.DataFrame({"program_id": "1", "op_name": ["pallas", "copy"],
+                       "hlo_text": ['%pallas = bf16[4096,4096]{1,0} custom-call(bf16[4096,4096]{1,0} %a), '
+                                    'custom_call_target="tpu_custom_call"',
+                                    "%copy = bf16[4096,4096]{0,1} copy(bf16[4096,4096]{1,0} %a)"],
+                       "category": ["custom-call", "data formatting"], "flops": [0.0, 0.0], "model_flops": [0.0, 0.0],
+                       "bytes_accessed": [2 * 4096 * 4096 * 2.0] * 2, "hbm_bytes": [2 * 4096 * 4096 * 2.0] * 2,
+                       "tf_op": "", "source": ""})
+    out = predict_ops(attach_hlo_facts(ops, md, {}, chip, num_devices=1), chip).set_index("op_name")
+    assert out.loc["pallas", "bound_by"] == "unknown" and pd.isna(out.loc["pallas", "efficiency"])
+    assert out.loc["copy", "bound_by"] == "hbm" and out.loc["copy", "flops"] == 0
