@@ -26,6 +26,7 @@ from .device_detection import choose_chip
 from .capture import Capture, build_capture
 from .dump_facts import DumpFacts, dump_facts
 from .dump_matching import DumpMatch, ProgramSelectionError, choose_program, match_traced
+from .embedded_hlo import with_capture_hlo
 from .hlo_dump import HloDumpError, read_dump
 from .collective_topology import parse_topology
 from .hlo_control_flow import keep_costliest_branches
@@ -167,7 +168,8 @@ def analyze(
     hlo_modules = tuple(dm.module for dm in dump)
 
     if files.xplane_files:
-        capture: Capture | None = build_capture(_read_spaces(files, progress))
+        spaces = _read_spaces(files, progress)
+        capture: Capture | None = build_capture(spaces)
         if progress:
             progress(f"measuring {len(capture.events):,} op events on {len(capture.devices)} devices")
         steps = find_steps(capture)
@@ -176,7 +178,8 @@ def analyze(
         platform, devices, hosts = capture.platform, capture.devices, capture.hosts
         notes.extend(capture.warnings)
         op_metadata, async_spans = capture.op_metadata, capture.async_spans
-        match = match_traced(dump, op_table) if dump else None
+        match = with_capture_hlo(match_traced(dump, op_table) if dump else None, op_table, spaces)
+        del spaces
     else:
         capture, steps = None, None
         step_ops, device_steps = STEP_EVENTS.empty(), DEVICE_STEPS.empty()

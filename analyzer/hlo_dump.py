@@ -39,6 +39,7 @@ class DumpModule:
     module_id: int | None = None  # from the file name; equals the trace's program_id in the same process
     memory: MemoryUsageReport | None = None
     buffers: BufferAssignment | None = None
+    origin: str = "dump"  # "dump": a --xla_dump_to file; "capture": the HLO the xplane capture carries
 
     @property
     def name(self) -> str:
@@ -47,6 +48,8 @@ class DumpModule:
     @property
     def label(self) -> str:
         """``jit_train_step (module_0022)``: how the report names one dump module."""
+        if self.origin != "dump":
+            return f"{self.name} (HLO from the {self.origin})"
         return self.name + (f" (module_{self.module_id:04d})" if self.module_id is not None else "")
 
     @property

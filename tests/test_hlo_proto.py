@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import CPU_SAMPLE, GPU_SAMPLE, TPU_SAMPLE, only_xplane
+from conftest import CPU_SAMPLE, GPU_SAMPLE, SAMPLES, TPU_SAMPLE, only_xplane
 from xladiag.analyzer.hlo_costs import instruction_costs
 from xladiag.parsers.hlo_proto import hlo_proto_to_text, parse_hlo_proto
 from xladiag.parsers.hlo_text import HloParseError, parse_hlo_file
@@ -64,3 +64,37 @@ def test_unreadable_or_empty_proto_is_one_line_error(data):
     with pytest.raises(HloParseError) as info:
         parse_hlo_proto(data, "broken(1)")
     assert "broken(1)" in str(info.value) and "\n" not in str(info.value)
+
+
+# --- the analysis uses the capture's own HLO -------------------------------------------------------
+
+def _ops_by_name(analysis):
+    ops = analysis.ops
+    return ops[ops["in_step"]].set_index("op_name")
+
+
+def test_gpu_capture_without_a_dump_gets_flops_bytes_and_a_roofline():
+    from xladiag.analyzer.analysis import analyze
+
+    a = analyze(GPU_SAMPLE)
+    assert not list(GPU_SAMPLE.rglob("*after_optimizations*.txt"))  # really no dump
+    conv = _ops_by_name(a).loc["cudnn-conv.1"]
+    assert conv["flops"] == pytest.approx(2 * (32 * 60 * 104) * 16 * 5120) and conv["flops_source"] == "hlo"
+    assert conv["bound_by"] in ("compute", "hbm") and conv["predicted_s"] > 0
+    assert a.mfu is not None and 0 < a.mfu < 1
+    # Every HLO op of the step is priced (bytes from the module), not just the convolution.
+    hlo_ops = a.ops[a.ops["in_step"] & (a.ops["program_id"] == "15")]
+    assert len(hlo_ops) >= 3 and hlo_ops["predicted_s"].notna().all()
+    assert "capture HLO" in set(a.dump.modules["matched_by"])
+
+
+def test_another_programs_dump_is_not_used_the_captures_own_hlo_is(tmp_path):
+    from xladiag.analyzer.analysis import analyze
+
+    own = _ops_by_name(analyze(CPU_SAMPLE))
+    # A dump of a different job whose train step has the same name: never pasted onto these ops.
+    other = analyze(only_xplane(CPU_SAMPLE), hlo_dir=SAMPLES / "jax_fsdp_tp_train")
+    theirs = _ops_by_name(other)
+    assert (theirs["flops"].fillna(-1) == own.loc[theirs.index, "flops"].fillna(-1)).all()
+    assert theirs["flops"].sum() > 2e8
+    assert any("does not match" in w or "not among the traced" in w for w in other.warnings)
