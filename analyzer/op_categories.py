@@ -43,6 +43,8 @@ def category_from_name(op_name: str) -> str:
 def category_from_hlo(ins: Instruction, is_matmul: bool) -> str:
     """Category of an instruction that is not a collective: opcode, fusion kind, matmul."""
     if ins.opcode in ("dot", "convolution") or is_matmul:
+        if ins.opcode == "custom-call":  # a cuBLAS/hipBLAS gemm or cuDNN convolution library call
+            return "convolution"
         return "convolution fusion" if ins.opcode == "fusion" else ins.opcode
     if ins.opcode == "fusion":
         return CATEGORY_BY_FUSION_KIND.get(ins.attrs.get("kind", ""), "fusion")
