@@ -146,7 +146,7 @@ def convolution_flops(instr: Instruction, module: HloModule) -> float:
     return _conv_flops_from(ops[0], ops[1], out, instr.attrs)
 
 
-def _custom_call_kind(instr: Instruction) -> str:
+def custom_call_kind(instr: Instruction) -> str:
     target = _target(instr)
     if target.startswith("__cublas") or target.startswith("__hipblas"):
         return "gemm"
@@ -178,7 +178,7 @@ class _Costs:
         if op in ("fusion", "call", "async-start"):
             return self.computation_flops(instr.called_computations()[0])
         if op == "custom-call":
-            kind = _custom_call_kind(instr)
+            kind = custom_call_kind(instr)
             if kind == "gemm":
                 return dot_flops(instr, self.module), ""
             if kind == "conv":
@@ -225,7 +225,7 @@ class _Costs:
         if instr.opcode in ("dot", "convolution"):
             return instr
         if instr.opcode == "custom-call":
-            return instr if _custom_call_kind(instr) in ("gemm", "conv") else None
+            return instr if custom_call_kind(instr) in ("gemm", "conv") else None
         if instr.opcode in ("fusion", "call", "async-start"):
             name = instr.called_computations()[0]
             if name not in self.comp_matmul:
@@ -373,7 +373,7 @@ def _bytes(costs: _Costs, instr: Instruction) -> dict:
         else:
             _add(acc, instr.shape)
         return acc
-    if op == "custom-call" and _custom_call_kind(instr) in ("gemm", "conv"):
+    if op == "custom-call" and custom_call_kind(instr) in ("gemm", "conv"):
         for s in operands:
             _add(acc, s)
         _add(acc, _array(instr.shape))

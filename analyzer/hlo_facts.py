@@ -241,6 +241,9 @@ def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, device
                        to_host=to_host)
     kind = transfer if transfer in KINDS else None  # the ring model's collectives; send/recv are not priced
     is_matmul = ins.opcode in ("dot", "convolution")
+    layout = layout_facts(ins, operand_shapes, fused_opcodes(ins, module))
+    # A fusion that only moves data (a transpose/copy fusion) is data formatting whatever its kind.
+    category = "data formatting" if layout["is_data_movement"] and not kind else _category(ins, op_name, kind, is_matmul)
     facts.update(
         opcode=ins.opcode,
         fusion_kind=ins.attrs.get("kind"),
@@ -249,10 +252,10 @@ def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, device
         is_async_done=ins.opcode.endswith("-done"),
         transfer_kind=transfer,
         collective_kind=kind,
-        category=_category(ins, op_name, kind, is_matmul),
+        category=category,
         is_matmul=is_matmul,
         dtype=(operand_shapes[0].dtype if is_matmul and operand_shapes else _array_shapes(ins.shape)[0].dtype),
-        **layout_facts(ins, operand_shapes, fused_opcodes(ins, module)),
+        **layout,
     )
     if to_host:
         facts["is_host_transfer"] = True

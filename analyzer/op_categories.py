@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from ..parsers.hlo_text import Instruction
+from .hlo_costs import custom_call_kind
 
 CATEGORY_BY_FUSION_KIND = {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion",
                            "kCustom": "custom fusion"}
@@ -42,9 +43,9 @@ def category_from_name(op_name: str) -> str:
 
 def category_from_hlo(ins: Instruction, is_matmul: bool) -> str:
     """Category of an instruction that is not a collective: opcode, fusion kind, matmul."""
+    if ins.opcode == "custom-call" and custom_call_kind(ins) in ("gemm", "conv"):
+        return "convolution"  # a cuBLAS/hipBLAS gemm or cuDNN convolution library call
     if ins.opcode in ("dot", "convolution") or is_matmul:
-        if ins.opcode == "custom-call":  # a cuBLAS/hipBLAS gemm or cuDNN convolution library call
-            return "convolution"
         return "convolution fusion" if ins.opcode == "fusion" else ins.opcode
     if ins.opcode == "fusion":
         return CATEGORY_BY_FUSION_KIND.get(ins.attrs.get("kind", ""), "fusion")
