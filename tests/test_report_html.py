@@ -167,15 +167,16 @@ def test_timeline_draws_the_median_step_with_exposed_waits():
     assert exposed / plot_w == pytest.approx(waits / span, rel=0.02)
 
 
-def test_gpu_without_hlo_says_how_to_get_costs():
+def test_gpu_without_a_dump_plots_its_ops_from_the_captured_hlo():
+    # The MI300 capture has no dump; the HLO it carries (/host:metadata) gives FLOPs and bytes, so the
+    # roofline chart has its ops and the ideal step is a number.
     a = capture_analysis("gpu_mi300_jax_conv")
     text = render_html(crafted_report(a))
     page = Page(text)
-    assert page.by_class("circle", "op-dot") == []
-    assert "pass --hlo-dir" in text
-    # No op has a prediction, so the ideal step is unknown, not 0 s.
+    assert len(page.by_class("circle", "op-dot")) >= 1
+    assert "pass --hlo-dir" not in text
     card = text.split('<div class="label">Roofline ideal step</div>', 1)[1].split("</div>", 1)[0]
-    assert card == '<div class="value">n/a'
+    assert card != '<div class="value">n/a' and "s" in card
     # Two kernels' streams of a device overlap: the timeline still has at least one lane per device.
     svg = text.split('id="timeline"', 1)[1].split("</svg>", 1)[0]
     assert svg.count('class="lane"') >= len(a.devices)
