@@ -113,12 +113,13 @@ def test_json_carries_the_analysis_numbers(name):
 
 
 def test_json_nan_and_numpy_become_plain_json():
-    a = capture_analysis("gpu_mi300_jax_conv")  # no HLO dump: FLOPs, bytes, predictions unknown
+    a = capture_analysis("gpu_mi300_jax_conv")  # no dump; kernels without an HLO op have no costs
     data = strict_loads(render_json(crafted_report(a)))
-    conv = next(o for o in data["ops"] if o["name"] == "cudnn-conv.1")
-    assert conv["flops"] is None and conv["predicted_s"] is None and conv["efficiency"] is None
-    assert conv["flops_source"] is None and conv["bound_by"] == "unknown"
-    assert data["mfu"] is None
+    unknown = [o for o in data["ops"] if o["flops_source"] is None]
+    assert unknown and all(o["flops"] is None and o["predicted_s"] is None and o["efficiency"] is None
+                           and o["bound_by"] == "unknown" for o in unknown)
+    conv = next(o for o in data["ops"] if o["name"] == "cudnn-conv.1")  # priced from the captured HLO
+    assert isinstance(conv["flops"], float) and conv["flops_source"] == "hlo"
     # Ops of other programs have no per-step numbers: null, never NaN.
     other = [o for o in data["ops"] if not o["in_step"]]
     assert other and all(o["measured_s_per_step"] is None for o in other)
