@@ -22,6 +22,7 @@ from .analyzer.analysis import Analysis, analyze
 from .errors import InputError
 from .report.model import Report
 from .rules.base import Finding
+from .rules.claims import recoverable_s_per_step
 from .rules.registry import run_rules
 from .units import format_percent, format_seconds
 
@@ -71,7 +72,11 @@ def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
             head += f" ({format_percent(analysis.unknown_flops_share)} of the step in ops of unknown FLOPs)"
     if findings:
         top = findings[0]
-        head += f"; biggest fix: {top.title} (saves ~{format_seconds(top.est_savings_s_per_step)} per step)"
+        lever = f" by {top.lever}" if top.lever and top.est_savings_s_per_step > 0 else ""
+        head += f"; biggest fix: {top.title} (saves ~{format_seconds(top.est_savings_s_per_step)} per step{lever})"
+        total = recoverable_s_per_step(findings, step)
+        share = f", {format_percent(total / step)} of the step" if step and step > 0 else ""
+        head += f"; recoverable ~{format_seconds(total)} per step{share}, each op counted once"
     else:
         head += "; no findings"
     return head + "."

@@ -333,10 +333,16 @@ def report_context(report) -> dict:
     if measured and data["steps"]["idle_s"] is not None:
         cards.append({"label": "Idle per step", "value": format_seconds(data["steps"]["idle_s"]), "source": SRC_MEASURED,
                       "sub": f"{format_percent(data['steps']['idle_s'] / step_s) if step_s else 'n/a'} of the step"})
+    rec = data["recoverable"]
+    cards.append({"label": "Recoverable per step", "value": format_seconds(rec["s_per_step"]),
+                  "source": "sum of the findings' savings, each op counted by one finding",
+                  "sub": f"{format_percent(rec['fraction_of_step'])} of the step"
+                  if rec["fraction_of_step"] is not None else "per step"})
     if data["findings"]:
         top = data["findings"][0]
         cards.append({"label": "Biggest fix saves", "value": format_seconds(top["est_savings_s_per_step"]),
-                      "source": "estimated by rule " + top["rule"], "sub": "per step"})
+                      "source": "estimated by rule " + top["rule"],
+                      "sub": f"per step, by {top['lever']}" if top["lever"] else "per step"})
 
     share_of = step_s if step_s and step_s > 0 else None
     findings = [_finding_view(fd, finding, i, measured, share_of)
@@ -370,6 +376,7 @@ def report_context(report) -> dict:
         "title": "xladiag report: " + (data["run"]["name"] or _hlo_title(data) or chip["name"]),
         "data": data,
         "headline": data["headline"],
+        "capture_scope": data["capture_scope"],
         "measured": measured,
         "time_word": time_word,
         "cards": cards,

@@ -132,6 +132,18 @@ def steps_dict(analysis) -> dict:
     }
 
 
+def recoverable_dict(report) -> dict:
+    step = report.analysis.step_s
+    total = report.recoverable_s_per_step
+    raw = sum(f.est_savings_s_per_step for f in report.findings)
+    return {
+        "s_per_step": total,
+        "fraction_of_step": total / step if step and step > 0 else None,
+        "findings": sum(1 for f in report.findings if f.est_savings_s_per_step > 0),
+        "capped_at_step": bool(raw > total),
+    }
+
+
 def finding_dict(finding) -> dict:
     return {
         "rule": finding.rule,
@@ -143,6 +155,8 @@ def finding_dict(finding) -> dict:
         "est_savings_s_per_step": clean(finding.est_savings_s_per_step),
         "fraction_of_step": clean(finding.fraction_of_step),
         "confidence": finding.confidence,
+        "lever": finding.lever,
+        "related_ops": [{"op": op, "counted_by": key} for op, key in finding.related],
         "ops": [
             {
                 "name": str(op.name),
@@ -213,6 +227,8 @@ def report_to_dict(report) -> dict:
             "unknown_flops_share": a.unknown_flops_share,
             "model_flops_per_step": a.model_flops_per_step,
             "ideal_step_s": a.ideal_step_s,
+            "recoverable": recoverable_dict(report),
+            "capture_scope": report.capture_scope,
             "findings": [finding_dict(f) for f in report.findings],
             "ops": ops_records(a.ops),
             "warnings": list(a.warnings),

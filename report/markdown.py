@@ -70,6 +70,9 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
         out.append("> **No trace was given: every time below is predicted** from the HLO and the chip table "
                    "(roofline), not measured.")
         out.append("")
+    if data.get("capture_scope"):
+        out.append(f"> **What this capture can tell:** {escape_text(data['capture_scope'], 2 * cell_limit)}")
+        out.append("")
     for w in data["warnings"][:10]:
         out.append(f"> ⚠ {escape_text(w, 2 * cell_limit)}")
     if data["warnings"]:
@@ -85,6 +88,10 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
                f"{escape_text(short_source(chip['source']['peak_flops_per_s']), 80)})"
                + (f"; {format_percent(data['unknown_flops_share'])} of the step is in ops of unknown FLOPs, not counted)"
                   if data.get("unknown_flops_share") else ")"))
+    rec = data["recoverable"]
+    rec_share = f"{format_percent(rec['fraction_of_step'])} of the step; " if rec["fraction_of_step"] is not None else ""
+    out.append(f"- **Recoverable per step:** {format_seconds(rec['s_per_step'])} ({rec_share}{time_word}: the "
+               "findings' savings, each op counted by one finding)")
     if data["ideal_step_s"] is not None:
         out.append(f"- **Roofline ideal step:** {format_seconds(data['ideal_step_s'])} (predicted: every op at its roofline)")
     else:

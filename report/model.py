@@ -35,6 +35,20 @@ class Report:
         return self.analysis.ops
 
     @property
+    def recoverable_s_per_step(self) -> float:
+        """Sum of the findings' savings (each op counted by one finding), never above the step."""
+        from ..rules.claims import recoverable_s_per_step
+
+        return recoverable_s_per_step(self.findings, self.analysis.step_s)
+
+    @property
+    def capture_scope(self) -> str | None:
+        """What the capture can and cannot tell (CPU captures), or None."""
+        from ..rules.claims import capture_scope
+
+        return capture_scope(self.analysis)
+
+    @property
     def summary(self) -> dict:
         a = self.analysis
         return {
@@ -47,6 +61,7 @@ class Report:
             "step_s": a.step_s,
             "mfu": a.mfu,
             "breakdown": dict(a.breakdown),
+            "recoverable_s_per_step": self.recoverable_s_per_step,
             "headline": self.headline,
         }
 

@@ -34,6 +34,23 @@ class OpEvidence:
 
 
 @dataclass(frozen=True)
+class OpClaim:
+    """An op whose time a finding counts: ``s_per_step`` is the part of the op's time the finding's cost
+    includes (e.g. the exposed wait of a collective). ``rules.claims`` gives each op to one finding.
+    Identified by the ops table's key (module, program id, op name), which holds in both modes (``op_id``
+    is -1 without a trace)."""
+
+    module: str
+    program_id: str
+    op_name: str
+    s_per_step: float
+
+    @property
+    def op(self) -> tuple[str, str, str]:
+        return self.module, self.program_id, self.op_name
+
+
+@dataclass(frozen=True)
 class Finding:
     rule: str
     severity: str  # 'high' | 'medium' | 'low'
@@ -48,6 +65,9 @@ class Finding:
     details: dict[str, Any] = field(default_factory=dict)  # rule-specific numbers, keys in the rule's docstring
     kind: str = ""  # which of the rule's findings: e.g. the transfer kind; '' for a rule with one finding
     main_op: str = ""  # the op a per-op finding is about; '' when the finding sums a class of ops over the step
+    lever: str = ""  # what the fix changes, as the saving prices it: 'by <lever>' in the headline
+    claims: tuple[OpClaim, ...] = ()  # every op the cost counts (not only the ten in ``ops``)
+    related: tuple[tuple[str, str], ...] = ()  # (op name, key of the finding that counts it): set by rules.claims
 
     @property
     def key(self) -> str:
@@ -90,6 +110,12 @@ class ModuleRule:
         return self.module.check(analysis)
 
 
+def op_claims(ops, seconds) -> tuple[OpClaim, ...]:
+    """One claim per row of ``ops`` (rows of the ops table) with its ``seconds`` (unknown counts 0)."""
+    return tuple(OpClaim(str(m), str(p), str(n), float(s) if s == s else 0.0)
+                 for m, p, n, s in zip(ops["module"], ops["program_id"], ops["op_name"], seconds))
+
+
 def severity_for(fraction_of_step: float) -> str:
     if fraction_of_step >= HIGH_FRACTION:
         return "high"
@@ -112,9 +138,15 @@ def make_finding(
     details: dict[str, Any] | None = None,
     kind: str = "",
     main_op: str = "",
+    lever: str = "",
+    claims: tuple[OpClaim, ...] | list[OpClaim] = (),
 ) -> Finding:
-    """Build a finding with severity and fraction derived the same way for every rule."""
+    """Build a finding with severity and fraction derived the same way for every rule.
+
+    The saving is never more than the cost, nor than the time of the ops claimed (when any are)."""
     savings = min(max(est_savings_s_per_step, 0.0), time_s_per_step)
+    if claims:
+        savings = min(savings, sum(c.s_per_step for c in claims))
     fraction = time_s_per_step / step_s if step_s and step_s > 0 and math.isfinite(step_s) else 0.0
     return Finding(
         rule=rule,
@@ -130,4 +162,6 @@ def make_finding(
         details=dict(details or {}),
         kind=kind,
         main_op=main_op,
+        lever=lever,
+        claims=tuple(claims),
     )

@@ -15,10 +15,12 @@ How the cost is estimated:
     both over the device-steps that recorded the spans (a TPU capture may record them on one device only).
     Collectives: savings = cost minus what no schedule can hide; the transfers of a kind need at least
     min(predicted, measured) seconds on their link, and whatever of that exceeds the step's compute (the
-    union of the non-transfer ops) stays exposed. Kinds are estimated independently. Host offload: the
-    fix is to offload less, which removes the transfer, so savings = cost (confidence medium: whether the
-    arrays fit in HBM is not known); what overlap alone could recover is in the details. Without a trace
-    the predicted transfer times stand in for the exposed time (confidence low).
+    union of the non-transfer ops) stays exposed. Kinds are estimated independently. On CPU, collectives
+    are synchronous rendezvous that nothing overlaps: savings 0. Host offload: the fix leads with
+    offloading less, which removes the transfer, so savings = cost times the share of the offloaded arrays
+    (half the bytes moved) that the HBM headroom holds (all of it when no memory report tells the headroom,
+    confidence medium); what overlap alone could recover is in the details. Without a trace the predicted
+    transfer times stand in for the exposed time (confidence low).
 Fix:
     By cause. All-gathers of FSDP weights hide once the per-device batch exceeds C/W tokens: raise the
     batch or use fewer FSDP shards. By chip: continuation fusion (async collective fusion) on TPU v4 / v5e /
@@ -48,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from ..analyzer.collectives import TRANSFER_KINDS, link_bandwidth
-from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
+from .base import OpEvidence, format_bytes, op_claims, format_percent, format_seconds, make_finding
 from .collective_levers import gpu_overlap, tpu_overlap
 from .levers import flag, name, target
 
@@ -110,9 +112,31 @@ def _fix(kind: str, analysis, part: pd.DataFrame, needed_s: float, compute_s: fl
     elif where == "tpu":
         parts.append(tpu_overlap(kind, chip))
     else:
-        parts.append("CPU collectives are synchronous rendezvous and overlap nothing; tune on the target "
-                     "accelerator.")
+        parts.append("Nothing to change on this host: CPU collectives are synchronous rendezvous and overlap "
+                     "nothing. Their count and sizes hold on the accelerator, their times do not: capture the "
+                     "step there to see what is exposed.")
     return " ".join(p for p in parts if p)
+
+
+def _resident_bytes(part: pd.DataFrame) -> float:
+    """Bytes the offloaded arrays would hold in HBM: half the bytes moved (each goes out and comes back)."""
+    return float(part["bytes_per_step"].fillna(0.0).sum()) / 2
+
+
+def _offload_fit(analysis, part: pd.DataFrame) -> float:
+    """Share of the offloaded bytes HBM can hold (1 when the headroom is unknown: the text says so)."""
+    capacity, peak = analysis.chip.hbm_capacity_bytes, analysis.dump.peak_memory_bytes
+    need = _resident_bytes(part)
+    if not capacity or peak is None or need <= 0:
+        return 1.0
+    return float(min(1.0, max(capacity - peak, 0.0) / need))
+
+
+def _fit_text(analysis, part: pd.DataFrame, fit: float) -> str:
+    need = format_bytes(_resident_bytes(part))
+    if analysis.dump.peak_memory_bytes is None:
+        return f"if the {need} they hold fit in HBM (no memory-usage report: headroom unknown)"
+    return f"the share of the {need} they hold that fits in HBM ({fit:.0%})"
 
 
 def _num(x) -> float | None:
@@ -139,7 +163,13 @@ def check(analysis) -> list:
         measured_s = measured.get(kind, np.nan)
         needed_s = min([t for t in (predicted_s, measured_s) if t == t and t > 0] or [exposed_s])
         overlap_s = max(0.0, exposed_s - max(0.0, needed_s - compute_s))  # what a better schedule can hide
-        savings_s = exposed_s if kind == "host-offload" else overlap_s
+        cpu = analysis.platform == "cpu"
+        if cpu:  # synchronous rendezvous: no schedule hides a collective on the host
+            overlap_s = 0.0
+        fit = _offload_fit(analysis, part) if kind == "host-offload" else 1.0
+        # The saving prices the lever the fix leads with: offload less (removes the transfer) or overlap.
+        savings_s, lever = ((exposed_s * fit, "keeping the offloaded arrays in HBM")
+                            if kind == "host-offload" else (overlap_s, "overlapping them with compute"))
         known = part["span_s_per_step"].notna()
         span_s = float(part.loc[known, "span_s_per_step"].sum()) if known.any() else np.nan
         hidden = 1.0 - float(part.loc[known, "exposed_span_devices_s_per_step"].sum()) / span_s \
@@ -151,12 +181,19 @@ def check(analysis) -> list:
                      if analysis.platform == "tpu" and 0 < span_devices < analysis.num_devices else "")
             hidden_text = (f", {hidden:.0%} of their {format_seconds(span_s)} in flight hidden{where}"
                            if hidden == hidden and part["is_async"].any() else "")
-            rest = " and the rest needs fewer bytes offloaded." if kind == "host-offload" else "."
-            evidence = (f"{what} {format_seconds(exposed_s)} per step exposed ({format_percent(exposed_s / step_s)} of "
-                        f"the {format_seconds(step_s)} step){hidden_text}; the transfers need at least "
-                        f"{format_seconds(needed_s)} against {format_seconds(compute_s)} of non-transfer work per "
-                        "step, so "
-                        f"overlap can recover about {format_seconds(overlap_s)}{rest}")
+            head = (f"{what} {format_seconds(exposed_s)} per step exposed ({format_percent(exposed_s / step_s)} of "
+                    f"the {format_seconds(step_s)} step){hidden_text}")
+            if cpu:
+                evidence = (f"{head}. CPU collectives are synchronous rendezvous: no schedule hides them on this "
+                            "host, so nothing is counted as recoverable here; how much the accelerator's schedule "
+                            "would hide, a CPU capture cannot tell.")
+            else:
+                evidence = (f"{head}; the transfers need at least {format_seconds(needed_s)} against "
+                            f"{format_seconds(compute_s)} of non-transfer work per step, so overlap can recover "
+                            f"about {format_seconds(overlap_s)}")
+                evidence += (f". Keeping the arrays in HBM removes the transfers instead: the saving counted, "
+                             f"{format_seconds(savings_s)}, {_fit_text(analysis, part, fit)}."
+                             if kind == "host-offload" else " (the saving counted).")
             confidence = "medium" if kind == "host-offload" or analysis.platform == "cpu" else "high"
         else:
             evidence = (f"{n} {noun} ops are predicted (no trace: times are predicted, not measured) to take "
@@ -184,5 +221,6 @@ def check(analysis) -> list:
         findings.append(make_finding(
             rule=RULE_ID, title=f"Exposed {label}: {format_seconds(exposed_s)} per step not hidden behind compute",
             time_s_per_step=exposed_s, est_savings_s_per_step=savings_s, step_s=step_s, confidence=confidence,
-            ops=ops, evidence=evidence, fix=_fix(kind, analysis, part, needed_s, compute_s), details=details, kind=kind))
+            ops=ops, evidence=evidence, fix=_fix(kind, analysis, part, needed_s, compute_s), details=details, kind=kind,
+            lever=lever, claims=op_claims(part, part["exposed_s_per_step"])))
     return findings

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from ..analyzer.collectives import KINDS, latency_threshold_bytes, predict_collective
-from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
+from .base import OpEvidence, format_bytes, op_claims, format_percent, format_seconds, make_finding
 from .collective_levers import GPU_COMBINE_FLAG, gpu_combine
 from .levers import name, target
 
@@ -62,10 +62,21 @@ def classify_collectives(analysis) -> pd.DataFrame:
         # An async collective's time is its done wait plus its start (GPU: the start kernel moves the data).
         start_s = ops.loc[ops["op_id"] >= 0].set_index("op_id")["measured_s_per_step"]
         extra = start_s.reindex(out["start_op_id"].to_numpy()).to_numpy(dtype=float)
-        out["time_s"] = out["measured_s_per_step"].fillna(0.0) + np.nan_to_num(extra)
+        out["start_s"] = np.nan_to_num(extra)
+        out["time_s"] = out["measured_s_per_step"].fillna(0.0) + out["start_s"]
     else:
+        out["start_s"] = 0.0
         out["time_s"] = out["predicted_s_per_step"].fillna(0.0)
     return out
+
+
+def _claims(analysis, bound: pd.DataFrame):
+    """The done (or synchronous) ops with their own time, and the start ops that carry time."""
+    starts = bound[bound["start_op_id"].fillna(-1).astype(int) >= 0]
+    by_id = analysis.ops.loc[analysis.ops["op_id"] >= 0].drop_duplicates("op_id").set_index("op_id")
+    start_ops = by_id.reindex(starts["start_op_id"].astype(int))
+    return (op_claims(bound, bound["time_s"] - bound["start_s"])
+            + op_claims(start_ops, starts["start_s"]))
 
 
 def _combined(group: pd.DataFrame, kind: str, chip):
@@ -147,9 +158,15 @@ def check(analysis) -> list:
     fix = (combine + "gather or reduce the small parameters of a layer as one bucket (e.g. stack norm scales "
            "and biases into one array before sharding, or use one flattened gradient bucket), and inside a scanned "
            f"layer stack (MaxText {name('scan_layers')}=true) remember that collectives of different layers cannot "
-           f"merge. Arrays under about {min_array:,} bytes gain nothing from sharding over these groups: replicate "
-           f"them ({name('PartitionSpec')}() / a MaxText {name('logical_axis_rules')} entry mapping their axes to no "
-           "mesh axis).")
+           "merge.")
+    if analysis.platform == "cpu":  # the threshold is the placeholder host's: no size advice for the accelerator
+        fix += (" On this host each collective is a thread rendezvous, so fewer of them is what saves time here; "
+                "which array sizes are latency-bound on the accelerator depends on its links, which a CPU "
+                "capture cannot show.")
+    else:
+        fix += (f" Arrays under about {min_array:,} bytes gain nothing from sharding over these groups: replicate "
+                f"them ({name('PartitionSpec')}() / a MaxText {name('logical_axis_rules')} entry mapping their axes "
+                "to no mesh axis).")
     top = bound.sort_values("time_s", ascending=False).head(10)
     ops = tuple(OpEvidence(str(r.op_name), float(r.time_s),
                            None if r.predicted_s_per_step != r.predicted_s_per_step else float(r.predicted_s_per_step),
@@ -166,4 +183,5 @@ def check(analysis) -> list:
         rule=RULE_ID, title=f"{count:g} latency-bound collectives: {format_seconds(time_s)} per step",
         time_s_per_step=time_s, est_savings_s_per_step=savings_s, step_s=step_s,
         confidence="low" if not analysis.measured else ("medium" if analysis.platform == "cpu" else "high"),
-        ops=ops, evidence=evidence, fix=fix, details=details)]
+        ops=ops, evidence=evidence, fix=fix, details=details,
+        lever="combining them into one collective per kind and replica group", claims=_claims(analysis, bound))]

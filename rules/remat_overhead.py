@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
+from .base import OpEvidence, format_bytes, op_claims, format_percent, format_seconds, make_finding
 from .levers import name
 
 RULE_ID = "remat-overhead"
@@ -157,7 +157,9 @@ def check(analysis) -> list:
         time_s_per_step=time_s, est_savings_s_per_step=savings_s, step_s=step_s, confidence=confidence,
         ops=tuple(OpEvidence(str(r.op_name), float(r.time_s), None if r.predicted_s_per_step != r.predicted_s_per_step
                              else float(r.predicted_s_per_step), str(r.tf_op or "")) for r in top.itertuples()),
-        evidence=evidence, fix=fix,
+        evidence=evidence, fix=fix, claims=op_claims(remat, remat["time_s"]),
+        lever=("a lighter remat policy that keeps the recomputed outputs in HBM" if savings_s >= time_s
+               else f"keeping the outputs of the {len(kept)} recomputed ops that fit in HBM"),
         details={"remat_s_per_step": time_s, "remat_ops": int(len(remat)), "remat_instructions_in_dump": dump_count,
                  "remat_flops_per_step": remat_flops, "extra_flops_fraction": None if extra_flops != extra_flops
                  else float(extra_flops), "extra_hbm_bytes": extra_bytes, "hbm_capacity_bytes": capacity,

@@ -39,7 +39,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding
+from .base import OpEvidence, format_bytes, op_claims, format_percent, format_seconds, make_finding
 from .levers import name, target
 
 RULE_ID = "retiling-copy"
@@ -181,4 +181,5 @@ def check(analysis) -> list:
         rule=RULE_ID, title=f"Layout-only copies and transposes: {format_seconds(time_s)} per step",
         time_s_per_step=time_s, est_savings_s_per_step=time_s, step_s=step_s,
         confidence="low" if not analysis.measured else ("medium" if by_name else "high"), ops=ops,
-        evidence=evidence, fix=fix, details=details)]
+        evidence=evidence, fix=fix, details=details, lever="removing the layout-only ops",
+        claims=op_claims(found, found["time_s"]))]
