@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-import xspace_builder as xb
+from builders import scenarios as xb
 from conftest import SAMPLES
 from xladiag.analyzer.analysis import analyze
 from xladiag.api import build_report
