@@ -48,6 +48,10 @@ def _check_invariants(analysis):
         ids = {c.op for c in own}
         assert not ids & counted, f"{f.key} counts ops another finding counts"
         counted |= ids
+        if f.rule not in PRECEDENCE:  # a rule about time no op fills (input-bound: idle in the step)
+            idle = float(analysis.device_steps["idle_s"].max()) if len(analysis.device_steps) else 0.0
+            assert not f.claims and f.est_savings_s_per_step <= idle + 1e-9, (f.key, idle)
+            continue
         if f.est_savings_s_per_step > 0:
             assert own, f"{f.key} saves time but counts no op"
             assert ids <= set(seconds.index), f"{f.key} counts ops outside the step"
