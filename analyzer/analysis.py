@@ -178,7 +178,8 @@ def analyze(
         platform, devices, hosts = capture.platform, capture.devices, capture.hosts
         notes.extend(capture.warnings)
         op_metadata, async_spans = capture.op_metadata, capture.async_spans
-        match = with_capture_hlo(match_traced(dump, op_table) if dump else None, op_table, spaces)
+        match = with_capture_hlo(match_traced(dump, op_table) if dump else None, op_table, spaces,
+                                 files.hlo_proto_files)
         del spaces
     else:
         capture, steps = None, None

@@ -1,4 +1,5 @@
-"""The HLO each capture carries (`/host:metadata`, one optimized module per compiled program).
+"""The HLO each capture carries (`/host:metadata`, one optimized module per compiled program, and the
+``<module>(<id>).hlo_proto.pb`` files xprof tooling leaves in the run folder).
 
 Every xplane capture holds the module of each program by its program id, so FLOPs, bytes, shapes and
 categories never depend on the user having dumped HLO. A program the dump does not cover (or no dump
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..parsers.hlo_proto import parse_hlo_proto
+from ..parsers.discovery import hlo_proto_program
+from ..parsers.hlo_proto import parse_hlo_proto, parse_hlo_proto_file
 from ..parsers.hlo_text import HloParseError
 from .dump_matching import DumpMatch
 from .hlo_dump import DumpModule
@@ -24,29 +26,37 @@ def _traced_programs(op_table: pd.DataFrame) -> set[tuple[str, str]]:
     return set(zip(named["module"].astype(str), named["program_id"].fillna("").astype(str)))
 
 
-def embedded_modules(spaces, wanted: set[str], notes: list[str]) -> dict[str, DumpModule]:
-    """program_id -> module, for the ids in ``wanted`` (parsing only what is traced; hosts repeat them)."""
-    out: dict[str, DumpModule] = {}
+def _carried(spaces, proto_files):
+    """(program id, module parser) of every module the capture carries, planes first, then files."""
     for space in spaces:
         for program_id, name, data in space.hlo_protos:
-            if program_id not in wanted or program_id in out:
-                continue
             source = f"{space.path.name}: HLO of {name}({program_id})"
-            try:
-                module = parse_hlo_proto(data, source)
-            except HloParseError as exc:
-                notes.append(f"{exc}; this program's FLOPs and bytes come from the trace only")
-                continue
-            out[program_id] = DumpModule(module, None, int(program_id) if program_id.isdigit() else None,
-                                         origin=CAPTURE_ORIGIN)
+            yield program_id, (lambda d=data, s=source: parse_hlo_proto(d, s))
+    for path in proto_files:
+        yield hlo_proto_program(path)[0], (lambda p=path: parse_hlo_proto_file(p))
+
+
+def embedded_modules(spaces, wanted: set[str], notes: list[str], proto_files=()) -> dict[str, DumpModule]:
+    """program_id -> module, for the ids in ``wanted`` (parsing only what is traced; hosts repeat them)."""
+    out: dict[str, DumpModule] = {}
+    for program_id, parse in _carried(spaces, proto_files):
+        if program_id not in wanted or program_id in out:
+            continue
+        try:
+            module = parse()
+        except HloParseError as exc:
+            notes.append(f"{exc}; this program's FLOPs and bytes come from the trace only")
+            continue
+        out[program_id] = DumpModule(module, None, int(program_id) if program_id.isdigit() else None,
+                                     origin=CAPTURE_ORIGIN)
     return out
 
 
-def with_capture_hlo(match: DumpMatch | None, op_table: pd.DataFrame, spaces) -> DumpMatch | None:
+def with_capture_hlo(match: DumpMatch | None, op_table: pd.DataFrame, spaces, proto_files=()) -> DumpMatch | None:
     """``match`` completed (and checked) with the modules the capture carries."""
     traced = _traced_programs(op_table)
     notes: list[str] = list(match.notes) if match else []
-    embedded = embedded_modules(spaces, {pid for _, pid in traced if pid}, notes)
+    embedded = embedded_modules(spaces, {pid for _, pid in traced if pid}, notes, proto_files)
     if not embedded:
         return match if match is None else DumpMatch(match.by_program, match.table, tuple(notes))
     by_program = dict(match.by_program) if match else {}

@@ -38,6 +38,8 @@ class CaptureFiles:
     other_runs: tuple[str, ...] = field(default_factory=tuple)
     memory_reports: tuple[Path, ...] = field(default_factory=tuple)  # beside hlo_files, same stem
     buffer_assignments: tuple[Path, ...] = field(default_factory=tuple)
+    # ``<module>(<program id>).hlo_proto.pb`` files xprof/TensorBoard tooling leaves beside the xplanes.
+    hlo_proto_files: tuple[Path, ...] = field(default_factory=tuple)
 
     def memory_report_of(self, hlo_file: Path) -> Path | None:
         """The memory-usage report XLA wrote for this HLO file (same name + suffix), if found."""
@@ -144,6 +146,19 @@ def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | st
     ))
 
 
+HLO_PROTO_SUFFIX = ".hlo_proto.pb"
+_HLO_PROTO_NAME = re.compile(r"^(?P<name>.+)\((?P<id>\d+)\)\.hlo_proto\.pb$")
+
+
+def hlo_proto_program(path: Path | str) -> tuple[str, str] | None:
+    """(program id, module name) of ``jit_train_step(42).hlo_proto.pb``; None if not named so."""
+    m = _HLO_PROTO_NAME.match(Path(path).name)
+    return (m.group("id"), m.group("name")) if m else None
+
+
 def _with_reports(files: CaptureFiles) -> CaptureFiles:
     memory, buffers = _reports_beside(files.hlo_files)
-    return replace(files, memory_reports=memory, buffer_assignments=buffers)
+    folders = sorted({p.parent for p in files.xplane_files})
+    protos = tuple(p for folder in folders for p in sorted(folder.glob("*" + HLO_PROTO_SUFFIX))
+                   if hlo_proto_program(p) is not None)
+    return replace(files, memory_reports=memory, buffer_assignments=buffers, hlo_proto_files=protos)

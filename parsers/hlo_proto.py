@@ -10,6 +10,7 @@ module's schedule where it has one (the text of a scheduled module lists ENTRY i
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
@@ -255,3 +256,12 @@ def _instruction_text(ins, by_id: dict, root_id: int, comp_names: dict) -> str:
 def parse_hlo_proto(data: bytes, source: str = "<HloProto>") -> HloModule:
     """An :class:`HloModule` from serialized ``xla.HloProto`` bytes (one-line HloParseError if unreadable)."""
     return parse_hlo_module(hlo_proto_to_text(data, source), source=source)
+
+
+def parse_hlo_proto_file(path) -> HloModule:
+    """A ``<module>(<id>).hlo_proto.pb`` file; one-line HloParseError if it cannot be read or decoded."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise HloParseError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return parse_hlo_proto(data, str(path))

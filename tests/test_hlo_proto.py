@@ -98,3 +98,25 @@ def test_another_programs_dump_is_not_used_the_captures_own_hlo_is(tmp_path):
     assert (theirs["flops"].fillna(-1) == own.loc[theirs.index, "flops"].fillna(-1)).all()
     assert theirs["flops"].sum() > 2e8
     assert any("does not match" in w or "not among the traced" in w for w in other.warnings)
+
+
+def test_hlo_proto_files_in_the_run_folder_are_read_when_the_planes_lack_the_module(tmp_path):
+    """xprof/TensorBoard tooling leaves `<module>(<id>).hlo_proto.pb` beside the xplanes: a capture whose
+    metadata plane was stripped still gets its HLO from that file."""
+    from xladiag.analyzer.analysis import analyze
+    from xladiag.parsers import xspace_schema
+
+    space = xspace_schema.XSpace()
+    space.ParseFromString(only_xplane(GPU_SAMPLE).read_bytes())
+    metadata = next(p for p in space.planes if p.name == b"/host:metadata")
+    _, data = _protos(GPU_SAMPLE)["15"]
+    metadata.event_metadata.clear()
+    run = tmp_path / "plugins" / "profile" / "run1"
+    run.mkdir(parents=True)
+    (run / "host.xplane.pb").write_bytes(space.SerializeToString())
+    stripped = _ops_by_name(analyze(tmp_path))
+    assert stripped.loc["cudnn-conv.1", "flops_source"] != "hlo"  # no HLO anywhere yet
+    (run / "jit_forward_3d_conv(15).hlo_proto.pb").write_bytes(data)
+    (run / "unrelated(99).hlo_proto.pb").write_bytes(b"\xff\xff")  # not traced: never read
+    conv = _ops_by_name(analyze(tmp_path)).loc["cudnn-conv.1"]
+    assert conv["flops"] == pytest.approx(2 * (32 * 60 * 104) * 16 * 5120) and conv["flops_source"] == "hlo"
