@@ -39,7 +39,7 @@ from .hlo_control_flow import Runs, computation_runs
 from .kernel_costs import backend_json as _backend_json, fmha_flops, pallas_cost_estimate, target as _target
 
 __all__ = ["instruction_costs", "dot_flops", "convolution_flops", "instruction_flops",
-           "instruction_bytes", "top_level_computations"]
+           "instruction_bytes", "top_level_computations", "matmul_dims"]
 
 _ELEMENTWISE = frozenset("""
 add subtract multiply divide remainder maximum minimum power atan2 abs negate sign exponential
@@ -419,6 +419,36 @@ def wrapped_instruction(module: HloModule, instr: Instruction) -> Instruction | 
         if ins is not None and ins.opcode not in plumbing:
             return ins
     return None
+
+
+def matmul_dims(instr: Instruction, module: HloModule | None) -> dict | None:
+    """The (M, N, K, batch) of the dot or convolution an op is or fuses, or None.
+
+    dot: K = contracted size, batch = batch dims, M = the lhs's other dims, N = the rhs's other dims
+    (several free dims multiply). convolution: K = input features per group (the kernel's ``i``),
+    N = output features (the kernel's ``o``), M = batch x output spatial positions. Each as a product of
+    logical (unpadded) sizes: what the MXU / tensor cores tile."""
+    mm = _Costs(module).matmul(instr) if module is not None else (
+        instr if instr.opcode in ("dot", "convolution") else None)
+    if mm is None or mm.opcode not in ("dot", "convolution"):
+        return None
+    shapes = module.resolve_operand_shapes(mm) if module is not None else mm.operand_shapes
+    if len(shapes) < 2 or shapes[0].dims is None or shapes[1].dims is None:
+        return None
+    lhs, rhs = shapes[0].dims, shapes[1].dims
+    if mm.opcode == "dot":
+        lc, lb = parse_ints(mm.attrs.get("lhs_contracting_dims", "")), parse_ints(mm.attrs.get("lhs_batch_dims", ""))
+        rc, rb = parse_ints(mm.attrs.get("rhs_contracting_dims", "")), parse_ints(mm.attrs.get("rhs_batch_dims", ""))
+        m = math.prod(d for i, d in enumerate(lhs) if i not in lc and i not in lb)
+        n = math.prod(d for i, d in enumerate(rhs) if i not in rc and i not in rb)
+        return dict(m=m, n=n, k=math.prod(lhs[i] for i in lc), batch=math.prod(lhs[i] for i in lb))
+    labels = re.fullmatch(r"(\w+)_(\w+)->(\w+)", mm.attrs.get("dim_labels", ""))
+    out = _array(mm.shape).dims
+    if labels is None or out is None:
+        return None
+    _, k_l, out_l = labels.groups()
+    spatial = math.prod(d for c, d in zip(out_l, out) if c not in "bf")
+    return dict(m=out[out_l.index("b")] * spatial, n=rhs[k_l.index("o")], k=rhs[k_l.index("i")], batch=1)
 
 
 def instruction_flops(instr: Instruction, module: HloModule) -> float:

@@ -27,7 +27,7 @@ from ..parsers.hlo_text import HloModule, HloParseError, Instruction, parse_inst
 from .chip_catalog import Chip
 from .collective_topology import collective_placement
 from .collectives import KINDS, kind_of, predict_collective
-from .hlo_costs import wrapped_instruction
+from .hlo_costs import matmul_dims, wrapped_instruction
 from .layout_facts import fused_opcodes, is_recomputed, layout_facts
 from .op_categories import category_from_hlo, category_from_name
 
@@ -43,7 +43,7 @@ FACT_COLUMNS = [
     "collective_bandwidth_s", "collective_latency_s", "collective_per_hop_bytes", "collective_bound_by",
     "collective_model",
     "operand_layout", "result_layout", "result_bytes", "fused_opcodes", "layout_change", "is_data_movement",
-    "is_recomputed",
+    "is_recomputed", "matmul_m", "matmul_n", "matmul_k", "matmul_batch",
 ]
 # Per-instruction facts with their value when an op has no HLO at all.
 _NO_HLO = {"opcode": None, "fusion_kind": None, "hlo_text": None, "is_async_start": False, "is_async_done": False,
@@ -52,7 +52,8 @@ _NO_HLO = {"opcode": None, "fusion_kind": None, "hlo_text": None, "is_async_star
            "result_bytes": np.nan, "fused_opcodes": None, "layout_change": None, "is_data_movement": False,
            "replica_group_size": np.nan, "collective_bytes": np.nan, "collective_predicted_s": np.nan,
            "collective_bandwidth_s": np.nan, "collective_latency_s": np.nan, "collective_per_hop_bytes": np.nan,
-           "collective_bound_by": None, "collective_model": None, "transfer_kind": None, "start_op": None}
+           "collective_bound_by": None, "collective_model": None, "transfer_kind": None, "start_op": None,
+           "matmul_m": np.nan, "matmul_n": np.nan, "matmul_k": np.nan, "matmul_batch": np.nan}
 
 
 def _array_shapes(shape) -> list:
@@ -257,6 +258,13 @@ def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, device
         dtype=(operand_shapes[0].dtype if is_matmul and operand_shapes else _array_shapes(ins.shape)[0].dtype),
         **layout,
     )
+    if ins.opcode in ("dot", "convolution", "fusion"):
+        try:
+            dims = matmul_dims(ins, module)
+        except (ValueError, IndexError, KeyError):  # odd labels or a missing body: dims unknown
+            dims = None
+        if dims:
+            facts.update({f"matmul_{k}": float(v) for k, v in dims.items()})
     if to_host:
         facts["is_host_transfer"] = True
         facts["host_bytes"] = _largest_bytes(_array_shapes(ins.shape) + [s for sh in operand_shapes for s in _array_shapes(sh)])

@@ -198,6 +198,11 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("is_data_movement", "bool", "", "a copy, a transpose, or a fusion of only data movement with one of them"),
     _col("is_recomputed", "bool", "",
          "recomputation: an XLA `.remat` clone or `rematted_computation` in its JAX op path"),
+    # The matmul an op is or fuses (dot / convolution), logical sizes; NaN for other ops (hlo_costs.matmul_dims).
+    _col("matmul_m", "float64", "count", "rows of the matmul: lhs free dims (convolution: batch x output positions)"),
+    _col("matmul_n", "float64", "count", "columns of the matmul: rhs free dims (convolution: output features)"),
+    _col("matmul_k", "float64", "count", "contracted size (convolution: input features per group)"),
+    _col("matmul_batch", "float64", "count", "product of the dot's batch dims (1 without)"),
     # Transfers (analyzer/transfers.py). The exposure columns are NaN for ops that are not the wait of a
     # transfer in the step (starts on TPU/CPU, non-transfers, other programs).
     _col("start_op_id", "int64", "", "for a done op, the op_id of its start op; -1 for other ops"),

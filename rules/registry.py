@@ -15,6 +15,7 @@ _RULE_MODULES = (
     "retiling_copy",
     "latency_bound_collective",
     "input_bound",
+    "mxu_padding",
 )
 
 RULES: tuple[Rule, ...] = tuple(ModuleRule(import_module(f".{name}", __package__)) for name in _RULE_MODULES)

@@ -42,7 +42,7 @@ def sample_findings() -> dict[str, list[Finding]]:
 def test_registry_holds_rules_with_unique_ids():
     ids = [r.id for r in RULES]
     assert ids == ["exposed-collective", "remat-overhead", "retiling-copy", "latency-bound-collective",
-                   "input-bound"]
+                   "input-bound", "mxu-padding"]
     assert all(isinstance(r, Rule) for r in RULES)
 
 
