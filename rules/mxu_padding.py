@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from .base import OpEvidence, format_percent, format_seconds, make_finding
+from .levers import name
 
 RULE_ID = "mxu-padding"
 MIN_FRACTION = 0.10
@@ -105,10 +106,12 @@ def check(analysis) -> list:
                    "will once they grow compute-bound." if hbm_bound else ""))
     rows = top.matmul_m
     batch_text = ("" if rows % 128 == 0 else
-                  f" The largest one streams {rows:.0f} rows: keep per_device_batch_size x max_target_length "
+                  f" The largest one streams {rows:.0f} rows: keep {name('per_device_batch_size')} x "
+                  f"{name('max_target_length')} "
                   "a multiple of 128 (else 8).")
-    fix = (f"Make the matmul widths multiples of {multiple}: in MaxText base_emb_dim, base_mlp_dim, head_dim and "
-           f"vocab_size (pad the vocabulary up to a multiple of {multiple}); in your own model the embedding, "
+    fix = (f"Make the matmul widths multiples of {multiple}: in MaxText {name('base_emb_dim')}, "
+           f"{name('base_mlp_dim')}, {name('head_dim')} and {name('vocab_size')} (pad the vocabulary up to a "
+           f"multiple of {multiple}); in your own model the embedding, "
            f"MLP, head and vocabulary widths." + batch_text)
     return [make_finding(
         rule=RULE_ID,
