@@ -8,7 +8,8 @@ keeps. "Specific" is about the op itself, most specific first:
 2. ``latency-bound-collective``: the op is too small for its link; its fix (combine) changes the op;
 3. ``remat-overhead``: the op is forward work done again; its fix (keep the result) removes it;
 4. ``exposed-collective``: the op is not hidden behind compute, which holds for any transfer: the most
-   generic diagnosis, so it counts only what no other finding explains.
+   generic diagnosis, so it counts only what no other finding explains;
+5. ``mxu-padding``: a matmul's padded share; a recomputed dot's time belongs to remat-overhead first.
 
 A rule not in the list ranks after them. The recoverable total is the sum of the savings that remain.
 """
@@ -20,7 +21,7 @@ from dataclasses import replace
 
 from .base import Finding, format_seconds
 
-PRECEDENCE = ("retiling-copy", "latency-bound-collective", "remat-overhead", "exposed-collective")
+PRECEDENCE = ("retiling-copy", "latency-bound-collective", "remat-overhead", "exposed-collective", "mxu-padding")
 
 
 def _rank(finding: Finding) -> tuple:

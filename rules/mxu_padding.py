@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .base import OpEvidence, format_percent, format_seconds, make_finding
+from .base import OpEvidence, format_percent, format_seconds, make_finding, op_claims
 from .levers import name
 
 RULE_ID = "mxu-padding"
@@ -85,7 +85,9 @@ def check(analysis) -> list:
     savings = (np.maximum(t_padded, t_mem) - np.maximum(t_flop, t_mem)) * occ
     if analysis.measured:
         savings = np.minimum(savings, dots["measured_s_per_step"].fillna(0.0) * dots["fraction"])
-    dots["savings_s"] = savings
+    op_s = dots["measured_s_per_step" if analysis.measured else "predicted_s_per_step"].fillna(0.0)
+    dots["op_s"] = op_s
+    dots["savings_s"] = np.minimum(savings, op_s)  # never more than the dot's own time
     dots = dots.sort_values("padded_s", ascending=False)
 
     padded_s, savings_s = float(dots["padded_s"].sum()), float(dots["savings_s"].sum())
@@ -123,7 +125,7 @@ def check(analysis) -> list:
                              float(r.predicted_s_per_step) if r.predicted_s_per_step == r.predicted_s_per_step
                              else None, f"K={r.matmul_k:.0f} N={r.matmul_n:.0f} padded {r.fraction:.1%}")
                   for r in dots.head(10).itertuples()),
-        evidence=evidence, fix=fix,
+        evidence=evidence, fix=fix, claims=op_claims(dots, dots["op_s"]),
         details={"multiple": multiple, "multiple_source": source, "padded_flops_fraction": fraction,
                  "padded_s_per_step": padded_s,
                  "dots": [{"op": str(r.op_name), "m": float(r.matmul_m), "n": float(r.matmul_n),
