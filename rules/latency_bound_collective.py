@@ -130,7 +130,7 @@ def check(analysis) -> list:
     count = float(bound["occurrences_per_step"].sum())
     first = groups[0]
     measured = "" if analysis.measured else " (no trace: times are predicted, not measured)"
-    evidence = (f"{count:g} collectives per step move under {format_bytes(threshold)} per hop (the {chip.name} "
+    evidence = (f"{count:.3g} collectives per step (mean over devices) move under {format_bytes(threshold)} per hop (the {chip.name} "
                 f"latency threshold) and take {format_seconds(time_s)} per step{measured} "
                 f"({format_percent(time_s / step_s if step_s > 0 else np.nan)} of the {format_seconds(step_s)} "
                 f"step); the largest group, {first['count_per_step']:g} {first['kind']}s over "
@@ -180,7 +180,7 @@ def check(analysis) -> list:
                         "per_hop_bytes": float(r.collective_per_hop_bytes), "s_per_step": float(r.time_s)}
                        for r in bound.itertuples()]}
     return [make_finding(
-        rule=RULE_ID, title=f"{count:g} latency-bound collectives: {format_seconds(time_s)} per step",
+        rule=RULE_ID, title=f"{count:.0f} latency-bound collectives: {format_seconds(time_s)} per step",
         time_s_per_step=time_s, est_savings_s_per_step=savings_s, step_s=step_s,
         confidence="low" if not analysis.measured else ("medium" if analysis.platform == "cpu" else "high"),
         ops=ops, evidence=evidence, fix=fix, details=details,
