@@ -27,6 +27,7 @@ from ..parsers.hlo_text import HloModule, HloParseError, Instruction, parse_inst
 from .chip_catalog import Chip
 from .collective_topology import collective_placement
 from .collectives import KINDS, kind_of, predict_collective
+from .attention_facts import attention_roles
 from .hlo_costs import matmul_dims, wrapped_instruction
 from .layout_facts import fused_opcodes, is_recomputed, layout_facts
 from .op_categories import category_from_hlo, category_from_name
@@ -43,7 +44,7 @@ FACT_COLUMNS = [
     "collective_bandwidth_s", "collective_latency_s", "collective_per_hop_bytes", "collective_bound_by",
     "collective_model",
     "operand_layout", "result_layout", "result_bytes", "fused_opcodes", "layout_change", "is_data_movement",
-    "is_recomputed", "matmul_m", "matmul_n", "matmul_k", "matmul_batch",
+    "is_recomputed", "matmul_m", "matmul_n", "matmul_k", "matmul_batch", "attention_role", "attention_scores_op",
 ]
 # Per-instruction facts with their value when an op has no HLO at all.
 _NO_HLO = {"opcode": None, "fusion_kind": None, "hlo_text": None, "is_async_start": False, "is_async_done": False,
@@ -191,6 +192,9 @@ def attach_hlo_facts(
             ops[col] = fact_frame[col]
     for col in ("is_async_start", "is_async_done", "is_host_transfer", "is_data_movement"):
         ops[col] = ops[col].fillna(False).astype(bool)
+    roles = _attention_roles(dump_modules, instructions)
+    ops["attention_role"] = [r[0] if r else None for r in roles]
+    ops["attention_scores_op"] = [r[1] if r else None for r in roles]
     ops["is_recomputed"] = is_recomputed(ops["op_name"], ops["tf_op"]).astype(bool)
     # Async starts only issue work; the done op (or the synchronous op) carries the transfer.
     starts = ops["is_async_start"]
@@ -208,6 +212,20 @@ def attach_hlo_facts(
     matmul_fusion = (ops["opcode"] == "fusion") & ops["is_matmul"] & ops["category"].str.endswith("fusion")
     ops.loc[matmul_fusion, "category"] = "convolution fusion"
     return ops
+
+
+def _attention_roles(modules: list, instructions: list) -> list:
+    """Per op row: (role, scores op) of the scores -> softmax -> context chain it is part of, or None."""
+    by_module: dict[int, dict] = {}
+    out = []
+    for mod, ins in zip(modules, instructions):
+        if mod is None or ins is None:
+            out.append(None)
+            continue
+        if id(mod) not in by_module:
+            by_module[id(mod)] = attention_roles(mod)
+        out.append(by_module[id(mod)].get(ins.name))
+    return out
 
 
 def _parse_trace_text(text) -> Instruction | None:

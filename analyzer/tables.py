@@ -203,6 +203,11 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("matmul_n", "float64", "count", "columns of the matmul: rhs free dims (convolution: output features)"),
     _col("matmul_k", "float64", "count", "contracted size (convolution: input features per group)"),
     _col("matmul_batch", "float64", "count", "product of the dot's batch dims (1 without)"),
+    # Unfused attention (analyzer/attention_facts.py): a batched matmul -> softmax ops -> matmul chain.
+    _col("attention_role", "category", "",
+         "`scores` (the matmul writing the score matrix), `softmax` (ops between), `context` (the matmul "
+         "reading it); null outside such a chain"),
+    _col("attention_scores_op", "text", "", "the chain's scores op name (null outside a chain)"),
     # Transfers (analyzer/transfers.py). The exposure columns are NaN for ops that are not the wait of a
     # transfer in the step (starts on TPU/CPU, non-transfers, other programs).
     _col("start_op_id", "int64", "", "for a done op, the op_id of its start op; -1 for other ops"),

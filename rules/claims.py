@@ -21,7 +21,8 @@ from dataclasses import replace
 
 from .base import Finding, format_seconds
 
-PRECEDENCE = ("retiling-copy", "latency-bound-collective", "remat-overhead", "exposed-collective", "mxu-padding")
+PRECEDENCE = ("retiling-copy", "latency-bound-collective", "remat-overhead", "exposed-collective", "mxu-padding",
+              "materialized-attention")
 
 
 def _rank(finding: Finding) -> tuple:

@@ -102,7 +102,11 @@ LEVERS: dict[str, Lever] = {lv.name: lv for lv in [
         "max_target_length": "sequence length",
         "ici_fsdp_parallelism": "FSDP degree within a slice",
         "attention": "attention kernel: 'dot_product' (materialized), 'flash' (Splash on TPU), 'cudnn_flash_te'",
-        "quantization": "matmul quantization: '' (bf16), 'int8', 'fp8'"}),
+        "quantization": "matmul quantization: '' (bf16), 'int8', 'fp8'",
+        "cudnn_flash_te": "attention value: cuDNN flash attention through Transformer Engine (GPU)"}),
+    *_levers("jax", "JAX on GPU (cuDNN)", "https://docs.jax.dev/en/latest/_autosummary/jax.nn.dot_product_attention.html", {
+        "jax.nn.dot_product_attention": "scaled dot-product attention; implementation='cudnn' runs cuDNN flash attention",
+        "implementation": "jax.nn.dot_product_attention argument: 'xla' or 'cudnn'"}),
     *_levers("maxtext", "MaxText's input pipeline, any platform", MAXTEXT_BASE_INPUT, {
         "dataset_type": "input pipeline; 'synthetic' feeds generated batches (no loading)",
         "reuse_example_batch": "1: every step reuses the first batch ('for testing TPU performance')",

@@ -16,6 +16,7 @@ _RULE_MODULES = (
     "latency_bound_collective",
     "input_bound",
     "mxu_padding",
+    "materialized_attention",
 )
 
 RULES: tuple[Rule, ...] = tuple(ModuleRule(import_module(f".{name}", __package__)) for name in _RULE_MODULES)

@@ -35,14 +35,15 @@ _IS_TYPE = {
 def sample_findings() -> dict[str, list[Finding]]:
     analyses = {"tpu": analyze(TPU_SAMPLE), "gpu": analyze(GPU_SAMPLE), "cpu": analyze(CPU_SAMPLE),
                 "hlo": analyze(hlo_dir=HLO_SAMPLE, chip="v6e"),
-                "input": analyze(REPO / "sample_profiles" / "jax_input_bound")}
+                "input": analyze(REPO / "sample_profiles" / "jax_input_bound"),
+                "attention": analyze(hlo_dir=REPO / "sample_profiles" / "hlo_rules_attention_naive", chip="v6e")}
     return {name: run_rules(a) for name, a in analyses.items()}
 
 
 def test_registry_holds_rules_with_unique_ids():
     ids = [r.id for r in RULES]
     assert ids == ["exposed-collective", "remat-overhead", "retiling-copy", "latency-bound-collective",
-                   "input-bound", "mxu-padding"]
+                   "input-bound", "mxu-padding", "materialized-attention"]
     assert all(isinstance(r, Rule) for r in RULES)
 
 
