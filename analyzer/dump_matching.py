@@ -124,14 +124,17 @@ def choose_program(dump: tuple[DumpModule, ...], program: str | None = None) -> 
     usable = [i for i, dm in enumerate(dump) if dm.has_program]
     cut_note = [f"HLO dump module {dm.label} is cut before its ENTRY computation (truncated dump): it has no "
                 "program and is ignored" for dm in dump if not dm.has_program] if usable else []
-    if not usable:  # only texts cut before ENTRY: what parsed is all there is (its loop bodies run as ops)
+    if not usable:  # only texts cut before ENTRY: no program; analysed only when the user names one
+        if not program or not any(_names(dm, program) for dm in dump):
+            raise ProgramSelectionError(
+                f"{dump[0].label}: the HLO text is cut before its ENTRY computation (truncated dump), so there is "
+                f"no program to analyse; --program {dump[0].name} analyses the computations it holds anyway")
         usable = list(range(len(dump)))
         cut_note = [f"{dump[0].label}: the HLO text ends before its ENTRY computation (truncated dump); analysing "
                     "the computations it holds, the predicted step covers only them"]
     candidates = usable
     if program:
-        candidates = [i for i in usable if program in (dump[i].name, dump[i].label, _with_id(dump[i]),
-                                                       f"module_{dump[i].module_id or 0:04d}")]
+        candidates = [i for i in usable if _names(dump[i], program)]
         if not candidates:
             names = ", ".join(sorted({dump[i].name for i in usable}))
             raise ProgramSelectionError(f"program {program!r}: no such module in the HLO dump; modules: {names}")
@@ -149,6 +152,11 @@ def choose_program(dump: tuple[DumpModule, ...], program: str | None = None) -> 
     how = "program argument" if program else "most FLOPs" if len(usable) > 1 else "only module"
     return DumpMatch({(dump[chosen].name, ""): dump[chosen]}, _table(dump, {chosen: (pid, how)}),
                      tuple(cut_note + notes))
+
+
+def _names(dm: DumpModule, program: str) -> bool:
+    """``program`` names ``dm`` (by name, label, ``name(id)`` or ``module_NNNN``)."""
+    return program in (dm.name, dm.label, _with_id(dm), f"module_{dm.module_id or 0:04d}")
 
 
 def _with_id(dm: DumpModule) -> str:

@@ -12,6 +12,7 @@ TPU_SAMPLE = SAMPLES / "tpu_v6e_host_offload"
 GPU_SAMPLE = SAMPLES / "gpu_mi300_jax_conv"
 CPU_SAMPLE = SAMPLES / "cpu_jax_train_step"
 HLO_SAMPLE = SAMPLES / "hlo_maxtext_llama3_8b_v6e4"
+HLO_PROGRAM = "jit_train_step"  # HLO_SAMPLE is cut before its ENTRY: analysed only when named
 
 
 def only_xplane(sample: Path) -> Path:

@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from conftest import CPU_SAMPLE, SAMPLES
+from conftest import CPU_SAMPLE, HLO_SAMPLE, SAMPLES
 from xladiag.analyzer.analysis import analyze
 from xladiag.errors import InputError
 
@@ -145,8 +145,29 @@ def test_a_module_without_scheduled_instructions_does_not_crash(tmp_path):
     (tmp_path / "m.after_optimizations.txt").write_text(
         "HloModule jit_f\n\n%fused_computation (p: f32[8]) -> f32[8] {\n"
         "  %p = f32[8]{0} parameter(0)\n  ROOT %n = f32[8]{0} negate(f32[8]{0} %p)\n}\n")
-    analysis = _analyze(hlo_dir=tmp_path, chip="v6e")
+    analysis = _analyze(hlo_dir=tmp_path, chip="v6e", program="jit_f")
     assert analysis.ops.empty and any("ENTRY" in w for w in analysis.warnings)
+
+
+def test_hlo_only_a_dump_cut_before_entry_is_an_error_unless_named(tmp_path):
+    """The bundled MaxText module is cut before ENTRY: no program, so HLO-only mode refuses it in one line;
+    --program naming it analyses the computations it holds, with a warning."""
+    from click.testing import CliRunner
+    from xladiag.cli import main
+
+    def run(*args):
+        return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+    out = tmp_path / "r.json"
+    refused = run("--hlo-dir", HLO_SAMPLE, "--chip", "v6e", "--format", "json", "-o", out, "-q")
+    lines = refused.stderr.strip().splitlines()
+    assert refused.exit_code == 1 and len(lines) == 1 and not out.exists()
+    assert "cut before its ENTRY computation" in lines[0] and "--program jit_train_step" in lines[0]
+    named = run("--hlo-dir", HLO_SAMPLE, "--chip", "v6e", "--program", "jit_train_step", "--format", "json",
+                "-o", out)
+    assert named.exit_code == 0, named.stderr
+    report = json.loads(out.read_text())
+    assert report["ops"] and any("ends before its ENTRY" in w for w in report["warnings"])
 
 
 def test_cli_whole_dump_exit_0_and_program_option(tmp_path):

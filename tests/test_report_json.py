@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import HLO_PROGRAM
 from xladiag import __version__
 from xladiag.analyzer.analysis import analyze
 from xladiag.report.json_out import SCHEMA_VERSION, clean, render_json, report_to_dict
@@ -44,7 +45,7 @@ ENTRY %main (a: bf16[1024,1024], b: bf16[1024,1024]) -> bf16[1024,1024] {
 @lru_cache(maxsize=None)
 def capture_analysis(name: str):
     if name == HLO_SAMPLE:
-        return analyze(hlo_dir=SAMPLES / name, chip="v6e")
+        return analyze(hlo_dir=SAMPLES / name, chip="v6e", program=HLO_PROGRAM)
     return analyze(SAMPLES / name)
 
 

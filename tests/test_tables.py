@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import CPU_SAMPLE, GPU_SAMPLE, HLO_SAMPLE, REPO, TPU_SAMPLE
+from conftest import CPU_SAMPLE, GPU_SAMPLE, HLO_PROGRAM, HLO_SAMPLE, REPO, TPU_SAMPLE
 from xladiag.analyzer.analysis import analyze
 from xladiag.analyzer.tables import DEVICE_STEPS, EVENTS, OPS, STEP_EVENTS, Table, TableError, json_schema_markdown
 from xladiag.report.json_out import ops_records
@@ -30,7 +30,7 @@ def _assert_declared(frame: pd.DataFrame, table: Table):
 @pytest.fixture(scope="module", params=["tpu", "gpu", "cpu", "hlo"])
 def analysis(request):
     if request.param == "hlo":
-        return analyze(hlo_dir=HLO_SAMPLE, chip="v6e")
+        return analyze(hlo_dir=HLO_SAMPLE, chip="v6e", program=HLO_PROGRAM)
     return analyze({"tpu": TPU_SAMPLE, "gpu": GPU_SAMPLE, "cpu": CPU_SAMPLE}[request.param])
 
 

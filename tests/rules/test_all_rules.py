@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from builders import scenarios
-from conftest import HLO_SAMPLE
+from conftest import HLO_PROGRAM, HLO_SAMPLE
 from xladiag.analyzer.analysis import analyze
 from xladiag.rules import latency_bound_collective
 from xladiag.rules.registry import run_rules
@@ -25,7 +25,7 @@ def test_clean_profile_fires_no_rule(tmp_path):
 def test_v6e_hlo_only_runs_every_static_part():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        analysis = analyze(hlo_dir=HLO_SAMPLE, chip="v6e")
+        analysis = analyze(hlo_dir=HLO_SAMPLE, chip="v6e", program=HLO_PROGRAM)
     assert analysis.platform == "hlo"
     findings = run_rules(analysis)
     by_rule = {f.rule: f for f in findings}

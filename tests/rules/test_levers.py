@@ -12,7 +12,7 @@ import re
 import pytest
 
 from builders import scenarios as xb
-from conftest import HLO_SAMPLE, SAMPLES
+from conftest import HLO_PROGRAM, HLO_SAMPLE, SAMPLES
 from xladiag.analyzer.analysis import analyze
 from xladiag.analyzer.chip_catalog import load_catalog
 from xladiag.rules import catalog, levers
@@ -44,7 +44,8 @@ def fixes(tmp_path_factory) -> dict[tuple[str, str], list[str]]:
             out[(sample.name, "capture")] = [f.fix for f in run_rules(analyze(sample))]
         elif any(sample.rglob("*.txt")):
             for chip in CHIPS:
-                out[(sample.name, chip)] = [f.fix for f in run_rules(analyze(hlo_dir=sample, chip=chip))]
+                out[(sample.name, chip)] = [f.fix for f in run_rules(analyze(
+                    hlo_dir=sample, chip=chip, program=HLO_PROGRAM if sample == HLO_SAMPLE else None))]
     for scenario in SCENARIOS:
         path = tmp_path_factory.mktemp(scenario.__name__)
         builder, _ = scenario()

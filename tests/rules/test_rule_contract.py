@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CPU_SAMPLE, GPU_SAMPLE, HLO_SAMPLE, REPO, TPU_SAMPLE
+from conftest import CPU_SAMPLE, GPU_SAMPLE, HLO_PROGRAM, HLO_SAMPLE, REPO, TPU_SAMPLE
 from xladiag.analyzer.analysis import analyze
 from xladiag.report.json_out import finding_dict
 from xladiag.rules import catalog
@@ -34,7 +34,7 @@ _IS_TYPE = {
 @pytest.fixture(scope="module")
 def sample_findings() -> dict[str, list[Finding]]:
     analyses = {"tpu": analyze(TPU_SAMPLE), "gpu": analyze(GPU_SAMPLE), "cpu": analyze(CPU_SAMPLE),
-                "hlo": analyze(hlo_dir=HLO_SAMPLE, chip="v6e"),
+                "hlo": analyze(hlo_dir=HLO_SAMPLE, chip="v6e", program=HLO_PROGRAM),
                 "input": analyze(REPO / "sample_profiles" / "jax_input_bound"),
                 "attention": analyze(hlo_dir=REPO / "sample_profiles" / "hlo_rules_attention_naive", chip="v6e")}
     return {name: run_rules(a) for name, a in analyses.items()}
