@@ -6,15 +6,15 @@ import json
 
 import pytest
 
-from conftest import SAMPLES
+from conftest import HLO_PROGRAM, SAMPLES
 from xladiag.analyzer.analysis import analyze
 from xladiag.rules import mxu_padding
 
 K200 = SAMPLES / "hlo_rules_dot_k200_n72"
 
 
-def _findings(folder, chip):
-    return mxu_padding.check(analyze(hlo_dir=folder, chip=chip))
+def _findings(folder, chip, program=None):
+    return mxu_padding.check(analyze(hlo_dir=folder, chip=chip, program=program))
 
 
 @pytest.mark.parametrize("chip,key", [("v6e", "v6e/tpu7x"), ("tpu7x", "v6e/tpu7x"), ("v5e", "v5e/v5p/v4"),
@@ -43,10 +43,10 @@ def test_aligned_1024_control_is_not_flagged():
 
 def test_compute_bound_half_width_dots_save_their_padding():
     """MaxText Llama-3 8B on v6e: head_dim 128 dots fill half of the 256-wide MXU and are compute-bound."""
-    (finding,) = _findings(SAMPLES / "hlo_maxtext_llama3_8b_v6e4", "v6e")
+    (finding,) = _findings(SAMPLES / "hlo_maxtext_llama3_8b_v6e4", "v6e", HLO_PROGRAM)
     assert finding.details["multiple"] == 256
     assert all(d["padded_fraction"] == pytest.approx(0.5) for d in finding.details["dots"])
     assert finding.time_s_per_step > 0
     assert finding.est_savings_s_per_step == pytest.approx(finding.time_s_per_step, rel=1e-6)
     # On a 128-wide MXU the same dims are aligned.
-    assert _findings(SAMPLES / "hlo_maxtext_llama3_8b_v6e4", "v5p") == []
+    assert _findings(SAMPLES / "hlo_maxtext_llama3_8b_v6e4", "v5p", HLO_PROGRAM) == []
