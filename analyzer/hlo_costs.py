@@ -1,4 +1,4 @@
-"""FLOPs and bytes per HLO instruction, for captures whose trace has no ``flops``/``bytes_accessed``
+"""FLOPs per HLO instruction, and the per-instruction cost table, for captures whose trace has no ``flops``/``bytes_accessed``
 (GPU, CPU, ``--hlo-dir`` alone).
 
 FLOPs
@@ -16,13 +16,7 @@ FLOPs
   cost estimate and cuDNN fused attention as :mod:`.kernel_costs` says; other kernels (flash, splash,
   Pallas without an estimate, unknown targets): NaN, so they are bound "unknown", not "hbm".
 
-Bytes: operands read once + result written once, at padded size, split by memory space
-(S(0) HBM, S(1) VMEM, S(5) host, anything else ``other``). A fusion counts only its own operands
-and result. Free ops (parameter, constant, tuple, get-tuple-element, bitcast, control flow): 0.
-Slices and gathers read only the slice. In-place dynamic-update-slice and scatter, plain or as
-a fusion root, read and write the update, not the whole buffer; a fusion parameter used only by
-slices is read at the slices' size. Asynchronous pairs: the data moved is put on the ``*-start``
-(where the transfer is issued), the ``*-done`` gets 0.
+Bytes (by memory space) are :mod:`.hlo_bytes`' business; :func:`instruction_costs` joins both per row.
 """
 
 from __future__ import annotations
@@ -33,13 +27,15 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..parsers.hlo_text import Computation, HloModule, Instruction, Shape
+from ..parsers.hlo_text import HloModule, Instruction, Shape
 from ..parsers.hlo_tokens import parse_ints
+from .hlo_bytes import ByteCounter, data_shape as _array
 from .hlo_control_flow import Runs, computation_runs
-from .kernel_costs import backend_json as _backend_json, fmha_flops, pallas_cost_estimate, target as _target
+from .kernel_costs import (backend_json as _backend_json, custom_call_kind, fmha_flops, pallas_cost_estimate,
+                           target as _target)
 
 __all__ = ["instruction_costs", "dot_flops", "convolution_flops", "instruction_flops",
-           "instruction_bytes", "top_level_computations", "matmul_dims"]
+           "top_level_computations", "matmul_dims"]
 
 _ELEMENTWISE = frozenset("""
 add subtract multiply divide remainder maximum minimum power atan2 abs negate sign exponential
@@ -48,26 +44,6 @@ ceil round-nearest-afz round-nearest-even compare select clamp and or xor not sh
 shift-right-arithmetic shift-right-logical is-finite popcnt count-leading-zeros real imag complex
 reduce-precision stochastic-convert map
 """.split())
-# Ops that touch no memory of their own (aliases, plumbing, control flow whose bodies have rows).
-_FREE = frozenset("""
-parameter constant get-tuple-element tuple bitcast after-all add-dependency partition-id
-replica-id opt-barrier optimization-barrier domain while conditional call get-dimension-size
-""".split())
-_ATTENTION = re.compile(r"flash|attention|fmha|\bmha|_mha|splash|sdpa", re.IGNORECASE)
-# Custom-call targets that only move, mark or reinterpret data.
-_ZERO_FLOP_TARGETS = frozenset("""
-AssumeGatherIndicesInBound ConcatBitcast Sharding SPMDFullToShardShape SPMDShardToFullShape
-MoveToHost MoveToDevice annotate_device_placement AllocateBuffer PadToStatic SliceToDynamic
-LayoutConstraint X64Combine X64SplitLow X64SplitHigh InspectSharding
-""".split())
-_SPACE_COLUMN = {0: "hbm_bytes", 1: "vmem_bytes", 5: "host_bytes"}
-
-
-def _array(shape: Shape) -> Shape:
-    """The data part of a result: element 0 of a tuple (cuBLAS/cuDNN append a workspace)."""
-    while shape.is_tuple and shape.elements:
-        shape = shape.elements[0]
-    return shape
 
 
 def _dot_flops_from(lhs: Shape, out: Shape, lhs_contracting: list[int]) -> float:
@@ -146,19 +122,6 @@ def convolution_flops(instr: Instruction, module: HloModule) -> float:
     return _conv_flops_from(ops[0], ops[1], out, instr.attrs)
 
 
-def custom_call_kind(instr: Instruction) -> str:
-    target = _target(instr)
-    if target.startswith("__cublas") or target.startswith("__hipblas"):
-        return "gemm"
-    if target.startswith("__cudnn$conv"):
-        return "conv"
-    if target in _ZERO_FLOP_TARGETS:
-        return "zero"
-    if _ATTENTION.search(target) or _ATTENTION.search(instr.name) or _ATTENTION.search(instr.op_name):
-        return "attention"
-    return "unknown"
-
-
 class _Costs:
     """Per-module memo of computation FLOPs and matmul presence."""
 
@@ -166,7 +129,6 @@ class _Costs:
         self.module = module
         self.comp_flops: dict[str, tuple[float, str]] = {}
         self.comp_matmul: dict[str, Instruction | None] = {}
-        self.users: dict[str, dict[str, list[Instruction]]] = {}
 
     def flops(self, instr: Instruction) -> tuple[float, str]:
         """(FLOPs, note); NaN FLOPs when unknown."""
@@ -238,189 +200,6 @@ class _Costs:
             return self.comp_matmul[name]
         return None
 
-    def users_in(self, comp: Computation) -> dict[str, list[Instruction]]:
-        if comp.name not in self.users:
-            users: dict[str, list[Instruction]] = {}
-            for ins in comp.instructions:
-                for n in ins.operand_names:
-                    users.setdefault(n, []).append(ins)
-            self.users[comp.name] = users
-        return self.users[comp.name]
-
-    def fusion_reads(self, instr: Instruction, operands: tuple[Shape, ...]) -> list[tuple[Shape, float]]:
-        """(operand, bytes read) for a fusion, applying the slice-only and in-place rules."""
-        body = self.module.fusion_body(instr)
-        if body is None:
-            return [(s, s.padded_bytes) for s in operands]
-        users = self.users_in(body)
-        params = {int(p.attrs.get("parameter_number", -1)): p for p in body.instructions
-                  if p.opcode == "parameter"}
-        inplace = {p for p, _ in _inplace_updates(body)}
-        out = []
-        for idx, shape in enumerate(operands):
-            p = params.get(idx)
-            if p is not None and p.name in inplace:
-                continue
-            uses = _through_bitcasts(p, users) if p is not None else []
-            if uses and all(u.opcode in ("slice", "dynamic-slice", "gather")
-                            and u.operand_names[0] in _alias_names(p, users) for u in uses):
-                share = shape.padded_bytes / max(shape.num_elements, 1)
-                out.append((shape, sum(_array(u.shape).num_elements for u in uses) * share))
-            else:
-                out.append((shape, shape.padded_bytes))
-        return out
-
-
-def _alias_names(p: Instruction, users: dict) -> set[str]:
-    names, todo = {p.name}, [p.name]
-    while todo:
-        for u in users.get(todo.pop(), []):
-            if u.opcode == "bitcast" and u.name not in names:
-                names.add(u.name)
-                todo.append(u.name)
-    return names
-
-
-def _through_bitcasts(p: Instruction, users: dict) -> list[Instruction]:
-    return [u for n in _alias_names(p, users) for u in users.get(n, []) if u.opcode != "bitcast"]
-
-
-def _inplace_updates(body: Computation) -> list[tuple[str, Instruction]]:
-    """(parameter name, dynamic-update-slice/scatter) pairs updating a parameter in place at the
-    fusion root (directly, through bitcasts, or as a root tuple element)."""
-    root = body.root
-    if root is None:
-        return []
-    outs = [body.by_name.get(n) for n in root.operand_names] if root.opcode == "tuple" else [root]
-    found = []
-    for ins in outs:
-        while ins is not None and ins.opcode == "bitcast":
-            ins = body.by_name.get(ins.operand_names[0])
-        if ins is None or ins.opcode not in ("dynamic-update-slice", "scatter"):
-            continue
-        buf = body.by_name.get(ins.operand_names[0])
-        while buf is not None and buf.opcode == "bitcast":
-            buf = body.by_name.get(buf.operand_names[0])
-        if buf is not None and buf.opcode == "parameter":
-            found.append((buf.name, ins))
-    return found
-
-
-def _add(acc: dict, shape: Shape, nbytes: float | None = None) -> None:
-    """Add a shape's padded bytes (or ``nbytes`` in its memory space) to ``acc`` by space."""
-    if shape.is_tuple and nbytes is None:
-        for e in shape.elements:
-            _add(acc, e)
-        return
-    space = 0 if shape.is_tuple else shape.memory_space
-    col = _SPACE_COLUMN.get(space, "other_bytes")
-    acc[col] = acc.get(col, 0.0) + (shape.padded_bytes if nbytes is None else nbytes)
-
-
-def _async_output(instr: Instruction) -> Shape:
-    """The buffer an async start writes: copy-start (dst, src, ctx) -> dst; all-gather-start,
-    collective-permute-start and async-start ((operands), output, ctx…) -> element 1."""
-    s = instr.shape
-    if not s.is_tuple:
-        return s
-    if instr.opcode == "copy-start":
-        return s.elements[0]
-    if instr.opcode in ("all-gather-start", "collective-permute-start", "async-start") \
-            and len(s.elements) > 1:
-        return s.elements[1]
-    return s
-
-
-def _bytes(costs: _Costs, instr: Instruction) -> dict:
-    op, module = instr.opcode, costs.module
-    acc: dict[str, float] = {}
-    if op in _FREE or op.endswith("-done"):
-        return acc
-    operands = module.resolve_operand_shapes(instr)
-    if op == "async-start":
-        inner = wrapped_instruction(module, instr)
-        if inner is not None and inner.opcode in ("slice", "dynamic-slice", "gather"):
-            out = _async_output(instr)
-            _add(acc, operands[0], _array(out).num_elements * _share(operands[0]))
-            _add(acc, out)
-            return acc
-    if op.endswith("-start"):
-        for s in operands:
-            _add(acc, s)
-        _add(acc, _async_output(instr))
-        return acc
-    if op in ("slice", "dynamic-slice", "gather"):
-        out = _array(instr.shape)
-        _add(acc, operands[0], out.num_elements * _share(operands[0]))
-        for s in operands[1:]:
-            _add(acc, s)
-        _add(acc, instr.shape)
-        return acc
-    if op in ("dynamic-update-slice", "scatter"):
-        # In place: operand 0 is the buffer, only the update (and indices) move.
-        update = operands[2] if op == "scatter" else operands[1]
-        for s in operands[1:]:
-            _add(acc, s)
-        _add(acc, _array(instr.shape), update.num_elements * _share(_array(instr.shape)))
-        return acc
-    if op == "fusion":
-        for s, nbytes in costs.fusion_reads(instr, operands):
-            _add(acc, s, nbytes)
-        body = module.fusion_body(instr)
-        updates = dict((ins.name, ins) for _, ins in _inplace_updates(body)) if body else {}
-        if updates:
-            _add_fusion_output(acc, instr, body, updates, module)
-        else:
-            _add(acc, instr.shape)
-        return acc
-    if op == "custom-call" and custom_call_kind(instr) in ("gemm", "conv"):
-        for s in operands:
-            _add(acc, s)
-        _add(acc, _array(instr.shape))
-        return acc
-    for s in operands:
-        _add(acc, s)
-    _add(acc, instr.shape)
-    return acc
-
-
-def _add_fusion_output(acc, instr, body, updates, module) -> None:
-    """Output bytes of a fusion whose root (or root tuple elements) update a buffer in place."""
-    root = body.root
-    outs = list(root.operand_names) if root.opcode == "tuple" else [root.name]
-    shapes = instr.shape.elements if instr.shape.is_tuple else (instr.shape,)
-    for name, shape in zip(outs, shapes):
-        ins = body.by_name.get(name)
-        while ins is not None and ins.opcode == "bitcast":
-            ins = body.by_name.get(ins.operand_names[0])
-        if ins is not None and ins.name in updates:
-            ops = module.resolve_operand_shapes(ins)
-            update = ops[2] if ins.opcode == "scatter" else ops[1]
-            _add(acc, shape, update.num_elements * _share(shape))
-        else:
-            _add(acc, shape)
-
-
-def _share(shape: Shape) -> float:
-    """Padded bytes per element, to price a part of a buffer."""
-    return shape.padded_bytes / max(shape.num_elements, 1)
-
-
-def wrapped_instruction(module: HloModule, instr: Instruction) -> Instruction | None:
-    """The op an async wrapper (``async-start``/``-update``/``-done``) runs: its computation's root, looking
-    past plumbing (tuples, bitcasts, parameters); None for any other op or a wrapper without a body."""
-    if not instr.opcode.startswith("async-"):
-        return None
-    comp = module.fusion_body(instr)
-    if comp is None:
-        return None
-    plumbing = {"parameter", "tuple", "get-tuple-element", "bitcast", "constant"}
-    for ins in [comp.root, *comp.instructions]:
-        if ins is not None and ins.opcode not in plumbing:
-            return ins
-    return None
-
-
 def matmul_dims(instr: Instruction, module: HloModule | None) -> dict | None:
     """The (M, N, K, batch) of the dot or convolution an op is or fuses, or None.
 
@@ -456,13 +235,6 @@ def instruction_flops(instr: Instruction, module: HloModule) -> float:
     return _Costs(module).flops(instr)[0]
 
 
-def instruction_bytes(instr: Instruction, module: HloModule) -> dict:
-    """Bytes by memory space: keys hbm_bytes, vmem_bytes, host_bytes, other_bytes."""
-    acc = _bytes(_Costs(module), instr)
-    return {k: float(acc.get(k, 0.0)) for k in ("hbm_bytes", "vmem_bytes", "host_bytes",
-                                                 "other_bytes")}
-
-
 def top_level_computations(module: HloModule) -> list[str]:
     """ENTRY plus while/conditional/call bodies: the computations whose instructions run as ops."""
     roles = module.computation_roles()
@@ -484,7 +256,7 @@ def instruction_costs(module: HloModule, scope: str = "top") -> pd.DataFrame:
     1 where the computation is not reached from ENTRY), branches (``conditional=i`` tags, ';'-joined, of the
     conditional branches the row sits in), runs_note (how its loops' trip counts were found).
     """
-    costs = _Costs(module)
+    costs, counter = _Costs(module), ByteCounter(module)
     runs = computation_runs(module)
     names = top_level_computations(module) if scope == "top" else list(module.computations)
     rows = []
@@ -497,7 +269,7 @@ def instruction_costs(module: HloModule, scope: str = "top") -> pd.DataFrame:
             except (ValueError, IndexError, KeyError) as exc:  # odd dims/labels: keep the row
                 flops, note = math.nan, f"cannot count FLOPs: {exc}"
             try:
-                acc = _bytes(costs, ins)
+                acc = counter.split(ins)
             except (IndexError, KeyError):
                 acc = {}
             try:

@@ -28,7 +28,8 @@ from .chip_catalog import Chip
 from .collective_topology import collective_placement
 from .collectives import KINDS, kind_of, predict_collective
 from .attention_facts import attention_roles
-from .hlo_costs import matmul_dims, wrapped_instruction
+from .hlo_bytes import wrapped_instruction
+from .hlo_costs import matmul_dims
 from .layout_facts import fused_opcodes, is_recomputed, layout_facts
 from .op_categories import category_from_hlo, category_from_name
 

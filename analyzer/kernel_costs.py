@@ -15,8 +15,17 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 from ..parsers.hlo_text import HloModule, Instruction
+
+_ATTENTION = re.compile(r"flash|attention|fmha|\bmha|_mha|splash|sdpa", re.IGNORECASE)
+# Custom-call targets that only move, mark or reinterpret data.
+_ZERO_FLOP_TARGETS = frozenset("""
+AssumeGatherIndicesInBound ConcatBitcast Sharding SPMDFullToShardShape SPMDShardToFullShape
+MoveToHost MoveToDevice annotate_device_placement AllocateBuffer PadToStatic SliceToDynamic
+LayoutConstraint X64Combine X64SplitLow X64SplitHigh InspectSharding
+""".split())
 
 
 def target(instr: Instruction) -> str:
@@ -86,3 +95,17 @@ def fmha_flops(instr: Instruction, module: HloModule) -> tuple[float, str]:
         flops /= 2
     return flops, (f"fused attention {'backward' if backward else 'forward'}: 4·B·H·Sq·Skv·D"
                    f"{' x2.5' if backward else ''}{', causal /2' if causal else ''} ({how})")
+
+
+def custom_call_kind(instr: Instruction) -> str:
+    """'gemm', 'conv', 'zero' (moves or marks data), 'attention' or 'unknown'."""
+    target_name = target(instr)
+    if target_name.startswith("__cublas") or target_name.startswith("__hipblas"):
+        return "gemm"
+    if target_name.startswith("__cudnn$conv"):
+        return "conv"
+    if target_name in _ZERO_FLOP_TARGETS:
+        return "zero"
+    if _ATTENTION.search(target_name) or _ATTENTION.search(instr.name) or _ATTENTION.search(instr.op_name):
+        return "attention"
+    return "unknown"

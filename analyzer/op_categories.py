@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from ..parsers.hlo_text import Instruction
-from .hlo_costs import custom_call_kind
+from .kernel_costs import custom_call_kind
 
 CATEGORY_BY_FUSION_KIND = {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion",
                            "kCustom": "custom fusion"}

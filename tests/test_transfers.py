@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from xladiag.analyzer.chip_catalog import load_catalog
-from xladiag.analyzer.hlo_costs import wrapped_instruction
+from xladiag.analyzer.hlo_bytes import wrapped_instruction
 from xladiag.analyzer.hlo_dump import DumpModule
 from xladiag.analyzer.hlo_facts import attach_hlo_facts
 from xladiag.analyzer.steps import Steps
