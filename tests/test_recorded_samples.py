@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections import Counter
 from functools import lru_cache
 
 import pytest
 
 from conftest import SAMPLES, only_xplane
-from xladiag.sample_profiles import _recording
+
+# The recording scripts are not part of the installed package: import them as they run, from their folder.
+sys.path.insert(0, str(SAMPLES))
+import _recording  # noqa: E402
 
 FSDP = SAMPLES / "jax_fsdp_tp_train"
 
@@ -100,7 +104,7 @@ def test_many_programs_dump_shapes_are_the_recorded_ones():
 
 # --- the HLO rule fixtures (make_hlo_rule_fixtures.py) ------------------------------------------
 
-from xladiag.sample_profiles import make_hlo_rule_fixtures as fixtures  # noqa: E402
+import make_hlo_rule_fixtures as fixtures  # noqa: E402
 
 
 def fixture_module(name):
