@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..parsers.hlo_text import HloModule, Instruction, Shape
-from ..parsers.hlo_tokens import parse_ints
+from ..parsers.hlo_tokens import HloParseError, parse_int, parse_ints
 from .hlo_bytes import ByteCounter, data_shape as _array
 from .hlo_control_flow import Runs, computation_runs
 from .kernel_costs import (backend_json as _backend_json, custom_call_kind, fmha_flops, pallas_cost_estimate,
@@ -68,9 +68,9 @@ def _parse_window(text: str, rank: int) -> list[dict]:
         for d, part in zip(dims, value.split("x")):
             if key == "pad":
                 lo, _, hi = part.partition("_")
-                d["lo"], d["hi"] = int(lo), int(hi)
-            elif key in ("size", "stride", "lhs_dilate", "rhs_dilate"):
-                d[key] = int(part)
+                d["lo"], d["hi"] = parse_int(lo, "window pad"), parse_int(hi, "window pad")
+            elif key in ("size", "stride", "lhs_dilate", "rhs_dilate"):  # int64 at most (a fuzzer's 23 digits)
+                d[key] = parse_int(part, f"window {key}")
     return dims
 
 
@@ -266,7 +266,7 @@ def instruction_costs(module: HloModule, scope: str = "top") -> pd.DataFrame:
             try:
                 # A top-level call's body is itself top level and has its own rows.
                 flops, note = costs.flops(ins) if ins.opcode != "call" else (0.0, "")
-            except (ValueError, IndexError, KeyError) as exc:  # odd dims/labels: keep the row
+            except (ValueError, IndexError, KeyError, HloParseError) as exc:  # odd dims/labels/window: keep it
                 flops, note = math.nan, f"cannot count FLOPs: {exc}"
             try:
                 acc = counter.split(ins)

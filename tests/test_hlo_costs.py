@@ -164,6 +164,19 @@ def test_convolutions():
     assert costs.loc["depthwise", "is_matmul"] and costs.loc["t", "bytes_accessed"] == 0
 
 
+def test_a_window_size_beyond_int64_leaves_the_op_without_flops(tmp_path):
+    """A fuzzer's 23-digit reduce-window size gave 2.5e30 FLOPs; now the op's FLOPs are unknown, with a note."""
+    body = """  %x = f32[1,1,18,32]{3,2,1,0} parameter(0)
+  %c = f32[] constant(0)
+  ROOT %rw = f32[1,1,1,1]{3,2,1,0} reduce-window(%x, %c), window={size=1x1xSIZEx32}, to_apply=%add"""
+    add = "%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n" \
+          "  ROOT %s = f32[] add(%a, %b)\n}\n"
+    fine = instruction_costs(_module(body.replace("SIZE", "18"), add)).set_index("name").loc["rw"]
+    assert fine["flops"] == 18 * 32 and not fine["flops_note"]
+    row = instruction_costs(_module(body.replace("SIZE", "18446744073709551616999"), add)).set_index("name").loc["rw"]
+    assert math.isnan(row["flops"]) and "window size has 23 digits" in row["flops_note"]
+
+
 def test_convolution_needs_dim_labels():
     m = _module("""  %x = f32[1,8,4]{2,1,0} parameter(0)
   %k = f32[3,4,4]{2,1,0} parameter(1)
