@@ -204,6 +204,8 @@ def analyze(
     ops = attach_hlo_facts(op_table, op_metadata, match.by_program if match else {}, the_chip,
                            num_devices=max(len(devices), 1), topology=topology)
     ops = predict_ops(ops, the_chip)
+    if platform != "hlo":
+        ops = _drop_impossible_flops(ops, the_chip, notes)
     ops["predicted_s_per_step"] = ops["predicted_s"] * ops["occurrences_per_step"]
     if platform == "hlo":
         notes_of_runs = ops["runs_note"].fillna("").astype(str)
@@ -231,6 +233,10 @@ def analyze(
     if model_flops_per_step and math.isfinite(step_s):
         mfu = step_roofline(step_s, the_chip.peak_flops_per_s("bf16"), model_flops=model_flops_per_step).mfu
         mfu = mfu if math.isfinite(mfu) else None
+        if mfu is not None and mfu > 1.0:  # more FLOPs per second than the chip can do: the counts are wrong
+            notes.append(f"the FLOPs of this step imply {mfu:.3g}x the {the_chip.name} peak: MFU is not reported "
+                         "(FLOP counts or the chip are wrong; check --chip)")
+            mfu = None
     unknown_share = _unknown_flops_share(blocking, steps is not None)
     breakdown = _breakdown(ops, device_steps, step_s) if steps is not None else _predicted_breakdown(ops)
 
@@ -263,6 +269,27 @@ def _unknown_flops_share(blocking: pd.DataFrame, measured: bool) -> float | None
     time = blocking["measured_s_per_step" if measured else "predicted_s_per_step"].fillna(0.0)
     total = float(time.sum())
     return float(time[blocking["flops"].isna()].sum()) / total if total > 0 else None
+
+
+# A compute-bound op that ran this much faster than its compute roofline did more FLOPs per second than
+# the chip can: its FLOP count is wrong (a damaged stat, a wrong chip), not the chip's peak. 1.5x leaves
+# room for the table's own uncertainty (trace peaks within 1.5x of the table are accepted as they are).
+IMPOSSIBLE_EFFICIENCY = 1.5
+
+
+def _drop_impossible_flops(ops: pd.DataFrame, chip, notes: list[str]) -> pd.DataFrame:
+    """FLOPs that the measured time makes impossible on this chip become unknown, with a note and a warning."""
+    bad = (ops["bound_by"] == "compute") & (ops["efficiency"] > IMPOSSIBLE_EFFICIENCY)
+    if not bad.any():
+        return ops
+    worst = float(ops.loc[bad, "efficiency"].max())
+    ops = ops.copy()
+    ops.loc[bad, ["flops", "model_flops"]] = np.nan
+    why = "FLOPs dropped: more than the chip's peak allows in the measured time"
+    ops.loc[bad, "cost_note"] = [f"{n}; {why}" if isinstance(n, str) and n else why for n in ops.loc[bad, "cost_note"]]
+    notes.append(f"{int(bad.sum())} ops report more FLOPs than the {chip.name} can do in their measured time (up to "
+                 f"{worst:.3g}x its peak): their FLOPs are treated as unknown (damaged counts, or the wrong --chip?)")
+    return predict_ops(ops, chip)
 
 
 def _time_class(ops: pd.DataFrame) -> pd.Series:

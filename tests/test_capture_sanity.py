@@ -162,3 +162,23 @@ def test_done_op_with_damaged_text_is_still_a_done_op(tmp_path, clean):
     done = analysis.ops.set_index("op_name").loc["all-gather-done"]
     assert bool(done["is_async_done"]) and np.isnan(done["efficiency"])
     assert clean[0].ops.set_index("op_name").loc["all-gather-done", "is_async_done"]
+
+
+def test_flops_the_chip_cannot_do_in_the_measured_time_are_dropped_after_chip_detection(tmp_path, clean):
+    # 10x more FLOPs than the chip's peak allows in the op's measured time: plausible for "some chip" (the
+    # parse-time check passes it) but impossible for the one detected. Never an efficiency or MFU above 1.
+    space, _ = _space()
+    plane = space.planes[0]
+    flops_id = _stat_id(plane, b"flops")
+    md = next(md for md in plane.event_metadata.values() if md.display_name == b"fusion.1")
+    stat = next(s for s in md.stats if s.metadata_id == flops_id)
+    field = stat.WhichOneof("value")
+    base = clean[0].ops.set_index("op_name")
+    measured, peak = base.loc["fusion.1", "mean_s"], clean[0].chip.peak_flops_per_s("bf16")
+    setattr(stat, field, type(getattr(stat, field))(10 * measured * peak))
+    analysis = _analyze_strict(_write(tmp_path, space))
+    ops = analysis.ops.set_index("op_name")
+    assert np.isnan(ops.loc["fusion.1", "flops"]) and "FLOPs dropped" in ops.loc["fusion.1", "cost_note"]
+    assert ops["efficiency"].max() <= 1.5
+    assert analysis.mfu is None or analysis.mfu <= 1
+    assert _warning(analysis, "more FLOPs than the")
