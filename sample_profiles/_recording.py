@@ -2,7 +2,7 @@
 
 Deliberately independent of xladiag: the known answers these scripts write are what xladiag is tested
 against, so the capture is decoded here with the protobuf runtime and a schema built from the wire
-field numbers (docs: /work/shared/reference/xplane.md), not with xladiag's parser.
+field numbers (the shared reference xplane.md, section 'Wire schema'), not with xladiag's parser.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ from xladiag.parsers.hlo_replica_groups import parse_replica_group_list
 from xladiag.parsers.hlo_text import HloParseError, parse_hlo_module
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = sorted({p.resolve() for p in [*REPO.glob("sample_profiles/**/*after_optimizations*.txt"),
-                                        *Path("/work/shared/profiles/hlo").glob("*.txt")]
+# Real modules only, from the repo (the MaxText v6e module is the bundled copy of the shared reference one).
+SOURCES = sorted({p.resolve() for p in REPO.glob("sample_profiles/**/*after_optimizations*.txt")
                   if not re.search(r"-(buffer-assignment|memory-usage-report)", p.name)})
 EXAMPLES = int(os.environ.get("XLADIAG_HLO_FUZZ_EXAMPLES", "300"))
 SEEDED = not os.environ.get("XLADIAG_HLO_FUZZ_RANDOM")
