@@ -8,7 +8,9 @@ reject a module). Field numbers are XLA's.
 
 from __future__ import annotations
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2
+
+from .proto_descriptors import message_classes
 
 _PKG = "xladiag.hlo"
 _T = descriptor_pb2.FieldDescriptorProto
@@ -140,25 +142,11 @@ _MESSAGES: dict[str, list[tuple]] = {
 # map<int64, InstructionSequence> is wire-identical to a repeated entry message {key=1, value=2}.
 _MAP_ENTRIES = {"HloScheduleProto": [("SequencesEntry", "InstructionSequence")]}
 
-
-def _build_file() -> descriptor_pb2.FileDescriptorProto:
-    f = descriptor_pb2.FileDescriptorProto(name="xladiag_hlo.proto", package=_PKG, syntax="proto2")
-    for msg_name, fields in _MESSAGES.items():
-        m = f.message_type.add(name=msg_name)
-        for entry_name, value_type in _MAP_ENTRIES.get(msg_name, []):
-            e = m.nested_type.add(name=entry_name)
-            e.options.map_entry = True
-            e.field.add(name="key", number=1, type=I64, label=_OPT)
-            e.field.add(name="value", number=2, type=MSG, label=_OPT, type_name=f".{_PKG}.{value_type}")
-        for name, number, ftype, repeated, type_name in fields:
-            fd = m.field.add(name=name, number=number, type=ftype, label=_REP if repeated else _OPT)
-            if type_name:
-                fd.type_name = f".{_PKG}.{type_name}"
-    return f
-
-
-_pool = descriptor_pool.DescriptorPool()
-_pool.Add(_build_file())
-
-HloProto = message_factory.GetMessageClass(_pool.FindMessageTypeByName(f"{_PKG}.HloProto"))
-HloModuleProto = message_factory.GetMessageClass(_pool.FindMessageTypeByName(f"{_PKG}.HloModuleProto"))
+_CLASSES = message_classes(
+    _PKG,
+    {msg: [(name, number, ftype, _REP if repeated else _OPT, type_name, None)
+           for name, number, ftype, repeated, type_name in fields] for msg, fields in _MESSAGES.items()},
+    map_entries=_MAP_ENTRIES,
+)
+HloProto = _CLASSES["HloProto"]
+HloModuleProto = _CLASSES["HloModuleProto"]

@@ -18,9 +18,10 @@ from __future__ import annotations
 from typing import Iterator, Sequence
 
 import numpy as np
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2
 
 from . import xspace_schema
+from .proto_descriptors import message_classes
 
 _VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
 # Tags (field number << 3 | wire type) of the XEvent and XStat fields we read (xplane.proto).
@@ -55,14 +56,12 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 def _raw_events_classes(*names: str):
     """Our schema with XLine.events declared ``repeated bytes`` (its own pool, same names)."""
-    proto = xspace_schema._build_file()
-    line = next(m for m in proto.message_type if m.name == "XLine")
-    events = next(f for f in line.field if f.number == 4)
-    events.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
-    events.ClearField("type_name")
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(proto)
-    return [message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{xspace_schema._PKG}.{n}")) for n in names]
+    bytes_field = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+    messages = dict(xspace_schema.MESSAGES)
+    messages["XLine"] = [(n, num, bytes_field, label, None, o) if num == 4 else (n, num, t, label, tn, o)
+                         for n, num, t, label, tn, o in messages["XLine"]]
+    classes = message_classes(xspace_schema.PACKAGE, messages, xspace_schema.ONEOFS, xspace_schema.MAP_ENTRIES)
+    return [classes[n] for n in names]
 
 
 XSpaceRawEvents, XPlaneRawEvents = _raw_events_classes("XSpace", "XPlane")

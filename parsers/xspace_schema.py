@@ -10,7 +10,9 @@ Field numbers follow xplane.proto (see shared reference ``xplane.md``).
 
 from __future__ import annotations
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2
+
+from .proto_descriptors import message_classes
 
 _PKG = "xladiag.xplane"
 
@@ -90,32 +92,13 @@ _MAP_ENTRIES = {
 }
 
 
-def _build_file() -> descriptor_pb2.FileDescriptorProto:
-    f = descriptor_pb2.FileDescriptorProto(name="xladiag_xplane.proto", package=_PKG, syntax="proto2")
-    for msg_name, fields in _MESSAGES.items():
-        m = f.message_type.add(name=msg_name)
-        for oneof in _ONEOFS.get(msg_name, []):
-            m.oneof_decl.add(name=oneof)
-        for entry_name, value_type in _MAP_ENTRIES.get(msg_name, []):
-            e = m.nested_type.add(name=entry_name)
-            e.options.map_entry = True
-            e.field.add(name="key", number=1, type=_T.TYPE_INT64, label=_OPT)
-            e.field.add(name="value", number=2, type=_T.TYPE_MESSAGE, label=_OPT, type_name=f".{_PKG}.{value_type}")
-        for name, number, ftype, label, type_name, oneof in fields:
-            fd = m.field.add(name=name, number=number, type=ftype, label=label)
-            if type_name:
-                fd.type_name = f".{_PKG}.{type_name}"
-            if oneof is not None:
-                fd.oneof_index = oneof
-    return f
-
-
-_pool = descriptor_pool.DescriptorPool()
-_pool.Add(_build_file())
+# Public for parsers that derive a variant of this schema (xevent_columns: events kept as raw bytes).
+PACKAGE, MESSAGES, ONEOFS, MAP_ENTRIES = _PKG, _MESSAGES, _ONEOFS, _MAP_ENTRIES
+_CLASSES = message_classes(_PKG, _MESSAGES, _ONEOFS, _MAP_ENTRIES)
 
 
 def _cls(name: str):
-    return message_factory.GetMessageClass(_pool.FindMessageTypeByName(f"{_PKG}.{name}"))
+    return _CLASSES[name]
 
 
 XSpace = _cls("XSpace")
