@@ -23,7 +23,8 @@ from .errors import InputError
 from .report.model import Report
 from .rules.base import Finding
 from .rules.claims import recoverable_s_per_step
-from .rules.registry import run_rules
+from .rules.registry import run_selected
+from .rules.selection import Selection
 from .units import format_percent, format_seconds
 
 __all__ = ["Report", "ProfileSession", "build_report", "diagnose", "profile"]
@@ -39,27 +40,42 @@ def diagnose(
     topology: str | None = None,
     progress: Callable[[str], None] | None = None,
     program: str | None = None,
+    select=None,
+    ignore=None,
+    baseline=None,
+    config=None,
 ) -> Report:
     """Analyse a capture (log dir, run folder or .xplane.pb) and/or an HLO dump; run every rule.
 
     ``program``: without a capture, which dump module to analyse (name, ``name(id)`` or ``module_NNNN``);
     default: the one with the most FLOPs.
+    ``select`` / ``ignore``: rule ids (a list or 'a,b') to report only / to leave out; ``baseline``: a baseline
+    file or an iterable of accepted finding keys (``rule:kind:main_op``); left-out findings are in
+    ``report.dropped``. ``config``: a ``config.ProjectConfig`` (``[tool.xladiag]``, which the command reads)
+    that these three fall back on.
 
     The one pipeline (discover, analyze, rules, report) behind the ``diagnose`` command too.
     Raises :class:`xladiag.errors.InputError` (an ``XladiagError``, one line) when the arguments name
     nothing to read or the capture, dump or chip file cannot be used.
     """
+    from .config import selection as make_selection
+
+    chosen = make_selection(select=select, ignore=ignore, baseline=baseline, project=config)  # bad ids fail before the work
     analysis = analyze(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, topology=topology,
                        progress=progress, program=program)
     if progress:
         progress("running rules")
-    return build_report(analysis)
+    return build_report(analysis, chosen)
 
 
-def build_report(analysis: Analysis) -> Report:
-    """Every registered rule over ``analysis``, ranked, and the headline: the :class:`Report` to render."""
-    findings = tuple(run_rules(analysis))
-    return Report(analysis=analysis, findings=findings, headline=_headline(analysis, findings))
+def build_report(analysis: Analysis, selection: Selection | None = None) -> Report:
+    """Every registered rule over ``analysis`` (keeping what ``selection`` keeps), ranked, and the headline:
+    the :class:`Report` to render."""
+    selection = selection or Selection()
+    kept, dropped = run_selected(analysis, selection)
+    findings = tuple(kept)
+    return Report(analysis=analysis, findings=findings, headline=_headline(analysis, findings),
+                  dropped=tuple(dropped), selection=selection)
 
 
 def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:

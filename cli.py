@@ -156,11 +156,17 @@ def _topology(value: str | None) -> str | None:
 @click.option("--max-exposed-collective", metavar="PCT",
               help="Exit 3 when exposed collective time exceeds this share of the step (e.g. 10%).")
 @click.option("--min-mfu", type=click.FloatRange(0.0, 1.0), metavar="X", help="Exit 3 when MFU is below X (e.g. 0.35).")
+@click.option("--select", metavar="RULE,...", help="Report only these rules (ids as in docs/rules.md); "
+              "default: [tool.xladiag] select in pyproject.toml, else every rule.")
+@click.option("--ignore", metavar="RULE,...", help="Leave these rules out (default: [tool.xladiag] ignore).")
+@click.option("--baseline", metavar="FILE", help="Accepted findings (a JSON report, or one key rule:kind:main_op "
+              "per line) left out of the report and its gates; default: [tool.xladiag] baseline.")
+@click.option("--write-baseline", metavar="FILE", help="Also write this run's finding keys as a baseline file.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on stderr.")
 @click.option("--debug", is_flag=True, help="Show the traceback behind an error.")
 @click.version_option(__version__, prog_name="xladiag")
 def main(path, run, hlo_dir, program, chip, chip_file, topology, fmt, output, fail_on, max_exposed_collective, min_mfu,
-         quiet, debug):
+         select, ignore, baseline, write_baseline, quiet, debug):
     """Diagnose an XLA profile: what is slow, why, how far each op is from its roofline, and what to change.
 
     PATH is a jax.profiler.trace log dir (plugins/profile/<run>/<host>.xplane.pb), one run folder, or
@@ -169,6 +175,7 @@ def main(path, run, hlo_dir, program, chip, chip_file, topology, fmt, output, fa
     """
     # Imported here so that `--help` stays instant.
     from .api import diagnose
+    from .config import baseline_keys, baseline_text, load_project_config
     from .report import evaluate_gates
     from .writer import check_output_path, write_report
 
@@ -179,13 +186,15 @@ def main(path, run, hlo_dir, program, chip, chip_file, topology, fmt, output, fa
     out = None if to_stdout else output if output else str(_default_output(path, hlo_dir, fmt))
     if path is not None and not path.exists():  # before the output check: the default output lives there
         raise InputError(f"{path}: no such file or directory")
-    if out is not None:
-        check_output_path(out)  # refuse before minutes of work, not after
+    for target in (out, write_baseline):
+        if target is not None:
+            check_output_path(target)  # refuse before minutes of work, not after
 
     progress = _Progress(enabled=not quiet and sys.stderr.isatty())
     try:
         report = diagnose(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, topology=topology,
-                          progress=progress, program=program)
+                          progress=progress, program=program, select=select, ignore=ignore, baseline=baseline,
+                          config=load_project_config())
         text = report.render(fmt)
     finally:
         progress.done()
@@ -194,6 +203,8 @@ def main(path, run, hlo_dir, program, chip, chip_file, topology, fmt, output, fa
         _write_stdout(text)
     else:
         write_report(out, text)
+    if write_baseline is not None:
+        write_report(write_baseline, baseline_text(baseline_keys(report)))
 
     if not quiet:
         for warning in report.analysis.warnings:

@@ -305,6 +305,8 @@ def report_context(report) -> dict:
         ),
         "findings": findings,
         "capture_rows": _capture_rows(data, a),
+        "left_out": {"findings": data["selection"]["ignored_findings"],
+                     "rules": [(r["rule"], r["why"]) for r in data["selection"]["rules_left_out"]]},
         "roofline_svg": Markup(roofline_svg),
         "roofline_note": roofline_note,
         "timeline_svg": Markup(timeline_svg),

@@ -172,6 +172,26 @@ def finding_dict(finding) -> dict:
     }
 
 
+def selection_dict(report) -> dict:
+    """What --select/--ignore/--baseline (or [tool.xladiag]) left out, and why."""
+    from ..rules.registry import RULE_IDS
+
+    chosen = report.selection
+    left_out = chosen.rules_left_out(RULE_IDS) if chosen is not None else {}
+    return {
+        "select": list(chosen.select) if chosen is not None and chosen.select is not None else None,
+        "ignore": list(chosen.ignore) if chosen is not None else [],
+        "baseline": chosen.baseline_file if chosen is not None else None,
+        "baseline_keys": len(chosen.baseline) if chosen is not None else 0,
+        "rules_left_out": [{"rule": rule, "why": why} for rule, why in left_out.items()],
+        "ignored_findings": [
+            {"key": d.finding.key, "rule": d.finding.rule, "severity": d.finding.severity,
+             "title": d.finding.title, "why": d.why}
+            for d in report.dropped
+        ],
+    }
+
+
 def ops_records(ops: pd.DataFrame) -> list[dict]:
     """The ops table as records in the contract's field names (one per HLO op)."""
     if ops is None or ops.empty:
@@ -230,6 +250,7 @@ def report_to_dict(report) -> dict:
             "recoverable": recoverable_dict(report),
             "capture_scope": report.capture_scope,
             "findings": [finding_dict(f) for f in report.findings],
+            "selection": selection_dict(report),
             "ops": ops_records(a.ops),
             "warnings": list(a.warnings),
         }

@@ -111,7 +111,8 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
     out.append("## Ranked fixes")
     out.append("")
     if not findings:
-        out.append("No rule fired on this capture.")
+        out.append("No finding beyond those left out below." if data["selection"]["ignored_findings"]
+                   else "No rule fired on this capture.")
         out.append("")
     else:
         rows = [
@@ -153,6 +154,8 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
         if len(findings) > n_findings:
             out.append(f"_{len(findings) - n_findings} more findings are in the table above; details in the JSON/HTML report._")
             out.append("")
+
+    out += _left_out(data["selection"], n_table, cell_limit)
 
     # Top ops.
     ops = [o for o in data["ops"] if o["in_step"]]
@@ -197,6 +200,20 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
     out.append("")
     out.append(f"<sub>xladiag {escape_text(data['tool']['version'])} · schema {data['schema_version']}</sub>")
     return "\n".join(out) + "\n"
+
+
+def _left_out(selection: dict, n_rows: int, cell_limit: int) -> list[str]:
+    """What --select/--ignore/--baseline left out, one row each (nothing when nothing was)."""
+    rows = [[escape_text(d['key'], 120), escape_text(d["severity"]), escape_text(d["title"], cell_limit),
+             escape_text(d["why"], 200)] for d in selection["ignored_findings"]]
+    rows += [[escape_text(r['rule']), "", "(rule left out)", escape_text(r["why"], 200)]
+             for r in selection["rules_left_out"]]
+    if not rows:
+        return []
+    out = ["## Left out", ""] + _table(["Finding key / rule", "Severity", "Finding", "Why"], rows[:n_rows])
+    if len(rows) > n_rows:
+        out += ["", f"_{len(rows) - n_rows} more in the JSON report._"]
+    return out + [""]
 
 
 def render_markdown(report) -> str:

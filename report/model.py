@@ -6,7 +6,7 @@ renderers in this package only read it. ``render``/``to_<fmt>`` are conveniences
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # annotations only: importing the analyzer here would load pa
 
     from ..analyzer.analysis import Analysis
     from ..rules.base import Finding
+    from ..rules.selection import Dropped, Selection
 
 
 @dataclass(frozen=True, repr=False)
@@ -29,6 +30,9 @@ class Report:
     analysis: Analysis
     findings: tuple[Finding, ...]
     headline: str  # the one sentence a lead would want
+    # Findings left out by --select/--ignore/--baseline, with why; the selection that left them out.
+    dropped: tuple[Dropped, ...] = ()
+    selection: Selection | None = None
 
     @property
     def ops(self) -> pd.DataFrame:

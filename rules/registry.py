@@ -6,6 +6,7 @@ from importlib import import_module
 
 from .base import Finding, ModuleRule, Rule
 from .claims import resolve_claims
+from .selection import Dropped, Selection
 
 # Module names in this folder, one per line. Findings are ranked by estimated savings, so the order here
 # only sets the catalogue's order.
@@ -22,11 +23,21 @@ _RULE_MODULES = (
 RULES: tuple[Rule, ...] = tuple(ModuleRule(import_module(f".{name}", __package__)) for name in _RULE_MODULES)
 
 
+RULE_IDS: tuple[str, ...] = tuple(rule.id for rule in RULES)
+
+
 def run_rules(analysis, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
     """The rules over one analysis, each op's time counted by one finding (``claims``), ranked by estimated
     step time saved."""
+    return run_selected(analysis, Selection(), rules)[0]
+
+
+def run_selected(analysis, selection: Selection, rules: tuple[Rule, ...] = RULES) -> tuple[list[Finding], list[Dropped]]:
+    """``run_rules`` keeping what ``selection`` keeps: (ranked findings, dropped ones). Dropped findings
+    leave before the accounting, so the kept ones count every op they explain, each op once."""
     findings: list[Finding] = []
     for rule in rules:
         findings.extend(rule.check(analysis))
-    findings = resolve_claims(findings)
-    return sorted(findings, key=lambda f: (-f.est_savings_s_per_step, -f.time_s_per_step, f.rule))
+    kept, dropped = selection.split(findings)
+    kept = resolve_claims(kept)
+    return sorted(kept, key=lambda f: (-f.est_savings_s_per_step, -f.time_s_per_step, f.rule)), dropped

@@ -232,10 +232,10 @@ def _small_dump(tmp_path: Path) -> Path:
 def test_a_bug_is_one_line_and_debug_shows_its_traceback(tmp_path, monkeypatch):
     import xladiag.api
 
-    def broken_rules(analysis):
+    def broken_rules(analysis, selection):
         return {}["no-such-column"]  # a KeyError deep in the pipeline, as a bug in a rule would raise
 
-    monkeypatch.setattr(xladiag.api, "run_rules", broken_rules)
+    monkeypatch.setattr(xladiag.api, "run_selected", broken_rules)
     args = ("--hlo-dir", _small_dump(tmp_path), "--chip", "v6e", "-o", tmp_path / "r.html")
     result = run(*args)
     assert_one_line_error(result, 1, "internal error: KeyError: 'no-such-column'", "--debug", "please report")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conftest import REPO
 
-LAYERS = {"parsers": 0, "analyzer": 1, "rules": 2, "report": 3, "templates": 3, "api": 4, "cli": 5}
+LAYERS = {"parsers": 0, "analyzer": 1, "rules": 2, "report": 3, "templates": 3, "api": 4, "config": 4, "cli": 5}
 LEAVES = {"units", "errors", "writer", "version", "text_safety"}
 # Standard-library names a rule may not use: file and directory access.
 IO_MODULES = {"os", "glob", "shutil", "pathlib", "io", "tempfile", "fnmatch", "zipfile", "tarfile", "gzip"}

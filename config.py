@@ -1,0 +1,133 @@
+"""What the user configured: ``[tool.xladiag]`` in the project's pyproject.toml and baseline files.
+
+Keys of ``[tool.xladiag]`` (the command-line options of the same name win over them):
+
+    [tool.xladiag]
+    select = ["exposed-collective", "remat-overhead"]   # report only these rules
+    ignore = ["mxu-padding"]                            # leave these out
+    baseline = "xladiag-baseline.txt"                   # accepted findings (relative to this pyproject.toml)
+
+A baseline file is either a JSON report (its findings' ``key`` are taken), a JSON list of keys, or text with
+one key (``rule:kind:main_op``) per line (``#`` starts a comment line). ``write_baseline`` writes the text
+form, which reviews well in a diff.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import InputError, UsageError
+from .rules.registry import RULE_IDS
+from .rules.selection import Selection, parse_rule_list
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the tomli backport, a dependency below 3.11
+    import tomli as tomllib
+
+TABLE = "[tool.xladiag]"
+KEYS = ("select", "ignore", "baseline")
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    """``[tool.xladiag]`` as found: ``path`` None when no pyproject.toml above has the table."""
+
+    path: Path | None = None
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] | None = None
+    baseline: Path | None = None
+
+
+def find_pyproject(start: Path | str | None = None) -> Path | None:
+    """The nearest pyproject.toml from ``start`` (default: the current directory) upward."""
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_project_config(start: Path | str | None = None) -> ProjectConfig:
+    """``[tool.xladiag]`` of the nearest pyproject.toml (an empty config when there is none, or no table)."""
+    path = find_pyproject(start)
+    if path is None:
+        return ProjectConfig()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"{path}: cannot read {TABLE}: {exc}") from None
+    table = data.get("tool", {}).get("xladiag")
+    if table is None:
+        return ProjectConfig()
+    if not isinstance(table, dict):
+        raise InputError(f"{path}: {TABLE} must be a table")
+    unknown = sorted(set(table) - set(KEYS))
+    if unknown:
+        raise UsageError(f"{path}: unknown key {', '.join(unknown)} in {TABLE}; valid keys: {', '.join(KEYS)}")
+    where = f"{path} {TABLE}"
+    select = parse_rule_list(table["select"], f"{where} select", RULE_IDS) if "select" in table else None
+    ignore = parse_rule_list(table["ignore"], f"{where} ignore", RULE_IDS) if "ignore" in table else None
+    baseline = table.get("baseline")
+    if baseline is not None and not isinstance(baseline, str):
+        raise UsageError(f"{where} baseline: expected a file name, got {baseline!r}")
+    return ProjectConfig(path=path, select=select, ignore=ignore,
+                         baseline=(path.parent / baseline) if baseline else None)
+
+
+def read_baseline(path: Path | str) -> frozenset[str]:
+    """The finding keys a baseline file accepts (see the module docstring for the formats)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such baseline file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the baseline: {exc}") from None
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: baseline is not valid JSON: {exc}") from None
+        keys = [f.get("key") for f in data.get("findings", [])] if isinstance(data, dict) else data
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise InputError(f"{path}: a JSON baseline is a report (with findings[].key) or a list of keys")
+        return frozenset(keys)
+    return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
+
+
+def baseline_text(keys) -> str:
+    """The text form of a baseline: a comment, then one key per line, sorted."""
+    header = ("# xladiag baseline: accepted findings, one key (rule:kind:main_op) per line.\n"
+              "# diagnose --baseline FILE leaves these out of the report and its gates.\n")
+    return header + "".join(f"{k}\n" for k in sorted(set(keys)))
+
+
+def baseline_keys(report) -> list[str]:
+    """The keys a new baseline of this report accepts: its findings and those its baseline already accepted
+    (not those of rules left out, which another selection would report)."""
+    return [f.key for f in report.findings] + [d.finding.key for d in report.dropped if d.by == "baseline"]
+
+
+def selection(*, select=None, ignore=None, baseline=None, project: ProjectConfig | None = None) -> Selection:
+    """The :class:`Selection` for these options (each a comma list, a list of ids, or None), falling back
+    on ``project`` (``[tool.xladiag]``) key by key. ``baseline``: a file, or an iterable of keys."""
+    project = project or ProjectConfig()
+    where = f"{project.path} {TABLE}" if project.path else TABLE
+    sel, sel_from = (parse_rule_list(select, "--select", RULE_IDS), "--select") if select is not None else (
+        project.select, f"{where} select")
+    ign, ign_from = (parse_rule_list(ignore, "--ignore", RULE_IDS), "--ignore") if ignore is not None else (
+        project.ignore or (), f"{where} ignore")
+    if baseline is None:
+        baseline = project.baseline
+    keys, shown = frozenset(), None
+    if isinstance(baseline, (str, Path)):
+        keys, shown = read_baseline(baseline), str(baseline)
+    elif baseline is not None:
+        keys = frozenset(baseline)
+    return Selection(select=sel, ignore=ign, baseline=keys, baseline_file=shown,
+                     select_from=sel_from, ignore_from=ign_from)
