@@ -1,0 +1,228 @@
+"""The JSON report's contract as a JSON Schema (draft 2020-12), built here and shipped as a file.
+
+``report/report.schema.json`` (package data, :func:`load_schema`) and ``docs/report.schema.json`` are this
+module's output: ``python -m xladiag.report.json_schema`` rewrites both, and a test fails when either
+drifts. The ops fields come from ``analyzer/tables.py`` (the same declaration the JSON writer reads), so a
+new public column reaches the schema without an edit here.
+
+Strict where the shape is stable (``additionalProperties: false`` on findings, their ops, chip, run,
+recoverable, op records): a key renamed or misspelt by a renderer fails validation. The top level and
+``steps`` stay open while features that add sections are in flight; the CHANGELOG says what may change.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from ..analyzer.analysis import BREAKDOWN_CATEGORIES
+from ..analyzer.collectives import KINDS, TRANSFER_KINDS
+from ..analyzer.tables import OPS
+from .json_out import SCHEMA_VERSION
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+SCHEMA_FILES = {"report": "report.schema.json"}  # name -> file beside this module and in docs/
+# compare (``diagnose compare``) adds its schema here when its JSON lands: one builder, one file name.
+
+LEVELS = ["high", "medium", "low"]
+PLATFORMS = ["tpu", "gpu", "cpu", "hlo"]
+# A finding's kind: '' for a rule with one finding, else the transfer kind it is about (exposed-collective).
+FINDING_KINDS = ["", *TRANSFER_KINDS]
+BOUND_BY = ["compute", "hbm", "host", "ici", "latency", "unknown"]
+# Closed vocabularies of op fields (analyzer/roofline.py, analysis._time_class, hlo_facts); null = unknown.
+OP_ENUMS = {
+    "bound_by": BOUND_BY,
+    "time_class": [c for c in BREAKDOWN_CATEGORIES if c != "idle"],
+    "flops_source": ["trace", "hlo"],
+    "bytes_source": ["trace", "hlo"],
+    "collective_kind": list(KINDS),
+}
+
+STRING = {"type": "string"}
+NUMBER = {"type": "number"}
+INT = {"type": "integer"}
+BOOL = {"type": "boolean"}
+NON_NEG = {"type": "number", "minimum": 0}
+FRACTION = {"type": "number", "minimum": 0, "maximum": 1}
+
+
+def _null(schema: dict) -> dict:
+    """``schema`` or null."""
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _obj(properties: dict, *, required: list[str] | None = None, closed: bool = True, doc: str = "") -> dict:
+    out = {"type": "object"}
+    if doc:
+        out["description"] = doc
+    out["required"] = list(properties) if required is None else required
+    out["properties"] = properties
+    if closed:
+        out["additionalProperties"] = False
+    return out
+
+
+def _list(items: dict) -> dict:
+    return {"type": "array", "items": items}
+
+
+def _op_field(column) -> dict:
+    if column.json_type == "string" or column.json == "hlo_text":
+        return STRING
+    if column.dtype == "bool":
+        return BOOL
+    if column.dtype == "int64":
+        return INT
+    if column.dtype == "float64":
+        return _null(NUMBER)
+    if column.json in OP_ENUMS:
+        return {"enum": [*OP_ENUMS[column.json], None]}
+    return _null(STRING)
+
+
+def _op_record() -> dict:
+    props = {}
+    for c in OPS.public():
+        props[c.json] = {**_op_field(c), "description": c.meaning}
+    return _obj(props, doc="One HLO op (docs/json_schema.md#ops)")
+
+
+def _occurrence() -> dict:
+    return _obj({
+        "host": STRING,
+        "device": {**INT, "minimum": 0, "description": "global device index (device_list)"},
+        "plane": {**STRING, "description": "the xplane the event is on, e.g. /device:TPU:0"},
+        "line": {**STRING, "description": "the trace line, e.g. XLA Ops, Stream #12(...), a CPU thread"},
+        "step": {**INT, "description": "step number on its device (the device's median-duration step)"},
+        "start_ps": {**INT, "description": "event start, picoseconds on the capture's clock"},
+        "end_ps": {**INT, "description": "event end (start + its extent on the timeline), picoseconds"},
+    }, doc="One representative occurrence of the op in the trace (docs/json_schema.md#occurrence)")
+
+
+def _finding() -> dict:
+    evidence_op = _obj({
+        "name": STRING,
+        "measured_s_per_step": _null(NUMBER),
+        "predicted_s_per_step": _null(NUMBER),
+        "detail": STRING,
+        "occurrence": _null(_occurrence()),
+    }, required=["name", "measured_s_per_step", "predicted_s_per_step", "detail"])
+    return _obj({
+        "rule": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$"},
+        "kind": {"enum": FINDING_KINDS},
+        "key": {"type": "string", "pattern": "^[a-z0-9-]+:[a-z0-9-]*:"},
+        "severity": {"enum": LEVELS},
+        "title": {**STRING, "minLength": 1},
+        "time_s_per_step": NON_NEG,
+        "est_savings_s_per_step": NON_NEG,
+        "fraction_of_step": NON_NEG,
+        "confidence": {"enum": LEVELS},
+        "lever": STRING,
+        "related_ops": _list(_obj({"op": STRING, "counted_by": STRING})),
+        "ops": _list(evidence_op),
+        "evidence": STRING,
+        "fix": STRING,
+        "details": {"type": "object", "description": "rule-specific numbers: docs/rules.md#finding-details"},
+    }, doc="One diagnosis by one rule (docs/json_schema.md#findings)")
+
+
+def _chip() -> dict:
+    return _obj({
+        "name": STRING,
+        "key": _null(STRING),
+        "vendor": _null(STRING),
+        "peak_flops_per_s": _null(NON_NEG),
+        "hbm_bytes_per_s": _null(NON_NEG),
+        "ridge_flops_per_byte": _null(NON_NEG),
+        "detected_as": _null(STRING),
+        "source": {"type": "object", "required": ["peak_flops_per_s", "hbm_bytes_per_s"],
+                   "additionalProperties": STRING},
+        "other_numbers": {"type": "object", "additionalProperties": _null(NUMBER)},
+    })
+
+
+def _steps() -> dict:
+    return _obj({
+        "count": {**INT, "minimum": 0},
+        "mean_s": _null(NON_NEG),
+        "min_s": _null(NON_NEG),
+        "max_s": _null(NON_NEG),
+        "source": STRING,
+        "program": _null(STRING),
+        "warmup_excluded": BOOL,
+        "busy_s": _null(NON_NEG),
+        "idle_s": _null(NON_NEG),
+    }, closed=False)
+
+
+def report_schema() -> dict:
+    """The schema of ``diagnose --format json`` (``report_to_dict``) at :data:`SCHEMA_VERSION`."""
+    top = _obj({
+        "schema_version": {"const": SCHEMA_VERSION},
+        "tool": _obj({"name": {"const": "xladiag"}, "version": STRING}),
+        "headline": STRING,
+        "platform": {"enum": PLATFORMS},
+        "measured": BOOL,
+        "time_source": STRING,
+        "chip": _chip(),
+        "devices": {**INT, "minimum": 0},
+        "device_list": _list(_obj({"device": INT, "host": STRING, "device_type": STRING, "vendor": STRING},
+                                  required=["device"])),
+        "hosts": _list(STRING),
+        "run": _obj({"name": _null(STRING), "dir": _null(STRING), "other_runs": _list(STRING),
+                     "xplane_files": _list(STRING), "hlo_files": _list(STRING)}),
+        "steps": _steps(),
+        "step_s": _null(NON_NEG),
+        "breakdown": _obj({c: NON_NEG for c in BREAKDOWN_CATEGORIES}),
+        "mfu": _null(FRACTION),
+        "unknown_flops_share": _null(FRACTION),
+        "model_flops_per_step": _null(NON_NEG),
+        "ideal_step_s": _null(NON_NEG),
+        "recoverable": _obj({"s_per_step": NON_NEG, "fraction_of_step": _null(FRACTION),
+                             "findings": {**INT, "minimum": 0}, "capped_at_step": BOOL}),
+        "capture_scope": _null(STRING),
+        "findings": _list(_finding()),
+        "ops": _list(_op_record()),
+        "warnings": _list(STRING),
+    }, closed=False)
+    return {
+        "$schema": DRAFT,
+        "$id": f"https://github.com/xladiag/xladiag/schemas/report-v{SCHEMA_VERSION}.json",
+        "title": f"xladiag report, schema_version {SCHEMA_VERSION}",
+        "description": "diagnose --format json; fields and units in docs/json_schema.md, "
+                       "compatibility policy in CHANGELOG.md",
+        **top,
+    }
+
+
+BUILDERS = {"report": report_schema}
+
+
+def schema_text(name: str = "report") -> str:
+    """The schema file's text as this module builds it (what the shipped files must equal)."""
+    return json.dumps(BUILDERS[name](), indent=2, ensure_ascii=False) + "\n"
+
+
+@lru_cache(maxsize=None)
+def load_schema(name: str = "report") -> dict:
+    """The shipped schema (package data), e.g. to validate a report: ``jsonschema.validate(data, load_schema())``."""
+    text = resources.files(__package__).joinpath(SCHEMA_FILES[name]).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def write_schema_files(repo_root: Path) -> list[Path]:
+    """Rewrite the shipped and the docs copy of every schema; returns the paths written."""
+    written = []
+    for name, file_name in SCHEMA_FILES.items():
+        for folder in (Path(__file__).resolve().parent, repo_root / "docs"):
+            path = folder / file_name
+            path.write_text(schema_text(name), encoding="utf-8")
+            written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for p in write_schema_files(Path(__file__).resolve().parents[1]):
+        print(p)
