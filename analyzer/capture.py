@@ -29,15 +29,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from ..parsers.xplane import XSpaceTables
 from .gpu_cpu_ops import cpu_tables, derived_module_runs, gpu_tables
 from .host_steps import ANNOTATION_COLUMNS, step_annotations, tpu_launch_ps
 from .plane_tables import (GPU_PLANE, TPU_PLANE, device_planes, device_table, empty_table, events_with_stats,
-                           line_ids, scaled_peak)
+                           line_events, metadata_rows, scaled_peak)
 from .sanity import checked_spaces
 from .tables import EVENTS
 
+_NAME_COLUMNS = ("module", "program_id", "op_name", "line")
 _MODULE_EVENT = re.compile(r"^(?P<module>.*)\((?P<program_id>\d+)\)$")
 
 METADATA_COLUMNS = [
@@ -52,6 +54,9 @@ METADATA_COLUMNS = [
     "tf_op",
     "source",
 ]
+
+
+ASYNC_COLUMNS = ["device", "program_id", "start_op", "done_op", "kind", "start_ps", "end_ps"]
 
 
 class CaptureError(InputError):
@@ -105,30 +110,33 @@ def _tpu_tables(space: XSpaceTables, device_base: int):
     planes, plane_to_device = device_planes(space, TPU_PLANE, device_base)
 
     meta = space.event_metadata[space.event_metadata["plane"].isin(planes["plane"])]
+    device_of_plane = np.full(len(space.planes), -1, np.int64)
+    device_of_plane[planes["plane"].to_numpy(np.int64)] = planes["device"].to_numpy(np.int64)
 
-    ops_ev = space.events[space.events["line"].isin(line_ids(space, planes["plane"], "XLA Ops"))]
+    ev = space.events
+    rows = line_events(space, planes["plane"], "XLA Ops")
+    ev_plane = ev["plane"].to_numpy()[rows]
     # Name and program are properties of the metadata: resolve them once per op, then give each
     # event its op's category codes (no string handling per event).
-    op_meta = meta[["plane", "metadata_id"]].reset_index(drop=True)
     name_codes, name_values = pd.factorize(_op_names(meta).to_numpy())
     program_codes, program_values = pd.factorize(meta["program_id"].fillna("").to_numpy())
-    position = pd.Series(np.arange(len(op_meta)), index=pd.MultiIndex.from_frame(op_meta))
-    row = position.reindex(pd.MultiIndex.from_arrays([ops_ev["plane"], ops_ev["metadata_id"]])).to_numpy()
+    row = metadata_rows(meta, ev_plane, ev["metadata_id"].to_numpy()[rows])
     # Events whose metadata is missing stay, as one visible '<unknown op>' (the last code).
-    row = np.where(np.isnan(row), len(op_meta), row).astype(np.int64)
+    row = np.where(row < 0, len(meta), row)
     name_codes = np.append(name_codes, len(name_values))
     program_codes = np.append(program_codes, list(program_values).index("") if "" in program_values else len(program_values))
     events = pd.DataFrame(
         {
-            "device": ops_ev["plane"].map(plane_to_device).to_numpy(),
+            "device": device_of_plane[ev_plane],
             "program_id": pd.Categorical.from_codes(
                 program_codes[row], categories=[*program_values, *([] if "" in program_values else [""])]),
             "op_name": pd.Categorical.from_codes(name_codes[row], categories=[*name_values, "<unknown op>"]),
-            "start_ps": ops_ev["start_ps"].to_numpy(),
-            "duration_ps": ops_ev["duration_ps"].to_numpy(),
-            "span_ps": ops_ev["span_ps"].to_numpy(),
-            "line": "XLA Ops",
-        }
+            "start_ps": ev["start_ps"].to_numpy()[rows],
+            "duration_ps": ev["duration_ps"].to_numpy()[rows],
+            "span_ps": ev["span_ps"].to_numpy()[rows],
+            "line": pd.Categorical.from_codes(np.zeros(len(rows), np.int8), categories=["XLA Ops"]),
+        },
+        copy=False,
     )
 
     mod_ev = events_with_stats(space, planes["plane"], "XLA Modules", ["run_id"])
@@ -145,31 +153,16 @@ def _tpu_tables(space: XSpaceTables, device_base: int):
         }
     )
 
-    async_ev = events_with_stats(space, planes["plane"], "Async XLA Ops", ["hlo_op"])
-    if len(async_ev):
-        async_ev = async_ev.merge(meta[["plane", "metadata_id", "name", "display_name", "program_id"]], on=["plane", "metadata_id"], how="left")
-        async_spans = pd.DataFrame(
-            {
-                "device": async_ev["plane"].map(plane_to_device),
-                "program_id": async_ev["program_id"],
-                "start_op": _op_name_from_text(async_ev["name"].fillna("").astype("category")),
-                "done_op": async_ev["hlo_op"],
-                "kind": async_ev["display_name"],
-                "start_ps": async_ev["start_ps"],
-                "end_ps": async_ev["start_ps"] + async_ev["duration_ps"],
-            }
-        )
-    else:
-        async_spans = empty_table(["device", "program_id", "start_op", "done_op", "kind", "start_ps", "end_ps"])
+    async_spans = _async_spans(space, planes, meta, device_of_plane)
 
     events["launch_ps"] = tpu_launch_ps(space, events, modules, dict(zip(planes["device"], planes["local_index"])))
 
-    steps_ev = space.events[space.events["line"].isin(line_ids(space, planes["plane"], "Steps"))]
+    steps_ev = line_events(space, planes["plane"], "Steps")
     steps_line = pd.DataFrame(
         {
-            "device": steps_ev["plane"].map(plane_to_device),
-            "start_ps": steps_ev["start_ps"],
-            "duration_ps": steps_ev["duration_ps"],
+            "device": device_of_plane[ev["plane"].to_numpy()[steps_ev]],
+            "start_ps": ev["start_ps"].to_numpy()[steps_ev],
+            "duration_ps": ev["duration_ps"].to_numpy()[steps_ev],
         }
     )
 
@@ -189,6 +182,72 @@ def _tpu_tables(space: XSpaceTables, device_base: int):
         core_count=lambda st: np.nan,
     )
     return devices, events, modules, op_metadata, async_spans, steps_line
+
+
+def _async_spans(space: XSpaceTables, planes: pd.DataFrame, meta: pd.DataFrame, device_of_plane: np.ndarray):
+    """TPU start->done spans of the ``Async XLA Ops`` lines: what they start, and the done op they wait for."""
+    async_ev = events_with_stats(space, planes["plane"], "Async XLA Ops", ["hlo_op"])
+    if not len(async_ev):
+        return empty_table(ASYNC_COLUMNS)
+    # Per metadata row once: the start op's name, its kind and program; per event a lookup (-1: none).
+    row = metadata_rows(meta, async_ev["plane"].to_numpy(), async_ev["metadata_id"].to_numpy())
+    by_row = meta[["display_name", "program_id"]].reset_index(drop=True)
+    start_op = _op_name_from_text(meta["name"].fillna("").astype("category")).to_numpy(object)
+    start = async_ev["start_ps"].to_numpy()
+    return pd.DataFrame(
+        {
+            "device": device_of_plane[async_ev["plane"].to_numpy()],
+            "program_id": by_row["program_id"].reindex(row).to_numpy(),
+            "start_op": pd.Series(np.append(start_op, "")[row], dtype=object),  # no metadata: ''
+            "done_op": async_ev["hlo_op"].to_numpy(),
+            "kind": by_row["display_name"].reindex(row).to_numpy(),
+            "start_ps": start,
+            "end_ps": start + async_ev["duration_ps"].to_numpy(),
+        }
+    )
+
+
+def _concat_events(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The hosts' op events as one table. Name columns that are categorical on every host are combined as
+    codes: the same categories where every host has them, else the sorted used ones (what converting the
+    concatenated strings gives)."""
+    if len(frames) == 1:
+        return frames[0]
+    columns = {}
+    for col in frames[0].columns:
+        parts = [f[col] for f in frames]
+        if col in _NAME_COLUMNS and all(isinstance(p.dtype, pd.CategoricalDtype) for p in parts):
+            if all(p.dtype == parts[0].dtype for p in parts):  # same categories: kept (as pandas.concat does)
+                columns[col] = union_categoricals([p.array for p in parts])
+            else:
+                columns[col] = union_categoricals([p.array for p in parts], sort_categories=True).remove_unused_categories()
+        else:
+            columns[col] = pd.concat(parts, ignore_index=True)
+    return pd.DataFrame(columns, copy=False)
+
+
+def _module_of_program(program_id: pd.Series, module_names: pd.Series) -> pd.Series:
+    """Each event's module, named after its program's module executions ('' when none), as a categorical
+    whose categories are the sorted names in use."""
+    if not isinstance(program_id.dtype, pd.CategoricalDtype) or program_id.isna().any():
+        return program_id.map(module_names).astype(object).fillna("")
+    per_program = pd.Series(program_id.cat.categories).map(module_names).astype(object).fillna("").to_numpy()
+    codes = program_id.cat.codes.to_numpy()
+    used = np.zeros(len(per_program), bool)
+    used[np.unique(codes)] = True
+    names, name_codes = np.unique(per_program[used].astype(str), return_inverse=True)
+    remap = np.full(len(per_program), -1, np.int64)
+    remap[used] = name_codes.reshape(-1)
+    return pd.Series(pd.Categorical.from_codes(remap[codes], categories=list(names)), index=program_id.index)
+
+
+def _by_device_and_start(events: pd.DataFrame) -> pd.DataFrame:
+    """Events ordered by (device, start), ties in their order; already ordered tables are not copied."""
+    device, start = events["device"].to_numpy(np.int64), events["start_ps"].to_numpy(np.int64)
+    ordered = np.all((device[1:] > device[:-1]) | ((device[1:] == device[:-1]) & (start[1:] >= start[:-1])))
+    if not ordered:
+        events = events.take(np.lexsort((start, device)))  # lexsort is stable
+    return events.reset_index(drop=True)
 
 
 def build_capture(spaces: list[XSpaceTables]) -> Capture:
@@ -222,7 +281,7 @@ def build_capture(spaces: list[XSpaceTables]) -> Capture:
         device_base += len(devices)
 
     devices = pd.concat(all_devices, ignore_index=True)
-    events = pd.concat(all_events, ignore_index=True)
+    events = _concat_events(all_events)
     if events.empty:
         hosts = ", ".join(str(s.path) for s in spaces)
         raise CaptureError(f"{hosts}: no HLO op events found in this capture (was the program running while tracing?)")
@@ -232,13 +291,13 @@ def build_capture(spaces: list[XSpaceTables]) -> Capture:
         op_metadata = pd.concat(all_meta, ignore_index=True).drop_duplicates(["program_id", "op_name"])
         # Name each op's program after its module execution events.
         module_names = modules.dropna(subset=["program_id"]).drop_duplicates("program_id").set_index("program_id")["module"]
-        events["module"] = events["program_id"].map(module_names).astype(object).fillna("")
+        events["module"] = _module_of_program(events["program_id"], module_names)
         async_spans = pd.concat(all_async, ignore_index=True)
         steps_line = pd.concat(all_steps, ignore_index=True)
     else:
         modules = derived_module_runs(events)
         op_metadata = empty_table(METADATA_COLUMNS)
-        async_spans = empty_table(["device", "program_id", "start_op", "done_op", "kind", "start_ps", "end_ps"])
+        async_spans = empty_table(ASYNC_COLUMNS)
         steps_line = empty_table(["device", "start_ps", "duration_ps"])
         if "run_id" not in events or events["run_id"].isna().any():
             warnings.append(
@@ -246,7 +305,7 @@ def build_capture(spaces: list[XSpaceTables]) -> Capture:
                 "(no 'XLA Modules' line); each repeat of a program's first op starts a new run"
             )
 
-    events = events[EVENTS.names].sort_values(["device", "start_ps"], kind="stable").reset_index(drop=True)
+    events = _by_device_and_start(events[EVENTS.names])
     # Few distinct names over millions of events: categoricals make every later groupby cheap.
     for col in ("module", "program_id", "op_name", "line"):
         if not isinstance(events[col].dtype, pd.CategoricalDtype):

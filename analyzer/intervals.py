@@ -134,3 +134,28 @@ def first_at_or_after(query, query_group, point, point_group) -> np.ndarray:
     j = order[np.minimum(k, len(p) - 1)]
     found = (k < len(p)) & (pg[j] == qg)
     return np.where(found, j, -1)
+
+
+def group_median(group, value, n_groups: int) -> np.ndarray:
+    """Median of the int64 values of each group code 0..n_groups-1 (NaN where a group has none; a negative
+    code counts nowhere), as pandas computes it: the mean of the two middle values of an even count."""
+    g, v = _i64(group), _i64(value)
+    keep = g >= 0
+    g, v = g[keep], v[keep]
+    out = np.full(n_groups, np.nan)
+    if len(v) == 0:
+        return out
+    low = int(v.min())
+    bits = max(int(v.max()) - low, 1).bit_length()
+    if n_groups < 2 ** (62 - bits):  # one sort on a single key: group in the high bits, value in the low
+        key = np.sort((g << np.int64(bits)) | (v - low))
+        v = (key & np.int64((1 << bits) - 1)) + low
+    else:
+        v = v[np.lexsort((v, g))]
+    count = np.bincount(g, minlength=n_groups)
+    first = np.cumsum(count) - count
+    has = count > 0
+    lo = v[(first + (count - 1) // 2)[has]].astype(np.float64)
+    hi = v[(first + count // 2)[has]].astype(np.float64)
+    out[has] = (lo + hi) / 2
+    return out

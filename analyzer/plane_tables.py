@@ -75,3 +75,32 @@ def events_with_stats(space: XSpaceTables, plane_rows, line_name_or_pred, column
     names = lines.set_index("line")["name"]
     ev = ev.assign(line_name=ev["line"].map(names))
     return ev
+
+
+def metadata_rows(meta: pd.DataFrame, plane: np.ndarray, metadata_id: np.ndarray) -> np.ndarray:
+    """Per event (plane, metadata_id): the position of its row in ``meta`` (-1 where it has none).
+
+    One sorted int64 key per metadata row, searched for every event: no per-event index or merge."""
+    m_plane, m_id = meta["plane"].to_numpy(np.int64), meta["metadata_id"].to_numpy(np.int64)
+    plane, metadata_id = np.asarray(plane, np.int64), np.asarray(metadata_id, np.int64)
+    if len(meta) == 0 or len(plane) == 0:
+        return np.full(len(plane), -1, np.int64)
+    lo = min(int(m_id.min()), int(metadata_id.min()))
+    width = max(int(m_id.max()), int(metadata_id.max())) - lo + 1
+    top = max(int(m_plane.max()), int(plane.max())) + 1
+    if width * top >= 2**62:  # ids spread past one key (damaged metadata): join on the pair
+        position = pd.Series(np.arange(len(meta)), index=pd.MultiIndex.from_arrays([m_plane, m_id]))
+        found = position.reindex(pd.MultiIndex.from_arrays([plane, metadata_id])).to_numpy()
+        return np.where(np.isnan(found), -1, found).astype(np.int64)
+    key = m_plane * width + (m_id - lo)
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    wanted = plane * width + (metadata_id - lo)
+    at = np.minimum(np.searchsorted(sorted_key, wanted), len(key) - 1)
+    return np.where(sorted_key[at] == wanted, order[at], -1)
+
+
+def line_events(space: XSpaceTables, plane_rows, line_name: str) -> np.ndarray:
+    """Rows in ``space.events`` of the events on the lines called ``line_name`` of these planes."""
+    ids = line_ids(space, plane_rows, line_name).to_numpy(np.int64)
+    return np.flatnonzero(np.isin(space.events["line"].to_numpy(), ids))

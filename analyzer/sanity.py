@@ -22,6 +22,8 @@ import pandas as pd
 
 from ..parsers.xplane import XSpaceTables
 from .chip_catalog import load_catalog
+from .intervals import group_median
+from .plane_tables import metadata_rows
 
 _PEAK_MARGIN = 100.0
 _PS_PER_S = 1e12
@@ -120,10 +122,10 @@ def _plausible_costs(space: XSpaceTables, capture_ps: int) -> tuple[pd.DataFrame
     if meta.empty:
         return meta, 0, 0
     ev = space.events
-    typical = ev.groupby(["plane", "metadata_id"])["duration_ps"].median()
-    key = pd.MultiIndex.from_frame(meta[["plane", "metadata_id"]])
+    row = metadata_rows(meta, ev["plane"].to_numpy(), ev["metadata_id"].to_numpy())
+    typical = group_median(row, ev["duration_ps"].to_numpy(np.int64), len(meta))
     # Ops never measured are held to the whole capture: no op does more than the capture could.
-    duration_s = np.maximum(typical.reindex(key).fillna(capture_ps).to_numpy(), _MIN_OP_PS) / _PS_PER_S
+    duration_s = np.maximum(np.where(np.isnan(typical), capture_ps, typical), _MIN_OP_PS) / _PS_PER_S
     flops_peak, bytes_peak = _fastest()
     text = meta["display_name"].fillna("").astype(str) + " " + meta["hlo_category"].fillna("").astype(str)
     is_async = text.str.contains(_ASYNC_OP, regex=True).to_numpy()

@@ -67,7 +67,9 @@ class Table:
         if missing or undeclared:
             raise TableError(f"{self.name} table: missing columns {missing}, undeclared columns {undeclared} "
                              "(declare them in analyzer/tables.py)")
-        return pd.DataFrame({c.name: _as(frame[c.name], c, self.name) for c in self.columns}, index=frame.index)
+        # copy=False: columns are not stacked into 2-D blocks (a copy of every row; copy-on-write keeps them apart)
+        return pd.DataFrame({c.name: _as(frame[c.name], c, self.name) for c in self.columns}, index=frame.index,
+                            copy=False)
 
 
 def _as(values: pd.Series, column: Column, table: str) -> pd.Series:

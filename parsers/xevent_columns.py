@@ -15,7 +15,7 @@ any order and repeat (the last one wins for a scalar); unknown fields are skippe
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 from google.protobuf import descriptor_pb2
@@ -28,7 +28,11 @@ _VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
 _EV_METADATA_ID, _EV_OFFSET_PS, _EV_DURATION_PS = 1 << 3, 2 << 3, 3 << 3
 _EV_STATS, _EV_NUM_OCCURRENCES = 4 << 3 | _LEN, 5 << 3  # num_occurrences shares a oneof with offset_ps
 _ST_METADATA_ID, _ST_UINT64, _ST_INT64 = 1 << 3, 3 << 3, 4 << 3
-_ST_OTHER_VALUES = (2 << 3 | _FIXED64, 5 << 3 | _LEN, 6 << 3 | _LEN, 7 << 3)  # double, str, bytes, ref
+_ST_DOUBLE, _ST_STR, _ST_BYTES, _ST_REF = 2 << 3 | _FIXED64, 5 << 3 | _LEN, 6 << 3 | _LEN, 7 << 3
+# XStat value kinds (the oneof's field that came last); 0: the stat is absent from the event.
+KIND_UINT64, KIND_INT64, KIND_DOUBLE, KIND_STR, KIND_BYTES, KIND_REF, KIND_NONE = 1, 2, 3, 4, 5, 6, 7
+_VALUE_KINDS = ((_ST_UINT64, KIND_UINT64), (_ST_INT64, KIND_INT64), (_ST_DOUBLE, KIND_DOUBLE),
+                (_ST_STR, KIND_STR), (_ST_BYTES, KIND_BYTES), (_ST_REF, KIND_REF))
 
 _ALL = slice(None)  # "every row": saves a scatter while no message has ended yet
 _BAD = 1 << 50  # a cursor step that lands past any end, so one bounds check also catches bad input
@@ -195,8 +199,17 @@ def _pick(rows, tags, tag: int):
     return ((sel if rows is _ALL else rows[sel]), sel) if sel.any() else None
 
 
+class StatValues(NamedTuple):
+    """One stat's value on each event of a line: its last record there (a dict of the stats keeps the last)."""
+
+    kind: np.ndarray  # int8 KIND_*; KIND_NONE for a record without a value, 0 where the event has none
+    value: np.ndarray  # uint64: the integer, the ref id (KIND_REF), the double's bits, or a str/bytes length
+    text: np.ndarray  # int64: for KIND_STR/KIND_BYTES the index into ``texts``, else -1
+    texts: list  # the distinct str/bytes payloads (bytes)
+
+
 def read_line_events(line_raw_events: Sequence[bytes], timestamp_ns: int,
-                     wanted_stat_ids: dict[str, int]) -> dict[str, np.ndarray]:
+                     wanted_stat_ids: dict[str, int], value_stat_ids: dict[str, tuple] | None = None) -> dict:
     """Columns of one XLine's events, from their payloads (an ``XSpaceRawEvents`` line's ``.events``).
 
     Returns int64 arrays: ``metadata_id``, ``start_ps`` (``timestamp_ns * 1000 + offset_ps``; offset 0
@@ -204,6 +217,8 @@ def read_line_events(line_raw_events: Sequence[bytes], timestamp_ns: int,
     ``start_valid`` is False: the sum is past the int64 range), ``duration_ps``, and per wanted stat
     name the integer (uint64/int64 field) value of the event's first stat with that metadata id, or -1.
     uint64 stat values keep their 64 bits: ``.view(np.uint64)`` recovers those >= 2**63.
+    ``value_stat_ids`` (name -> metadata ids): the values of any kind of those stats, as ``stat_values``
+    (name -> :class:`StatValues`).
     Raises ValueError on a malformed event (stats are decoded, hence checked, only if some are wanted).
     """
     payloads = list(line_raw_events)  # one pass over upb's container; a list is fast to measure and join
@@ -217,19 +232,49 @@ def read_line_events(line_raw_events: Sequence[bytes], timestamp_ns: int,
     # int64 fields arrive as uint64 bits (two's complement), so the views below restore negatives.
     out = {key: np.zeros(n, np.uint64) for key in ("metadata_id", "offset_ps", "duration_ps")}
     out.update({name: np.full(n, -1, np.int64) for name in wanted_stat_ids})
+    value_stat_ids = value_stat_ids or {}
+    values = {name: (np.zeros(n, np.int8), np.zeros(n, np.uint64), np.zeros(n, np.int64)) for name in value_stat_ids}
     # Chunks of events: each round's temporaries then stay in cache and are reused by malloc instead
     # of being fresh pages (page faults cost a third of the time on whole 250k-event lines).
     for first in range(0, n, _CHUNK):
         part = slice(first, first + _CHUNK)
-        _read_chunk(buf, start[part], end[part], {key: column[part] for key, column in out.items()}, wanted_stat_ids)
+        _read_chunk(buf, start[part], end[part], {key: column[part] for key, column in out.items()}, wanted_stat_ids,
+                    {name: tuple(c[part] for c in cols) for name, cols in values.items()}, value_stat_ids)
     start, start_valid = _starts(int(timestamp_ns), out.pop("offset_ps").view(np.int64))
+    stat_values = {}
+    for name, (kind, value, where) in values.items():
+        text = np.full(n, -1, np.int64)
+        has_text = np.flatnonzero((kind == KIND_STR) | (kind == KIND_BYTES))
+        text[has_text], texts = _distinct_payloads(buf.u8, where[has_text], value[has_text].view(np.int64))
+        stat_values[name] = StatValues(kind, value, text, texts)
     return {
         "metadata_id": out.pop("metadata_id").view(np.int64),
         "start_ps": start,
         "start_valid": start_valid,
         "duration_ps": out.pop("duration_ps").view(np.int64),
         **out,
+        **({"stat_values": stat_values} if value_stat_ids else {}),
     }
+
+
+def _distinct_payloads(u8: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, list]:
+    """(index of each payload ``u8[start:start + length]`` among the distinct ones, those as bytes).
+
+    Payloads of one length are compared as fixed-size byte records (a strided view, no copy per byte), so
+    the work is per distinct length, not per payload."""
+    codes = np.zeros(len(start), np.int64)
+    texts: list[bytes] = []
+    for size in np.unique(length).tolist():
+        sel = np.flatnonzero(length == size)
+        if size == 0:
+            codes[sel] = len(texts)
+            texts.append(b"")
+            continue
+        records = np.ndarray((u8.size - size + 1,), f"V{size}", u8, 0, (1,))[start[sel]]
+        distinct, inverse = np.unique(records, return_inverse=True)
+        codes[sel] = len(texts) + inverse.reshape(-1)
+        texts.extend(d.tobytes() for d in distinct)
+    return codes, texts
 
 
 def _starts(timestamp_ns: int, offset_ps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -242,8 +287,9 @@ def _starts(timestamp_ns: int, offset_ps: np.ndarray) -> tuple[np.ndarray, np.nd
     return offset_ps + np.int64(base), valid  # wraps only where not valid (numpy arrays wrap silently)
 
 
-def _read_chunk(buf: _Buffer, start: np.ndarray, end: np.ndarray, out: dict, wanted_stat_ids: dict) -> None:
-    """Decode the events ``[start, end)`` into the (sliced) columns ``out``."""
+def _read_chunk(buf: _Buffer, start: np.ndarray, end: np.ndarray, out: dict, wanted_stat_ids: dict,
+                values: dict, value_stat_ids: dict) -> None:
+    """Decode the events ``[start, end)`` into the (sliced) columns ``out`` and ``values``."""
     stats: list[tuple] = []  # per round: (event row, start, end) of its stats fields
     for rows, tags, value, after in _fields(buf, start, end):
         for tag, key in ((_EV_METADATA_ID, "metadata_id"), (_EV_OFFSET_PS, "offset_ps"),
@@ -252,26 +298,27 @@ def _read_chunk(buf: _Buffer, start: np.ndarray, end: np.ndarray, out: dict, wan
                 out[key][hit[0]] = value[hit[1]]
         if hit := _pick(rows, tags, _EV_NUM_OCCURRENCES):
             out["offset_ps"][hit[0]] = 0  # the oneof now holds num_occurrences: offset_ps reads 0
-        if wanted_stat_ids and (hit := _pick(rows, tags, _EV_STATS)):
+        if (wanted_stat_ids or value_stat_ids) and (hit := _pick(rows, tags, _EV_STATS)):
             at = after[hit[1]]
             stats.append((np.arange(start.size)[hit[0]], at, at + value[hit[1]].view(np.int64)))
     if not stats:
         return
     # Concatenated round by round: within one event, its stats stay in document order.
     event, start, end = (np.concatenate(c) for c in zip(*stats))
-    metadata_id, value, is_int = np.zeros(event.size, _U), np.zeros(event.size, _U), np.zeros(event.size, bool)
-    for rows, tags, val, _ in _fields(buf, start, end):
+    metadata_id, value = np.zeros(event.size, _U), np.zeros(event.size, _U)
+    kind, where = np.zeros(event.size, np.int8), np.zeros(event.size, np.int64)
+    for rows, tags, val, after in _fields(buf, start, end):
         if hit := _pick(rows, tags, _ST_METADATA_ID):
             metadata_id[hit[0]] = val[hit[1]]
-        # The value fields are one oneof: the last one present decides; only uint64/int64 are integers.
-        for tag in (_ST_UINT64, _ST_INT64):
+        # The value fields are one oneof: the last one present decides.
+        for tag, code in _VALUE_KINDS:
             if hit := _pick(rows, tags, tag):
-                value[hit[0]] = val[hit[1]]
-                is_int[hit[0]] = True
-        for tag in _ST_OTHER_VALUES:
-            if hit := _pick(rows, tags, tag):
-                is_int[hit[0]] = False
+                kind[hit[0]] = code
+                at = after[hit[1]]
+                value[hit[0]] = buf.word[at] if tag == _ST_DOUBLE else val[hit[1]]  # str/bytes: the length
+                where[hit[0]] = at
 
+    is_int = (kind == KIND_UINT64) | (kind == KIND_INT64)
     for name, stat_id in wanted_stat_ids.items():
         match = np.flatnonzero(is_int & (metadata_id == _U(stat_id)))
         rows = event[match]
@@ -282,3 +329,15 @@ def _read_chunk(buf: _Buffer, start: np.ndarray, end: np.ndarray, out: dict, wan
             first = np.r_[True, rows[1:] != rows[:-1]]
             match, rows = match[first], rows[first]
         out[name][rows] = value[match].view(np.int64)
+    for name, stat_ids in value_stat_ids.items():
+        match = np.flatnonzero(np.isin(metadata_id, np.asarray(stat_ids, _U)))
+        rows = event[match]
+        if rows.size and np.bincount(rows).max() > 1:  # twice in one event: the last record counts
+            order = np.lexsort((start[match], rows))
+            match, rows = match[order], rows[order]
+            last = np.r_[rows[1:] != rows[:-1], True]
+            match, rows = match[last], rows[last]
+        out_kind, out_value, out_where = values[name]
+        out_kind[rows] = np.where(kind[match] == 0, KIND_NONE, kind[match])
+        out_value[rows] = value[match]
+        out_where[rows] = where[match]

@@ -24,8 +24,9 @@ import pandas as pd
 from google.protobuf.message import DecodeError
 
 from ..errors import InputError
+from . import event_stat_values
 from .xevent_columns import parse_plane_raw_events, read_line_events
-from .xspace_schema import MemoryAccessBreakdown, XEvent
+from .xspace_schema import MemoryAccessBreakdown
 from .xspace_wire import WireError, split_space
 
 
@@ -156,8 +157,8 @@ def _parse(buf, path: Path) -> XSpaceTables:
     plane_rows, plane_stats, line_rows, meta_rows = [], [], [], []
     hlo_protos: list[tuple[str, str, bytes]] = []
     ev_plane, ev_line, ev_meta, ev_start, ev_span, ev_dur = [], [], [], [], [], []
-    stat_rows: list[int] = []  # event row of each decoded stat record
-    stat_records: list[dict] = []  # the wanted stats of each such event
+    stat_rows: list[np.ndarray] = []  # per named line: event rows that carry a wanted stat
+    stat_parts: dict[str, list] = {}  # per stat name: its values on those rows, line by line
     int_stat_frames: list[pd.DataFrame] = []  # integer stats read column-wise (TPU host threads)
     wanted_stats = set(EVENT_STAT_NAMES)
     num_events = 0
@@ -212,15 +213,20 @@ def _parse(buf, path: Path) -> XSpaceTables:
             wanted_ints = {_DEVICE_DURATION_STAT: device_duration_id} if want_duration else {}
             if tpu_capture and is_host_plane:
                 wanted_ints = {k: v for v, k in stat_names.items() if k in _TPU_HOST_INT_STATS}
+            value_ids = {}
+            if line_name not in _LINES_WITHOUT_EVENT_STATS and wanted_ids and not (tpu_capture and is_host_plane):
+                for k in wanted_ids:
+                    value_ids.setdefault(stat_names[k], []).append(k)
             try:
-                cols = read_line_events(raw_events, line.timestamp_ns, wanted_ints)
+                cols = read_line_events(raw_events, line.timestamp_ns, wanted_ints, value_ids)
             except ValueError as exc:
                 raise XPlaneError(f"{path}: corrupt event on line {line_name!r}: {exc}") from None
             valid = cols.pop("start_valid")
+            values = cols.pop("stat_values", None)
             kept = np.cumsum(valid) - 1  # each event's row among the kept ones of this line
             if not valid.all():  # a start past the int64 range (damaged timestamp or offset): dropped
                 anomalies["unrepresentable_starts"] += int(n - kept[-1] - 1)
-                cols = {key: column[valid] for key, column in cols.items()}
+                cols = {key: column[valid] for key, column in cols.items()}  # stat values: rows chosen below
             span = cols["duration_ps"]
             duration = np.where(cols[_DEVICE_DURATION_STAT] >= 0, cols[_DEVICE_DURATION_STAT], span) if want_duration else span
             ev_meta.append(cols["metadata_id"])
@@ -239,22 +245,21 @@ def _parse(buf, path: Path) -> XSpaceTables:
                         {"event": num_events + np.flatnonzero(has),
                          **{k: pd.Series(v[has], dtype="Int64").where(v[has] >= 0)  # -1: absent
                             for k, v in host_ints.items()}}))
-            if line_name not in _LINES_WITHOUT_EVENT_STATS and wanted_ids and not (tpu_capture and is_host_plane):
-                # Names (hlo_op, hlo_module) are strings or references: decode these lines event by event.
-                try:
-                    for i, payload in enumerate(raw_events):
-                        if not valid[i]:
-                            continue
-                        found = {
-                            stat_names[s.metadata_id]: _stat_value(s, stat_names)
-                            for s in XEvent.FromString(payload).stats
-                            if s.metadata_id in wanted_ids
-                        }
-                        if found:
-                            stat_rows.append(num_events + int(kept[i]))
-                            stat_records.append(found)
-                except DecodeError as exc:
-                    raise XPlaneError(f"{path}: corrupt event stats on line {line_name!r}: {exc}") from None
+            if value_ids:
+                # Names (hlo_op, hlo_module) are strings or references: decoded column-wise, converted once
+                # per distinct value (event_stat_values).
+                kinds = np.stack([values[name].kind for name in value_ids])
+                has = np.flatnonzero((kinds != 0).any(axis=0) & valid)
+                stat_rows.append(num_events + kept[has])
+                for name in EVENT_STAT_NAMES:
+                    v = values.get(name)
+                    if name in _INT_EVENT_STATS:
+                        part = (event_stat_values.int_values(v, has) if v is not None
+                                else (np.zeros(has.size, np.int64), np.zeros(has.size, bool)))
+                    else:
+                        part = (event_stat_values.text_values(v, has, stat_names) if v is not None
+                                else np.full(has.size, None, object))
+                    stat_parts.setdefault(name, []).append(part)
             num_events += len(span)
         del plane  # release this plane's protobuf arena before reading the next
 
@@ -264,15 +269,17 @@ def _parse(buf, path: Path) -> XSpaceTables:
     lines = pd.DataFrame(line_rows, columns=["line", "plane", "line_id", "name", "display_name", "timestamp_ns"])
     core = ("plane", "line", "metadata_id", "start_ps", "span_ps", "duration_ps")
     if ev_meta:
+        # copy=False: one block per column, no 2-D copy of millions of rows (pandas consolidates otherwise).
         events = pd.DataFrame(
-            dict(zip(core, map(np.concatenate, (ev_plane, ev_line, ev_meta, ev_start, ev_span, ev_dur))))
+            dict(zip(core, map(np.concatenate, (ev_plane, ev_line, ev_meta, ev_start, ev_span, ev_dur)))), copy=False
         )
     else:
         events = pd.DataFrame({c: pd.Series(dtype="int64") for c in core})
-    event_stats = pd.DataFrame({"event": np.asarray(stat_rows, dtype=np.int64)})
+    event_stats = pd.DataFrame({"event": np.concatenate(stat_rows) if stat_rows else np.zeros(0, np.int64)})
     for name in EVENT_STAT_NAMES:
-        values = [record.get(name) for record in stat_records]  # Python ints keep all 64 bits
-        event_stats[name] = _stat_column(values, integer=name in _INT_EVENT_STATS)
+        parts = stat_parts.get(name, [])
+        event_stats[name] = (event_stat_values.int_column(parts) if name in _INT_EVENT_STATS
+                             else event_stat_values.text_column(parts))
     if int_stat_frames:
         event_stats = pd.concat([event_stats, *int_stat_frames], ignore_index=True)
     meta_cols = ["plane", "metadata_id", "name", "display_name", *METADATA_STAT_NAMES, "hbm_bytes"]
@@ -307,17 +314,6 @@ def _program_entry(name: str, stats: dict) -> tuple[str, str, bytes]:
     program = stats.get("program_id")
     program_id = str(program % 2**64) if isinstance(program, int) else (m.group(2) if m else "")
     return program_id, m.group(1) if m else name, stats[_HLO_PROTO_STAT]
-
-
-def _stat_column(values: list, integer: bool) -> pd.Series:
-    """A stat column: nullable Int64 for ids, object (str) otherwise; all-missing stays object."""
-    if integer:
-        # uint64 stats keep their 64 bits as int64 (two's complement), as xevent_columns does.
-        wrapped = [None if not isinstance(v, int) else ((v + 2**63) % 2**64) - 2**63 for v in values]
-        return pd.Series(pd.array(wrapped, dtype="Int64"))
-    # program ids are uint64 (they overflow int64): keep them, like names, as strings.
-    series = pd.Series(values, dtype="object")
-    return series.astype(str).where(series.notna(), None)
 
 
 def _hostname_from_path(path: Path) -> str:

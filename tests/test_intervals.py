@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from xladiag.analyzer import intervals
@@ -104,3 +105,12 @@ def test_empty_inputs():
     assert intervals.covered([0], [5], [0], [], [], []).tolist() == [0]
     assert intervals.locate([1], [0], [], [], []).tolist() == [-1]
     assert intervals.first_at_or_after([], [], [1], [0]).tolist() == []
+
+
+@pytest.mark.parametrize("top", [10**6, 2**62])  # one packed sort key; values too wide for one (lexsort)
+def test_group_median_matches_pandas(top):
+    rng = np.random.default_rng(7)
+    group, value = rng.integers(-1, 40, 5000), rng.integers(0, top, 5000)
+    expected = pd.Series(value[group >= 0]).groupby(group[group >= 0]).median().reindex(range(45)).to_numpy()
+    np.testing.assert_array_equal(intervals.group_median(group, value, 45), expected)
+    assert np.isnan(intervals.group_median(group, value, 45)[40:]).all()  # groups without values

@@ -242,3 +242,40 @@ def test_parse_space_raw_events_gives_event_payloads(gpu_xplane):
     assert len(raw_line.events) == len(line.events) > 0
     assert isinstance(raw_line.events[0], bytes)
     assert [XEvent.FromString(p) for p in raw_line.events] == list(line.events)
+
+
+def _upb_value(stat):
+    """What upb holds for a stat: (oneof field name, value) of the last value field; ('', None) without one."""
+    which = stat.WhichOneof("value")
+    return (which or "", None if which is None else getattr(stat, which))
+
+
+@pytest.mark.parametrize("chunk", [None, 64])
+def test_random_events_stat_values_match_upb(monkeypatch, chunk):
+    """Values of any kind (ints, doubles, strings, refs, none) of the wanted ids, the event's last such stat."""
+    if chunk:
+        monkeypatch.setattr(xevent_columns, "_CHUNK", chunk)
+    rng = random.Random(50 + (chunk or 0))
+    payloads = [random_event(rng) for _ in range(3000)]
+    wanted = {"dur": (DUR,), "either": (OFF, 300)}
+    got = read_line_events(payloads, 0, {}, wanted)["stat_values"]
+    kinds = {"uint64_value": 1, "int64_value": 2, "double_value": 3, "str_value": 4, "bytes_value": 5,
+             "ref_value": 6, "": 7}
+    seen = set()
+    for i, e in enumerate(XEvent.FromString(p) for p in payloads):
+        for name, ids in wanted.items():
+            v = got[name]
+            hits = [s for s in e.stats if s.metadata_id in ids]
+            if not hits:
+                assert v.kind[i] == 0
+                continue
+            which, value = _upb_value(hits[-1])
+            seen.add(which)
+            assert v.kind[i] == kinds[which], (i, name)
+            if which in ("str_value", "bytes_value"):
+                assert v.texts[v.text[i]] == value
+            elif which == "double_value":
+                assert v.value[i].view(np.float64) == value
+            elif which:
+                assert int(v.value[i]) == value & U64
+    assert seen >= {"uint64_value", "int64_value", "double_value", "str_value", "ref_value"}

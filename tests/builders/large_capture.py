@@ -56,7 +56,7 @@ def _layer_template(layer: int, rng: np.random.Generator) -> list[OpSpec]:
 
 
 def large_capture(path, num_events: int = 1_000_000, *, num_devices: int = 4, ops_per_step: int = 2000,
-                  seed: int = 0) -> Path:
+                  seed: int = 0, host: str = "t1v-n-test") -> Path:
     """Write a TPU-shaped capture of about ``num_events`` XLA Ops events and return the .xplane.pb path.
 
     ~2k distinct ops (full HLO texts, metadata stats) per device, one ``jit_train_step`` module event per
@@ -77,7 +77,7 @@ def large_capture(path, num_events: int = 1_000_000, *, num_devices: int = 4, op
                 for i, op in enumerate(template)]
     n_per_step = len(template)
     steps = max(1, math.ceil(num_events / (num_devices * n_per_step)))
-    b = TpuCaptureBuilder(num_devices=num_devices)
+    b = TpuCaptureBuilder(num_devices=num_devices, host=host)
     names = np.array([op.name for op in template])
     durs = np.array([op.duration_ps for op in template], np.int64)
     step_ps = int(durs.sum())
@@ -106,3 +106,9 @@ def large_capture(path, num_events: int = 1_000_000, *, num_devices: int = 4, op
         path.write_bytes(b.serialize())
         return path
     return b.write(path)
+
+
+def multi_host_capture(logdir, hosts: int = 16, events_per_host: int = 304_000, **kwargs) -> list[Path]:
+    """One run of ``hosts`` TPU hosts (``t1v-n-<i>``), each a :func:`large_capture` of its own (own seed, so
+    no two host files are identical), in ``logdir/plugins/profile/<run>/``."""
+    return [large_capture(logdir, events_per_host, seed=i, host=f"t1v-n-{i:02d}", **kwargs) for i in range(hosts)]
