@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 import traceback
 from pathlib import Path
@@ -11,6 +10,7 @@ import click
 
 from . import __version__
 from .errors import InputError, UsageError, XladiagError
+from .report.gates import MEASURES, parse_share
 from .report.render import FORMATS
 from .text_safety import terminal_line, visible_controls
 
@@ -28,6 +28,11 @@ Formats:
 \b
 Exit codes: 0 ok, 1 bad input, 2 usage (arguments, unwritable output, full disk),
 3 a --fail-on/--max-*/--min-* gate tripped. Errors are one line; --debug adds the traceback.
+\b
+Gates: shares are written 10% or 0.10 (a bare 1 is refused: 1% or 100%?). Every gate given is
+listed in the JSON ("gates") and the Markdown, tripped or not; a tripped one is also a
+"diagnose: gate:" line on stderr. With GITHUB_ACTIONS=true each tripped gate is an ::error:: line and
+each high finding a ::warning:: line (on stdout; on stderr when the report goes to stdout).
 """
 
 
@@ -107,19 +112,9 @@ def _default_output(path: Path | None, hlo_dir: Path | None, fmt: str) -> Path:
     return base / f"xladiag_report.{ext}"
 
 
-def _percent(value: str | None) -> float | None:
-    if value is None:
-        return None
-    text = value.strip()
-    try:
-        number = float(text.rstrip("%"))
-    except ValueError:
-        number = math.nan
-    fraction = number / 100.0 if text.endswith("%") or number > 1 else number
-    if not (math.isfinite(fraction) and 0.0 <= fraction <= 1.0):
-        raise click.BadParameter(f"{value!r} is not a share of the step like 10% or 0.1",
-                                 param_hint="'--max-exposed-collective'")
-    return fraction
+def _share(ctx, param, value: str | None) -> float | None:
+    """``10%`` or ``0.10``; a bare ``1`` (or any bare number >= 1) is refused: 1 % or 100 %?"""
+    return None if value is None else parse_share(value, f"--{param.name.replace('_', '-')}")
 
 
 def _topology(value: str | None) -> str | None:
@@ -152,10 +147,16 @@ def _topology(value: str | None) -> str | None:
 @click.option("-o", "--output", metavar="PATH",
               help="Where to write the report; '-' for stdout. Default: <profile dir>/xladiag_report.<ext>.")
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]),
-              help="Exit 3 when any finding has at least this severity.")
-@click.option("--max-exposed-collective", metavar="PCT",
-              help="Exit 3 when exposed collective time exceeds this share of the step (e.g. 10%).")
-@click.option("--min-mfu", type=click.FloatRange(0.0, 1.0), metavar="X", help="Exit 3 when MFU is below X (e.g. 0.35).")
+              help="Exit 3 when any finding has at least this severity (high: costs >= 10% of the step, medium: >= 3%).")
+@click.option("--max-exposed-collective", metavar="SHARE", callback=_share,
+              help=f"Exit 3 when {MEASURES['max-exposed-collective']} is above SHARE (10% or 0.10).")
+@click.option("--max-exposed-host-transfer", metavar="SHARE", callback=_share,
+              help=f"Exit 3 when {MEASURES['max-exposed-host-transfer']} is above SHARE (10% or 0.10).")
+@click.option("--min-mfu", metavar="SHARE", callback=_share,
+              help="Exit 3 when MFU (model FLOPs per step / (step time x chip peak FLOP/s)) is below SHARE "
+                   "(35% or 0.35), or unknown.")
+@click.option("--step-summary", is_flag=True,
+              help="Also append the Markdown report to $GITHUB_STEP_SUMMARY (GitHub Actions); an error when unset.")
 @click.option("--select", metavar="RULE,...", help="Report only these rules (ids as in docs/rules.md); "
               "default: [tool.xladiag] select in pyproject.toml, else every rule.")
 @click.option("--ignore", metavar="RULE,...", help="Leave these rules out (default: [tool.xladiag] ignore).")
@@ -165,8 +166,8 @@ def _topology(value: str | None) -> str | None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on stderr.")
 @click.option("--debug", is_flag=True, help="Show the traceback behind an error.")
 @click.version_option(__version__, prog_name="xladiag")
-def main(path, run, hlo_dir, program, chip, chip_file, topology, fmt, output, fail_on, max_exposed_collective, min_mfu,
-         select, ignore, baseline, write_baseline, quiet, debug):
+def main(path, run, hlo_dir, program, chip, chip_file, topology, fmt, output, fail_on, max_exposed_collective,
+         max_exposed_host_transfer, min_mfu, step_summary, select, ignore, baseline, write_baseline, quiet, debug):
     """Diagnose an XLA profile: what is slow, why, how far each op is from its roofline, and what to change.
 
     PATH is a jax.profiler.trace log dir (plugins/profile/<run>/<host>.xplane.pb), one run folder, or
@@ -176,12 +177,13 @@ def main(path, run, hlo_dir, program, chip, chip_file, topology, fmt, output, fa
     # Imported here so that `--help` stays instant.
     from .api import diagnose
     from .config import baseline_keys, baseline_text, load_project_config
-    from .report import evaluate_gates
+    from .report.github import append_step_summary, on_github_actions, report_annotations, require_step_summary
     from .writer import check_output_path, write_report
 
     if path is None and hlo_dir is None:
         raise click.UsageError("give a profile directory or .xplane.pb file (or --hlo-dir DIR)")
-    max_exposed = _percent(max_exposed_collective)
+    if step_summary:
+        require_step_summary()  # before minutes of work
     to_stdout = output == "-"
     out = None if to_stdout else output if output else str(_default_output(path, hlo_dir, fmt))
     if path is not None and not path.exists():  # before the output check: the default output lives there
@@ -195,6 +197,8 @@ def main(path, run, hlo_dir, program, chip, chip_file, topology, fmt, output, fa
         report = diagnose(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, topology=topology,
                           progress=progress, program=program, select=select, ignore=ignore, baseline=baseline,
                           config=load_project_config())
+        report = report.with_gates(fail_on=fail_on, max_exposed_collective=max_exposed_collective,
+                                   max_exposed_host_transfer=max_exposed_host_transfer, min_mfu=min_mfu)
         text = report.render(fmt)
     finally:
         progress.done()
@@ -213,9 +217,14 @@ def main(path, run, hlo_dir, program, chip, chip_file, topology, fmt, output, fa
     if out is not None:
         click.echo(f"report: {visible_controls(out)}")
 
-    tripped = evaluate_gates(report, fail_on=fail_on, max_exposed_collective=max_exposed, min_mfu=min_mfu)
-    for line in tripped:
-        _say(f"diagnose: gate: {line}")
+    tripped = report.tripped_gates
+    for gate in tripped:
+        _say(f"diagnose: gate: {gate.message}")
+    if on_github_actions():  # workflow commands: never mixed into a report written to stdout
+        for line in report_annotations(report.gates, report.findings):
+            click.echo(line, err=to_stdout)
+    if step_summary:
+        append_step_summary(text if fmt == "markdown" else report.render("markdown"))
     sys.exit(EXIT_GATE if tripped else EXIT_OK)
 
 

@@ -249,6 +249,7 @@ def report_to_dict(report) -> dict:
             "ideal_step_s": a.ideal_step_s,
             "recoverable": recoverable_dict(report),
             "capture_scope": report.capture_scope,
+            "gates": [g.to_dict() for g in report.gates],  # CI thresholds evaluated (--fail-on/--max-*/--min-*)
             "findings": [finding_dict(f) for f in report.findings],
             "selection": selection_dict(report),
             "ops": ops_records(a.ops),

@@ -13,49 +13,28 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .json_out import report_to_dict
-from ..text_safety import break_links, visible_controls
 from ..units import format_percent, format_ratio, format_seconds, format_si
+from .json_out import report_to_dict
+from .md_blocks import code_block, details, escape_html, escape_text, gates_section, wrap
+from .md_blocks import table as _table
 from .svg import CLASS_LABELS, CLASS_ORDER, short_source
 
+__all__ = ["MAX_BYTES", "escape_text", "render_markdown"]
+
+# GitHub refuses a comment over 65,536 characters ("Body is too long (maximum is 65536 characters)"); bytes
+# are counted so that text outside the BMP cannot push a report over it. A step summary may take 1 MiB.
 MAX_BYTES = 60_000
 
 # (ops rows, findings written out in full, characters per free-text cell, rows of the findings table):
 # tried in order until the text fits. The last one is bounded whatever the input (~25 kB at most).
 _BUDGETS = ((25, 20, 600, 200), (15, 10, 300, 100), (8, 5, 160, 60), (5, 3, 100, 40), (3, 2, 60, 25))
+_SHOWN_WARNINGS = 3  # more are folded
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]#~|])")
-
-
-def escape_text(text, limit: int | None = None) -> str:
-    """Plain text safe in a Markdown paragraph or table cell (one line)."""
-    s = "" if text is None else str(text)
-    s = visible_controls(re.sub(r"\s*[\r\n]+\s*", " ", s).strip())
-    if limit is not None and len(s) > limit:
-        s = s[: max(limit - 1, 1)] + "…"
-    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return break_links(_MD_SPECIAL.sub(r"\\\1", s), "&#8203;")
+_CUT_NOTE = ("_Shortened to stay under GitHub's 65,536-character comment limit: fewer rows and shorter texts "
+             "than the full report; `--format json` has everything._")
 
 
-def _table(header: list[str], rows: list[list[str]], align: list[str] | None = None) -> list[str]:
-    align = align or ["l"] * len(header)
-    sep = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return lines
-
-
-def _code_block(text: str, limit: int) -> list[str]:
-    """A fenced block for a fix (code, flags): the fence is longer than any backtick run inside."""
-    s = str(text or "")
-    if len(s) > limit:
-        s = s[: limit - 1] + "…"
-    longest = max((len(m) for m in re.findall(r"`+", s)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return [fence + "text", s, fence]
-
-
-def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: int) -> str:
+def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: int, cut: bool = False) -> str:
     measured = data["measured"]
     time_word = "measured" if measured else "predicted"
     chip, steps, run = data["chip"], data["steps"], data["run"]
@@ -64,19 +43,26 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
     title = run["name"] or (hlo_files[0] if hlo_files else chip["name"])
     out.append(f"# xladiag report: {escape_text(title, 120)}")
     out.append("")
-    out.append(f"**{escape_text(data['headline'], 4 * cell_limit)}**")
+    out += wrap(f"**{escape_text(data['headline'], 4 * cell_limit)}**")
     out.append("")
+    if cut:
+        out += wrap(_CUT_NOTE)
+        out.append("")
     if not measured:
         out.append("> **No trace was given: every time below is predicted** from the HLO and the chip table "
                    "(roofline), not measured.")
         out.append("")
     if data.get("capture_scope"):
-        out.append(f"> **What this capture can tell:** {escape_text(data['capture_scope'], 2 * cell_limit)}")
+        out += wrap(f"**What this capture can tell:** {escape_text(data['capture_scope'], 2 * cell_limit)}", "> ", "> ")
         out.append("")
-    for w in data["warnings"][:10]:
-        out.append(f"> ⚠ {escape_text(w, 2 * cell_limit)}")
-    if data["warnings"]:
-        out.append("")
+    warnings = [wrap(f"⚠ {escape_text(w, 2 * cell_limit)}", "> ", "> ") for w in data["warnings"][:10]]
+    shown = [line for i, w in enumerate(warnings[:_SHOWN_WARNINGS]) for line in ([">"] if i else []) + w]
+    if shown:
+        out += shown + [""]
+    if len(warnings) > _SHOWN_WARNINGS:
+        more = [line for w in warnings[_SHOWN_WARNINGS:] for line in w + [""]]
+        out += details(f"{len(data['warnings']) - _SHOWN_WARNINGS} more warnings", more[:-1]) + [""]
+    out += gates_section(data.get("gates", ()))
 
     # Verdict.
     mfu = format_percent(data["mfu"]) if data["mfu"] is not None else "n/a"
@@ -84,14 +70,14 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
     out.append("## Verdict")
     out.append("")
     out.append(f"- **Step time:** {format_seconds(data['step_s'])} ({step_note})")
-    out.append(f"- **MFU:** {mfu} (model FLOPs ÷ (step × {format_si(chip['peak_flops_per_s'], 'FLOP/s')} peak, "
-               f"{escape_text(short_source(chip['source']['peak_flops_per_s']), 80)})"
-               + (f"; {format_percent(data['unknown_flops_share'])} of the step is in ops of unknown FLOPs, not counted)"
-                  if data.get("unknown_flops_share") else ")"))
+    out += wrap(f"- **MFU:** {mfu} (model FLOPs ÷ (step × {format_si(chip['peak_flops_per_s'], 'FLOP/s')} peak, "
+                f"{escape_text(short_source(chip['source']['peak_flops_per_s']), 80)})"
+                + (f"; {format_percent(data['unknown_flops_share'])} of the step is in ops of unknown FLOPs, not counted)"
+                   if data.get("unknown_flops_share") else ")"), indent="  ")
     rec = data["recoverable"]
     rec_share = f"{format_percent(rec['fraction_of_step'])} of the step; " if rec["fraction_of_step"] is not None else ""
-    out.append(f"- **Recoverable per step:** {format_seconds(rec['s_per_step'])} ({rec_share}{time_word}: the "
-               "findings' savings, each op counted by one finding)")
+    out += wrap(f"- **Recoverable per step:** {format_seconds(rec['s_per_step'])} ({rec_share}{time_word}: the "
+                "findings' savings, each op counted by one finding)", indent="  ")
     if data["ideal_step_s"] is not None:
         out.append(f"- **Roofline ideal step:** {format_seconds(data['ideal_step_s'])} (predicted: every op at its roofline)")
     else:
@@ -106,64 +92,65 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
     out += _table(["Where the step goes", f"{time_word} / step", "share"], rows, ["l", "r", "r"])
     out.append("")
 
-    # Ranked fixes.
-    findings = data["findings"]
-    out.append("## Ranked fixes")
-    out.append("")
-    if not findings:
-        out.append("No finding beyond those left out below." if data["selection"]["ignored_findings"]
-                   else "No rule fired on this capture.")
-        out.append("")
-    else:
-        rows = [
-            [str(i), escape_text(f["severity"]), escape_text(f["title"], cell_limit),
-             format_seconds(f["est_savings_s_per_step"]), format_percent(f["fraction_of_step"]),
-             escape_text(f["confidence"]), escape_text(f["fix"], cell_limit)]
-            for i, f in enumerate(findings[:n_table], 1)
-        ]
-        out += _table(["#", "Severity", "Finding", "Saves / step", "Costs (% of step)", "Confidence", "Fix"],
-                      rows, ["r", "l", "l", "r", "r", "l", "l"])
-        if len(findings) > n_table:
-            out.append("")
-            out.append(f"_{len(findings) - n_table} smaller findings left out; the JSON report lists them all._")
-        out.append("")
-        for i, f in enumerate(findings[:n_findings], 1):
-            out.append(f"### {i}. {escape_text(f['title'], cell_limit)}")
-            out.append("")
-            rule = f"`{f['rule']}`" if re.fullmatch(r"[A-Za-z0-9_.-]+", str(f["rule"])) else escape_text(f["rule"], 60)
-            out.append(f"{rule} · costs {format_seconds(f['time_s_per_step'])} per step "
-                       f"({format_percent(f['fraction_of_step'])}) · saves ~{format_seconds(f['est_savings_s_per_step'])} "
-                       f"· confidence {escape_text(f['confidence'])}")
-            out.append("")
-            out.append(f"**Evidence:** {escape_text(f['evidence'], 2 * cell_limit)}")
-            out.append("")
-            out.append("**Change to make:**")
-            out.append("")
-            out += _code_block(f["fix"], 4 * cell_limit)
-            out.append("")
-            if f["ops"]:
-                shown = f["ops"][:8]
-                rows = [[escape_text(o["name"], 80)] + ([format_seconds(o["measured_s_per_step"])] if measured else [])
-                        + [format_seconds(o["predicted_s_per_step"]), escape_text(o["detail"], cell_limit)] for o in shown]
-                header = ["Op"] + (["measured / step"] if measured else []) + ["predicted / step", "Detail"]
-                out += _table(header, rows, ["l"] + ["r"] * (len(header) - 2) + ["l"])
-                if len(f["ops"]) > len(shown):
-                    out.append("")
-                    out.append(f"_{len(f['ops']) - len(shown)} more ops in the JSON report._")
-                out.append("")
-        if len(findings) > n_findings:
-            out.append(f"_{len(findings) - n_findings} more findings are in the table above; details in the JSON/HTML report._")
-            out.append("")
-
+    out += _findings(data, n_findings, cell_limit, n_table)
     out += _left_out(data["selection"], n_table, cell_limit)
+    out += _top_ops(data, n_ops)
+    out += _capture(data)
+    out.append(f"<sub>xladiag {escape_text(data['tool']['version'])} · schema {data['schema_version']}</sub>")
+    return "\n".join(out) + "\n"
 
-    # Top ops.
+
+def _findings(data: dict, n_findings: int, cell_limit: int, n_table: int) -> list[str]:
+    """The ranked table, then each finding's evidence, fix and ops folded (the first one open)."""
+    measured = data["measured"]
+    findings = data["findings"]
+    out = ["## Ranked fixes", ""]
+    if not findings:
+        return out + ["No finding beyond those left out below." if data["selection"]["ignored_findings"]
+                      else "No rule fired on this capture.", ""]
+    rows = [
+        [str(i), escape_text(f["severity"]), escape_text(f["title"], cell_limit),
+         format_seconds(f["est_savings_s_per_step"]), format_percent(f["fraction_of_step"]),
+         escape_text(f["confidence"]), escape_text(f["fix"], cell_limit)]
+        for i, f in enumerate(findings[:n_table], 1)
+    ]
+    out += _table(["#", "Severity", "Finding", "Saves / step", "Costs (% of step)", "Confidence", "Fix"],
+                  rows, ["r", "l", "l", "r", "r", "l", "l"])
+    if len(findings) > n_table:
+        out.append("")
+        out.append(f"_{len(findings) - n_table} smaller findings left out; the JSON report lists them all._")
+    out.append("")
+    for i, f in enumerate(findings[:n_findings], 1):
+        rule = f"`{f['rule']}`" if re.fullmatch(r"[A-Za-z0-9_.-]+", str(f["rule"])) else escape_text(f["rule"], 60)
+        body = wrap(f"{rule} · costs {format_seconds(f['time_s_per_step'])} per step "
+                    f"({format_percent(f['fraction_of_step'])}) · saves ~{format_seconds(f['est_savings_s_per_step'])} "
+                    f"· confidence {escape_text(f['confidence'])}")
+        body += [""] + wrap(f"**Evidence:** {escape_text(f['evidence'], 2 * cell_limit)}")
+        body += ["", "**Change to make:**", ""] + code_block(f["fix"], 4 * cell_limit)
+        if f["ops"]:
+            shown = f["ops"][:8]
+            rows = [[escape_text(o["name"], 80)] + ([format_seconds(o["measured_s_per_step"])] if measured else [])
+                    + [format_seconds(o["predicted_s_per_step"]), escape_text(o["detail"], cell_limit)] for o in shown]
+            header = ["Op"] + (["measured / step"] if measured else []) + ["predicted / step", "Detail"]
+            body += [""] + _table(header, rows, ["l"] + ["r"] * (len(header) - 2) + ["l"])
+            if len(f["ops"]) > len(shown):
+                body += ["", f"_{len(f['ops']) - len(shown)} more ops in the JSON report._"]
+        summary = (f"{i}. [{escape_html(f['severity'])}] {escape_html(f['title'], 150)}: saves "
+                   f"~{format_seconds(f['est_savings_s_per_step'])} per step")
+        out += details(summary, body, open_=i == 1) + [""]
+    if len(findings) > n_findings:
+        out.append(f"_{len(findings) - n_findings} more findings are in the table above; details in the JSON/HTML report._")
+        out.append("")
+    return out
+
+
+def _top_ops(data: dict, n_ops: int) -> list[str]:
+    measured = data["measured"]
+    time_word = "measured" if measured else "predicted"
     ops = [o for o in data["ops"] if o["in_step"]]
     key = "measured_s_per_step" if measured else "predicted_s_per_step"
     ops.sort(key=lambda o: -(o[key] or 0.0))
     shown = ops[:n_ops]
-    out.append(f"## Top ops by {time_word} time per step")
-    out.append("")
     rows = []
     for o in shown:
         measured_cells = [format_seconds(o["measured_s_per_step"]), format_percent(o["share_of_step"])] if measured else []
@@ -176,30 +163,30 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
         )
     header = ["Op", "Category", "Bound by"] + (["measured / step", "% of step"] if measured else []) + [
         "predicted / step", "efficiency" if measured else "% of step", "Source"]
-    out += _table(header, rows, ["l", "l", "l"] + ["r"] * (len(header) - 4) + ["l"])
+    body = _table(header, rows, ["l", "l", "l"] + ["r"] * (len(header) - 4) + ["l"])
     if len(ops) > len(shown):
-        out.append("")
-        out.append(f"_Showing {len(shown)} of {len(ops)} ops; the JSON report (`--format json`) lists them all._")
-    out.append("")
+        body += ["", f"_Showing {len(shown)} of {len(ops)} ops; the JSON report (`--format json`) lists them all._"]
+    summary = f"The {len(shown)} ops with the most {time_word} time per step" + (f" (of {len(ops)})" if len(ops) > len(shown) else "")
+    return [f"## Top ops by {time_word} time per step", ""] + details(summary, body) + [""]
 
-    # Capture.
-    out.append("## Capture")
-    out.append("")
-    out.append(f"- **Chip:** {escape_text(chip['name'])}: peak {format_si(chip['peak_flops_per_s'], 'FLOP/s')} "
-               f"({escape_text(chip['source']['peak_flops_per_s'], 120)}), HBM {format_si(chip['hbm_bytes_per_s'], 'B/s')} "
-               f"({escape_text(chip['source']['hbm_bytes_per_s'], 120)})")
-    out.append(f"- **Platform:** {escape_text(data['platform'])}; **devices:** {data['devices']}; "
-               f"**hosts:** {escape_text(', '.join(data['hosts']) or '—', 200)}")
-    out.append(f"- **Run:** {escape_text(run['name'] or '—')}"
-               + (f" (other runs present: {escape_text(', '.join(run['other_runs']), 200)})" if run["other_runs"] else ""))
-    if measured:
+
+def _capture(data: dict) -> list[str]:
+    chip, steps, run = data["chip"], data["steps"], data["run"]
+    body = wrap(f"- **Chip:** {escape_text(chip['name'])}: peak {format_si(chip['peak_flops_per_s'], 'FLOP/s')} "
+                f"({escape_text(chip['source']['peak_flops_per_s'], 120)}), HBM {format_si(chip['hbm_bytes_per_s'], 'B/s')} "
+                f"({escape_text(chip['source']['hbm_bytes_per_s'], 120)})", indent="  ")
+    body += wrap(f"- **Platform:** {escape_text(data['platform'])}; **devices:** {data['devices']}; "
+                 f"**hosts:** {escape_text(', '.join(data['hosts']) or '—', 200)}", indent="  ")
+    body += wrap(f"- **Run:** {escape_text(run['name'] or '—')}"
+                 + (f" (other runs present: {escape_text(', '.join(run['other_runs']), 200)})" if run["other_runs"] else ""),
+                 indent="  ")
+    if data["measured"]:
         warm = "warm-up excluded" if steps["warmup_excluded"] else "no warm-up excluded"
-        out.append(f"- **Steps:** {steps['count']} ({escape_text(steps['source'], 120)}; {warm}); mean "
-                   f"{format_seconds(steps['mean_s'])}, busy {format_seconds(steps['busy_s'])} / idle "
-                   f"{format_seconds(steps['idle_s'])} per step")
-    out.append("")
-    out.append(f"<sub>xladiag {escape_text(data['tool']['version'])} · schema {data['schema_version']}</sub>")
-    return "\n".join(out) + "\n"
+        body += wrap(f"- **Steps:** {steps['count']} ({escape_text(steps['source'], 120)}; {warm}); mean "
+                     f"{format_seconds(steps['mean_s'])}, busy {format_seconds(steps['busy_s'])} / idle "
+                     f"{format_seconds(steps['idle_s'])} per step", indent="  ")
+    summary = f"{escape_html(chip['name'], 80)}, {data['devices']} devices, {escape_html(run['name'] or 'no run', 80)}"
+    return ["## Capture", ""] + details(summary, body) + [""]
 
 
 def _left_out(selection: dict, n_rows: int, cell_limit: int) -> list[str]:
@@ -218,8 +205,8 @@ def _left_out(selection: dict, n_rows: int, cell_limit: int) -> list[str]:
 
 def render_markdown(report) -> str:
     data = report_to_dict(report)
-    for budget in _BUDGETS[:-1]:
-        text = _render(data, *budget)
+    for i, budget in enumerate(_BUDGETS[:-1]):
+        text = _render(data, *budget, cut=i > 0)
         if len(text.encode("utf-8")) < MAX_BYTES:
             return text
-    return _render(data, *_BUDGETS[-1])  # every cell and row count bounded: ~25 kB at most
+    return _render(data, *_BUDGETS[-1], cut=True)  # every cell and row count bounded: ~25 kB at most

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # annotations only: importing the analyzer here would load pa
     from ..analyzer.analysis import Analysis
     from ..rules.base import Finding
     from ..rules.selection import Dropped, Selection
+    from .gates import Gate
 
 
 @dataclass(frozen=True, repr=False)
@@ -33,6 +34,22 @@ class Report:
     # Findings left out by --select/--ignore/--baseline, with why; the selection that left them out.
     dropped: tuple[Dropped, ...] = ()
     selection: Selection | None = None
+    gates: tuple[Gate, ...] = ()  # CI thresholds evaluated on it (``with_gates``); in the JSON and Markdown
+
+    def with_gates(self, *, fail_on: str | None = None, max_exposed_collective: float | None = None,
+                   max_exposed_host_transfer: float | None = None, min_mfu: float | None = None) -> Report:
+        """This report with those gates evaluated (shares as fractions: 0.10 is 10 %); ``tripped_gates``
+        lists the ones that fail. The same gates as ``diagnose --fail-on/--max-*/--min-*``."""
+        from dataclasses import replace
+
+        from .gates import evaluate_gates
+
+        return replace(self, gates=evaluate_gates(self, fail_on=fail_on, max_exposed_collective=max_exposed_collective,
+                                                  max_exposed_host_transfer=max_exposed_host_transfer, min_mfu=min_mfu))
+
+    @property
+    def tripped_gates(self) -> tuple[Gate, ...]:
+        return tuple(g for g in self.gates if g.tripped)
 
     @property
     def ops(self) -> pd.DataFrame:

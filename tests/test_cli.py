@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -178,7 +179,8 @@ def test_gates_trip_on_the_host_offload_capture(tmp_path):
     gates = [line for line in result.stderr.splitlines() if line.startswith("diagnose: gate:")]
     assert len(gates) == 2
     assert "severity >= high" in gates[0] and "Exposed host-offload" in gates[0]
-    assert gates[1].startswith("diagnose: gate: MFU 0.000 < 0.350")
+    mfu = json.loads(out.read_text())["mfu"]
+    assert mfu < 1e-3 and gates[1] == f"diagnose: gate: MFU {mfu * 100:.2g}% < 35.0%"
     assert out.is_file()  # the report is still written: the gate is about the verdict, not the input
 
 
