@@ -77,6 +77,12 @@ class Analysis:
     def measured(self) -> bool:
         return self.platform != "hlo"
 
+    def __repr__(self) -> str:  # the tables and HLO modules behind it print as hundreds of kB otherwise
+        steps = f"{self.steps.count} steps" if self.steps is not None else "predicted"
+        mfu = f", MFU {self.mfu:.3g}" if self.mfu is not None else ""
+        return (f"<Analysis {self.platform} {self.chip.name}: {self.num_devices} devices, {steps}, step "
+                f"{self.step_s:.6g} s{mfu}, {len(self.ops)} ops, {len(self.hlo_modules)} HLO modules>")
+
     @property
     def step_s(self) -> float:
         if self.steps is None:

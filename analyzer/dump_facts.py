@@ -25,6 +25,10 @@ class DumpFacts:
     # constant, thread-local); empty without a buffer-assignment file.
     allocated_bytes: dict = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        return (f"<DumpFacts {len(self.modules)} dump modules, analysed {list(self.analysed)}, "
+                f"{self.recomputed_instructions} recomputed instructions>")
+
 
 def dump_facts(match: DumpMatch | None, ops: pd.DataFrame) -> DumpFacts:
     """Facts of the dump modules matched to the programs of the in-step ops of ``ops``."""

@@ -42,6 +42,9 @@ class Steps:
     # busy. With annotated steps, duration minus this is time every device waits for the host.
     busy_any_ps: np.ndarray | None = None
 
+    def __repr__(self) -> str:
+        return f"<Steps {self.count} measured of {self.mean_s:.6g} s mean ({self.source})>"
+
     @property
     def after_warmup(self) -> pd.DataFrame:
         """The steps analysis runs over (warm-up excluded)."""

@@ -41,6 +41,10 @@ class CaptureFiles:
     # ``<module>(<program id>).hlo_proto.pb`` files xprof/TensorBoard tooling leaves beside the xplanes.
     hlo_proto_files: tuple[Path, ...] = field(default_factory=tuple)
 
+    def __repr__(self) -> str:
+        return (f"<CaptureFiles run {self.run_name!r}: {len(self.xplane_files)} xplane, {len(self.hlo_files)} HLO, "
+                f"{len(self.memory_reports)} memory-report files>")
+
     def memory_report_of(self, hlo_file: Path) -> Path | None:
         """The memory-usage report XLA wrote for this HLO file (same name + suffix), if found."""
         return _companion(hlo_file, MEMORY_REPORT_SUFFIX, self.memory_reports)

@@ -74,6 +74,9 @@ class Computation:
                 return ins
         return self.instructions[-1] if self.instructions else None
 
+    def __repr__(self) -> str:
+        return f"<Computation {self.name}: {len(self.instructions)} instructions{' (ENTRY)' if self.is_entry else ''}>"
+
 
 @dataclass(frozen=True)
 class HloModule:
@@ -86,6 +89,11 @@ class HloModule:
     source: str = "<string>"
     truncated: bool = False
     _by_name: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __repr__(self) -> str:  # a module prints as hundreds of kB of instructions otherwise
+        n = sum(len(c.instructions) for c in self.computations.values())
+        return (f"<HloModule {self.name}: {len(self.computations)} computations, {n} instructions"
+                f"{', truncated' if self.truncated else ''}; from {self.source}>")
 
     def instruction(self, name: str) -> Instruction:
         ins = self._by_name.get(name.lstrip("%"))

@@ -22,6 +22,13 @@ if TYPE_CHECKING:  # annotations only: importing the analyzer here would load pa
     from .gates import Gate
 
 
+# findings_frame() columns and dtypes.
+_FINDING_COLUMNS = {"rank": "int64", "key": "object", "rule": "object", "kind": "object", "main_op": "object",
+                    "severity": "object", "title": "object", "time_s_per_step": "float64",
+                    "est_savings_s_per_step": "float64", "fraction_of_step": "float64", "confidence": "object",
+                    "lever": "object", "n_ops": "int64", "evidence": "object", "fix": "object"}
+
+
 @dataclass(frozen=True, repr=False)
 class Report:
     """``findings`` are ranked (biggest saving first); ``ops`` is the per-op table (one row per HLO op;
@@ -54,6 +61,20 @@ class Report:
     @property
     def ops(self) -> pd.DataFrame:
         return self.analysis.ops
+
+    def findings_frame(self) -> pd.DataFrame:
+        """The findings as a table beside the objects: one row per finding in rank order (``rank`` 1 is the
+        biggest saving), the JSON's finding fields that are one value each, plus ``n_ops`` (ops named) and
+        ``main_op``; ``findings[i]`` is row ``i``. Empty, with the same columns, when no rule fired."""
+        import pandas as pd
+
+        rows = [{"rank": i, "key": f.key, "rule": f.rule, "kind": f.kind, "main_op": f.main_op,
+                 "severity": f.severity, "title": f.title, "time_s_per_step": f.time_s_per_step,
+                 "est_savings_s_per_step": f.est_savings_s_per_step, "fraction_of_step": f.fraction_of_step,
+                 "confidence": f.confidence, "lever": f.lever, "n_ops": len(f.ops), "evidence": f.evidence,
+                 "fix": f.fix} for i, f in enumerate(self.findings, 1)]
+        frame = pd.DataFrame(rows, columns=list(_FINDING_COLUMNS))
+        return frame.astype(_FINDING_COLUMNS)
 
     @property
     def recoverable_s_per_step(self) -> float:
@@ -114,7 +135,8 @@ class Report:
         return report_to_dict(self)
 
     def __repr__(self) -> str:  # the analysis holds every op and event: never print it whole
-        return f"<xladiag Report: {len(self.findings)} findings; {terminal_line(self.headline)}>"
+        gates = f"; {len(self.tripped_gates)} of {len(self.gates)} gates tripped" if self.gates else ""
+        return f"<xladiag Report: {len(self.findings)} findings{gates}; {terminal_line(self.headline)}>"
 
     def _repr_html_(self) -> str:  # Jupyter shows the headline, not the whole report
         from html import escape

@@ -78,6 +78,11 @@ class Finding:
         """
         return f"{self.rule}:{self.kind}:{self.main_op}"
 
+    def __repr__(self) -> str:  # its claims and details can run to many kB: one line (the JSON has all)
+        title = self.title if len(self.title) <= 80 else self.title[:79] + "…"
+        return (f"<Finding {self.key} [{self.severity}] saves {format_seconds(self.est_savings_s_per_step)}/step "
+                f"({len(self.ops)} ops): {title!r}>")
+
 
 @runtime_checkable
 class Rule(Protocol):
