@@ -216,3 +216,21 @@ def _crossing_pair(text: str, topo: Topology, chip: Chip) -> list[int] | None:
         if hop.slices > 1 or hop.nodes > 1:
             return list(pair)
     return list(pairs[0])
+
+
+def group_label(replica_groups: str | None, num_devices: int) -> str:
+    """Which devices a collective's groups are, as one label: collectives over the same mesh axis share it
+    whatever form their ``replica_groups`` are printed in ('8 devices (0-7)', '2 groups of 4 (0,2,4,6)'); no ':' in
+    it, so it can be a finding's kind."""
+    try:
+        listed = parse_replica_group_list(replica_groups) if replica_groups else None
+        groups = listed.groups(max(int(num_devices), 1)) if listed is not None else []
+    except (HloParseError, ValueError):
+        return str(replica_groups or "all devices").replace(":", "")
+    if not groups:
+        groups = [list(range(max(int(num_devices), 1)))]
+    first = sorted(int(d) for d in groups[0])
+    ids = (f"{first[0]}-{first[-1]}" if first == list(range(first[0], first[-1] + 1)) and len(first) > 2
+           else ",".join(map(str, first[:8])) + (" ..." if len(first) > 8 else ""))
+    what = f"{len(first)} devices" if len(groups) == 1 else f"{len(groups)} groups of {len(first)}"
+    return f"{what} ({ids})"

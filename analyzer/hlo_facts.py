@@ -25,7 +25,8 @@ import pandas as pd
 
 from ..parsers.hlo_text import HloModule, HloParseError, Instruction, parse_instruction
 from .chip_catalog import Chip
-from .collective_topology import collective_placement
+from .collective_topology import collective_placement, group_label
+from .collective_compute import collective_matmuls, module_graph
 from .collectives import KINDS, kind_of, predict_collective
 from .attention_facts import attention_roles
 from .hlo_bytes import wrapped_instruction
@@ -43,7 +44,7 @@ FACT_COLUMNS = [
     "dtype", "is_matmul", "is_async_start", "is_async_done", "is_host_transfer", "transfer_kind", "start_op",
     "collective_kind", "replica_group_size", "collective_bytes", "collective_predicted_s",
     "collective_bandwidth_s", "collective_latency_s", "collective_per_hop_bytes", "collective_bound_by",
-    "collective_model",
+    "collective_model", "collective_axis", "collective_matmuls", "collective_matmul_flops",
     "operand_layout", "result_layout", "result_bytes", "fused_opcodes", "layout_change", "is_data_movement",
     "is_recomputed", "matmul_m", "matmul_n", "matmul_k", "matmul_batch", "attention_role", "attention_scores_op",
 ]
@@ -54,7 +55,7 @@ _NO_HLO = {"opcode": None, "fusion_kind": None, "hlo_text": None, "is_async_star
            "result_bytes": np.nan, "fused_opcodes": None, "layout_change": None, "is_data_movement": False,
            "replica_group_size": np.nan, "collective_bytes": np.nan, "collective_predicted_s": np.nan,
            "collective_bandwidth_s": np.nan, "collective_latency_s": np.nan, "collective_per_hop_bytes": np.nan,
-           "collective_bound_by": None, "collective_model": None, "transfer_kind": None, "start_op": None,
+           "collective_bound_by": None, "collective_model": None, "collective_axis": None, "transfer_kind": None, "start_op": None,
            "matmul_m": np.nan, "matmul_n": np.nan, "matmul_k": np.nan, "matmul_batch": np.nan}
 
 
@@ -197,6 +198,7 @@ def attach_hlo_facts(
     ops["attention_role"] = [r[0] if r else None for r in roles]
     ops["attention_scores_op"] = [r[1] if r else None for r in roles]
     ops["is_recomputed"] = is_recomputed(ops["op_name"], ops["tf_op"]).astype(bool)
+    ops["collective_matmuls"], ops["collective_matmul_flops"] = _collective_matmuls(ops, dump_modules)
     # Async starts only issue work; the done op (or the synchronous op) carries the transfer.
     starts = ops["is_async_start"]
     ops.loc[starts, ["bytes_accessed", "hbm_bytes", "host_bytes"]] = 0.0
@@ -213,6 +215,47 @@ def attach_hlo_facts(
     matmul_fusion = (ops["opcode"] == "fusion") & ops["is_matmul"] & ops["category"].str.endswith("fusion")
     ops.loc[matmul_fusion, "category"] = "convolution fusion"
     return ops
+
+
+def _collective_matmuls(ops: pd.DataFrame, modules: list) -> tuple[list, list]:
+    """Per op row: the matmuls a collective feeds or follows (comma-separated names) and their summed FLOPs
+    per occurrence (NaN: not a collective, or no matmul reached); ``collective_compute``. The program's
+    graph is its dump module, else the instruction texts the trace carries per op."""
+    names: list = [None] * len(ops)
+    flops: list = [np.nan] * len(ops)
+    carries = (ops["collective_kind"].notna() & ~ops["is_async_start"]).to_numpy()
+    if not carries.any():
+        return names, flops
+    keys = list(zip(ops["module"].astype(str), ops["program_id"].astype(str), ops["op_name"].astype(str)))
+    programs: dict = {}
+    for i in np.flatnonzero(carries):
+        graph = ("module", id(modules[i])) if modules[i] is not None else ("trace",) + keys[i][:2]
+        programs.setdefault(graph, []).append(int(i))
+    flops_of = dict(zip(keys, ops["flops"].astype(float)))
+    for graph, rows in programs.items():
+        if graph[0] == "module":
+            by_name, matmul = module_graph(modules[rows[0]])
+        else:
+            by_name, matmul = _trace_graph(ops, graph[1], graph[2])
+        links = collective_matmuls(by_name, matmul, {keys[i][2]: str(ops["collective_kind"].iat[i]) for i in rows})
+        for i in rows:
+            dots = links.get(keys[i][2], ())
+            if dots:
+                names[i] = ",".join(dots)
+                flops[i] = float(np.nansum([flops_of.get((keys[i][0], keys[i][1], d), np.nan) for d in dots]))
+    return names, flops
+
+
+def _trace_graph(ops: pd.DataFrame, module: str, program_id: str) -> tuple[dict, dict]:
+    """One program's instructions parsed from the trace's per-op HLO text, and which are matmuls."""
+    rows = ops[(ops["module"].astype(str) == module) & (ops["program_id"].astype(str) == program_id)]
+    by_name, matmul = {}, {}
+    for name, text, is_mm, category in zip(rows["op_name"], rows["hlo_text"], rows["is_matmul"], rows["category"]):
+        ins = _parse_trace_text(text)
+        if ins is not None:
+            by_name[str(name)] = ins
+            matmul[str(name)] = bool(is_mm) or category == "convolution fusion" or ins.opcode in ("dot", "convolution")
+    return by_name, matmul
 
 
 def _attention_roles(modules: list, instructions: list) -> list:
@@ -303,6 +346,8 @@ def _instruction_facts(ins, module, trace_text, op_name: str, chip: Chip, device
         place, model = collective_placement(ins.attrs.get("replica_groups"), chip, *devices,
                                             pairs=ins.attrs.get("source_target_pairs"))
         group = place.group_size
+        # Which mesh axis: its devices, whatever form the groups are printed in.
+        facts["collective_axis"] = group_label(ins.attrs.get("replica_groups"), max(devices[0], group))
         if kind == "all-to-all":
             payload *= group
         facts.update(replica_group_size=group, collective_bytes=payload)

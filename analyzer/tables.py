@@ -189,6 +189,12 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("collective_latency_s", "float64", "s", "latency term of the collective model: hops x per-hop latency"),
     _col("collective_per_hop_bytes", "float64", "bytes", "bytes one hop of the ring carries"),
     _col("collective_bound_by", "category", "", "`ici` or `latency`: which term of the ring model dominates"),
+    _col("collective_axis", "text", "",
+         "for collectives: the devices of its replica groups as one label (same label = same mesh axis)"),
+    _col("collective_matmuls", "text", "",
+         "for collectives: the matmuls it feeds (all-gather, all-to-all, permute) or whose results it reduces "
+         "(reduce-scatter, all-reduce), comma-separated (analyzer/collective_compute.py); null: none reached"),
+    _col("collective_matmul_flops", "float64", "flops", "FLOPs per occurrence of those matmuls"),
     _col("transfer_kind", "category", "",
          "the transfer the op performs: a collective kind, `send-recv` or `host-offload` (collectives.kind_of)"),
     _col("start_op", "text", "", "for a done op, the name of the start op it waits for"),

@@ -7,9 +7,11 @@ keeps. "Specific" is about the op itself, most specific first:
 1. ``retiling-copy``: the op should not exist at all (a layout change nobody asked for);
 2. ``latency-bound-collective``: the op is too small for its link; its fix (combine) changes the op;
 3. ``remat-overhead``: the op is forward work done again; its fix (keep the result) removes it;
-4. ``exposed-collective``: the op is not hidden behind compute, which holds for any transfer: the most
+4. ``sharding-intensity``: the op moves more bytes than the matmuls it feeds or follows can hide; its fix
+   (more compute per byte) is what lets any schedule hide it;
+5. ``exposed-collective``: the op is not hidden behind compute, which holds for any transfer: the most
    generic diagnosis, so it counts only what no other finding explains;
-5. ``mxu-padding``: a matmul's padded share; a recomputed dot's time belongs to remat-overhead first.
+6. ``mxu-padding``: a matmul's padded share; a recomputed dot's time belongs to remat-overhead first.
 
 A rule not in the list ranks after them. The recoverable total is the sum of the savings that remain.
 """
@@ -21,8 +23,8 @@ from dataclasses import replace
 
 from .base import Finding, format_seconds
 
-PRECEDENCE = ("retiling-copy", "latency-bound-collective", "remat-overhead", "exposed-collective", "mxu-padding",
-              "materialized-attention")
+PRECEDENCE = ("retiling-copy", "latency-bound-collective", "remat-overhead", "sharding-intensity",
+              "exposed-collective", "mxu-padding", "materialized-attention")
 
 
 def _rank(finding: Finding) -> tuple:

@@ -18,6 +18,7 @@ _RULE_MODULES = (
     "input_bound",
     "mxu_padding",
     "materialized_attention",
+    "sharding_intensity",
 )
 
 RULES: tuple[Rule, ...] = tuple(ModuleRule(import_module(f".{name}", __package__)) for name in _RULE_MODULES)

@@ -24,7 +24,7 @@ DUMPS = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir() and p.name not in
 FIXTURES = [
     (xb.exposed_all_gather, (60.0,)), (xb.exposed_all_gather, (2000.0,)), (xb.hidden_all_gather, ()),
     (xb.tiny_all_gathers, (16,)), (xb.remat_fusions, (35.0,)), (xb.layout_copies, ()),
-    (xb.host_offload_exposed, ()), (xb.clean_profile, ()),
+    (xb.host_offload_exposed, ()), (xb.clean_profile, ()), (xb.fsdp_weight_gather, (256,)),
 ]
 SLACK = 1e-9  # float sums
 

@@ -353,3 +353,23 @@ SCENARIOS = {
     "clean_profile": clean_profile,
     "host_offload_exposed": host_offload_exposed,
 }
+
+
+def fsdp_weight_gather(tokens: int = 256, exposed_us: float = 150.0, *, steps: int = 5, warmup: bool = True):
+    """An FSDP layer over 4 devices: the bf16[4096,4096] weight (32 MiB) all-gathered from [1024,4096] shards,
+    its done waiting ``exposed_us`` exposed, then the layer's matmul [tokens,4096] x [4096,4096] reading it.
+
+    At 256 tokens the matmul's 8.6 GFLOPs are ~256 FLOPs per gathered byte, far below v6e's C / W; at 8192
+    tokens they are 8,192, above it: the same exposed wait, a schedule problem only."""
+    ag_s, ag_d = all_gather_pair("all-gather-start", "all-gather-done", [1024, 4096], 4,
+                                 done_ps=round(exposed_us * PS_PER_US), operand="param.2")
+    template = [matmul_fusion("fusion.1", tokens, 4096, 4096),
+                ag_s, ag_d,
+                matmul_fusion("fusion.2", tokens, 4096, 4096, lhs="fusion.1", rhs="all-gather-done"),
+                loop_fusion("add_fusion", [tokens, 4096], operand="fusion.2")]
+    b, exp = _run(template, steps, warmup)
+    exp.update(all_gather_bytes=ag_d.bytes_accessed, replica_group_size=4, tokens=tokens,
+               layer_matmul="fusion.2", layer_matmul_flops=template[3].flops,
+               layer_matmul_s_per_step=template[3].duration_ps / PS_PER_S,
+               exposed_all_gather_s_per_step=ag_d.duration_ps / PS_PER_S)
+    return b, exp

@@ -43,7 +43,7 @@ def sample_findings() -> dict[str, list[Finding]]:
 def test_registry_holds_rules_with_unique_ids():
     ids = [r.id for r in RULES]
     assert ids == ["exposed-collective", "remat-overhead", "retiling-copy", "latency-bound-collective",
-                   "input-bound", "mxu-padding", "materialized-attention"]
+                   "input-bound", "mxu-padding", "materialized-attention", "sharding-intensity"]
     assert all(isinstance(r, Rule) for r in RULES)
 
 
