@@ -20,6 +20,7 @@ from pathlib import Path
 from ..analyzer.analysis import BREAKDOWN_CATEGORIES
 from ..analyzer.collectives import KINDS, TRANSFER_KINDS
 from ..analyzer.tables import OPS
+from ..rules.sharding_intensity import AXIS_KIND_PATTERN
 from .json_out import SCHEMA_VERSION
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -111,7 +112,8 @@ def _finding() -> dict:
     }, required=["name", "measured_s_per_step", "predicted_s_per_step", "detail"])
     return _obj({
         "rule": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$"},
-        "kind": {"enum": FINDING_KINDS},
+        # sharding-intensity: one finding per mesh axis, its kind the axis' devices as a slug.
+        "kind": {"anyOf": [{"enum": FINDING_KINDS}, {"type": "string", "pattern": AXIS_KIND_PATTERN}]},
         "key": {"type": "string", "pattern": "^[a-z0-9-]+:[a-z0-9-]*:"},
         "severity": {"enum": LEVELS},
         "title": {**STRING, "minLength": 1},

@@ -29,7 +29,7 @@ Fix:
     parallelism): fewer `ici_tensor_parallelism` ways (intensity grows as MLP width / TP). All-to-alls
     (expert parallelism): fewer `ici_expert_parallelism` ways.
 Details:
-    axis (text): the devices of the axis' replica groups (also the finding's `kind`)
+    axis (text): the devices of the axis' replica groups (the finding's `kind` is it as a slug)
     group_size (count): devices per replica group along the axis
     kinds (list): the collective kinds on the axis
     intensity_flops_per_byte (flops): matmul FLOPs per byte moved over the axis, per step
@@ -63,6 +63,13 @@ from .base import OpEvidence, format_bytes, format_percent, format_seconds, make
 from .levers import name, target
 
 RULE_ID = "sharding-intensity"
+# The finding's kind: its axis label as a slug ('8 devices (0-7)' -> '8-devices-0-7'); the JSON Schema
+# admits kinds of this form beside the transfer kinds.
+AXIS_KIND_PATTERN = r"^[0-9]+-(devices|groups-of-[0-9]+)(-[0-9]+)*$"
+
+
+def axis_kind(label: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", str(label).lower()).strip("-")
 MIN_FRACTION = 0.005  # measured: under half a percent of the step is noise
 _FSDP_KINDS = ("all-gather", "reduce-scatter")
 
@@ -216,7 +223,7 @@ def check(analysis) -> list:
             "unhideable_s_per_step": num["unhideable"], "collectives_without_matmul": num["unlinked"],
             "ops": num["ops"]}
         findings.append(make_finding(
-            rule=RULE_ID, kind=str(axis),
+            rule=RULE_ID, kind=axis_kind(axis),
             title=(f"{what} over {y} devices: {num['intensity']:,.0f} FLOPs per byte, below the "
                    f"{num['threshold']:,.0f} that hides them"),
             time_s_per_step=cost, est_savings_s_per_step=cost, step_s=step_s,

@@ -51,6 +51,7 @@ def test_256_tokens_per_device_is_flagged_with_its_threshold():
     assert "ici_fsdp_parallelism" in finding.fix and "ici_data_parallelism" in finding.fix
     assert all(k in LEVERS for k in ("ici_data_parallelism", "ici_expert_parallelism", "num_experts_per_tok"))
     assert {o["op"] for o in d["ops"]} == {c["name"] for c in known["collectives"]}
+    assert finding.kind == "8-devices-0-7" and d["axis"] == "8 devices (0-7)"  # every gather / reduce: one axis
 
 
 def test_16k_tokens_per_device_is_not_flagged():
