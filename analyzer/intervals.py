@@ -27,18 +27,26 @@ def _i64(x) -> np.ndarray:
 def _keys(*pairs: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:
     """One int64 key per (group, time), ordered as (group, time) is, consistent across all the pairs: sorting
     and searching on one key is several times faster than ``np.lexsort`` on two."""
-    groups = [g for g, _ in pairs]
-    times = [t for _, t in pairs]
-    all_t = np.concatenate(times)
-    all_g = np.concatenate(groups)
-    if len(all_t) == 0:
+    pairs = [(g, t) for g, t in pairs]
+    filled = [(g, t) for g, t in pairs if len(t)]
+    if not filled:
         return [np.zeros(0, np.int64) for _ in pairs]
-    g_lo, t_lo = int(all_g.min()), int(all_t.min())
-    span = int(all_t.max()) - t_lo + 1
-    if (int(all_g.max()) - g_lo + 1) * span < 2**62:
-        return [(g - g_lo) * span + (t - t_lo) for g, t in pairs]
+    g_lo = min(int(g.min()) for g, _ in filled)
+    g_hi = max(int(g.max()) for g, _ in filled)
+    t_lo = min(int(t.min()) for _, t in filled)
+    span = max(int(t.max()) for _, t in filled) - t_lo + 1
+    if (g_hi - g_lo + 1) * span < 2**62:
+        out = []
+        for g, t in pairs:  # in place: no temporaries of millions of rows beyond the key itself
+            key = g.astype(np.int64, copy=True)
+            key -= g_lo
+            key *= span
+            key += t
+            key -= t_lo
+            out.append(key)
+        return out
     # Times too far apart for one key: their ranks keep the order in a small range.
-    _, ranks = np.unique(all_t, return_inverse=True)
+    _, ranks = np.unique(np.concatenate([t for _, t in pairs]), return_inverse=True)
     span = int(ranks.max()) + 1
     out, at = [], 0
     for g, t in pairs:
@@ -61,8 +69,9 @@ def blocks(start, end, group=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if len(s) == 0:
         return g, s, e
     ks, ke = _keys((g, s), (g, e))
-    order = np.argsort(ks, kind="stable")
-    s, e, g, ks, ke = s[order], e[order], g[order], ks[order], ke[order]
+    if not np.all(ks[1:] >= ks[:-1]):  # intervals given in (group, start) order need no sort
+        order = np.argsort(ks, kind="stable")
+        s, e, g, ks, ke = s[order], e[order], g[order], ks[order], ke[order]
     opens = np.ones(len(s), bool)
     opens[1:] = ks[1:] > np.maximum.accumulate(ke)[:-1]
     first = np.flatnonzero(opens)

@@ -80,7 +80,8 @@ def events_with_stats(space: XSpaceTables, plane_rows, line_name_or_pred, column
 def metadata_rows(meta: pd.DataFrame, plane: np.ndarray, metadata_id: np.ndarray) -> np.ndarray:
     """Per event (plane, metadata_id): the position of its row in ``meta`` (-1 where it has none).
 
-    One sorted int64 key per metadata row, searched for every event: no per-event index or merge."""
+    One int64 key per metadata row, looked up (a dense table, else a sorted search) for every event: no
+    per-event index or merge."""
     m_plane, m_id = meta["plane"].to_numpy(np.int64), meta["metadata_id"].to_numpy(np.int64)
     plane, metadata_id = np.asarray(plane, np.int64), np.asarray(metadata_id, np.int64)
     if len(meta) == 0 or len(plane) == 0:
@@ -93,6 +94,13 @@ def metadata_rows(meta: pd.DataFrame, plane: np.ndarray, metadata_id: np.ndarray
         found = position.reindex(pd.MultiIndex.from_arrays([plane, metadata_id])).to_numpy()
         return np.where(np.isnan(found), -1, found).astype(np.int64)
     key = m_plane * width + (m_id - lo)
+    if width * top <= max(4 * len(plane), 1 << 16):  # a dense table: one gather per event
+        table = np.full(width * top, -1, np.int64)
+        table[key] = np.arange(len(key))
+        wanted = plane * width
+        wanted += metadata_id
+        wanted -= lo
+        return table[wanted]
     order = np.argsort(key, kind="stable")
     sorted_key = key[order]
     wanted = plane * width + (metadata_id - lo)

@@ -147,3 +147,24 @@ def test_two_hosts_give_globally_numbered_devices(tmp_path, tpu_xplane):
     assert analysis.step_s == pytest.approx(single.step_s)
     mine = analysis.ops.set_index("op_name").loc["copy-done.2", "measured_s_per_step"]
     assert mine == pytest.approx(single.ops.set_index("op_name").loc["copy-done.2", "measured_s_per_step"])
+
+
+def test_metadata_rows_dense_sparse_and_missing():
+    """Each event's metadata row, by (plane, metadata_id): dense ids, ids too spread for a table, and none."""
+    from xladiag.analyzer.plane_tables import metadata_rows
+
+    meta = pd.DataFrame({"plane": [0, 0, 1, 1], "metadata_id": [5, 7, 5, 9]})
+    plane, ids = np.array([1, 0, 1, 0, 2]), np.array([5, 7, 9, 9, 5])
+    assert metadata_rows(meta, plane, ids).tolist() == [2, 1, 3, -1, -1]
+    spread = meta.assign(metadata_id=[5, 2**40, 5, 2**61])  # no table that large: sorted keys
+    assert metadata_rows(spread, plane, np.array([5, 2**40, 2**61, 9, 5])).tolist() == [2, 1, 3, -1, -1]
+    assert metadata_rows(meta.iloc[:0], plane, ids).tolist() == [-1] * 5
+
+
+def test_first_seen_ids_number_keys_as_groupby_ngroup():
+    from xladiag.analyzer.op_stats import first_seen_ids
+
+    rng = np.random.default_rng(3)
+    keys = pd.DataFrame({c: pd.Categorical(rng.choice(list("abcd"), 500)) for c in ("module", "program_id", "op_name")})
+    expected = keys.groupby(list(keys.columns), sort=False, observed=True).ngroup().to_numpy()
+    assert first_seen_ids(keys).tolist() == expected.tolist()
