@@ -44,6 +44,8 @@ def diagnose(
     ignore=None,
     baseline=None,
     config=None,
+    workers: int | None = None,
+    scheduler: str | None = None,
 ) -> Report:
     """Analyse a capture (log dir, run folder or .xplane.pb) and/or an HLO dump; run every rule.
 
@@ -53,6 +55,8 @@ def diagnose(
     file or an iterable of accepted finding keys (``rule:kind:main_op``); left-out findings are in
     ``report.dropped``. ``config``: a ``config.ProjectConfig`` (``[tool.xladiag]``, which the command reads)
     that these three fall back on.
+    ``workers``: processes decoding a multi-host capture's host files (default: the cores this process may
+    use); ``scheduler``: the address of a Dask scheduler whose workers read them instead (``xladiag[dask]``).
 
     The one pipeline (discover, analyze, rules, report) behind the ``diagnose`` command too.
     Raises :class:`xladiag.errors.InputError` (an ``XladiagError``, one line) when the arguments name
@@ -62,7 +66,7 @@ def diagnose(
 
     chosen = make_selection(select=select, ignore=ignore, baseline=baseline, project=config)  # bad ids fail before the work
     analysis = analyze(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, topology=topology,
-                       progress=progress, program=program)
+                       progress=progress, program=program, workers=workers, scheduler=scheduler)
     if progress:
         progress("running rules")
     return build_report(analysis, chosen)

@@ -163,11 +163,17 @@ def _topology(value: str | None) -> str | None:
 @click.option("--baseline", metavar="FILE", help="Accepted findings (a JSON report, or one key rule:kind:main_op "
               "per line) left out of the report and its gates; default: [tool.xladiag] baseline.")
 @click.option("--write-baseline", metavar="FILE", help="Also write this run's finding keys as a baseline file.")
+@click.option("--workers", type=click.IntRange(min=1), metavar="N",
+              help="Processes decoding the host files of a multi-host capture (default: the cores available).")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="Decode the host files on this Dask cluster instead (e.g. tcp://10.0.0.2:8786; the workers "
+                   "must see the same files; pip install 'xladiag[dask]').")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on stderr.")
 @click.option("--debug", is_flag=True, help="Show the traceback behind an error.")
 @click.version_option(__version__, prog_name="xladiag")
 def main(path, run, hlo_dir, program, chip, chip_file, topology, fmt, output, fail_on, max_exposed_collective,
-         max_exposed_host_transfer, min_mfu, step_summary, select, ignore, baseline, write_baseline, quiet, debug):
+         max_exposed_host_transfer, min_mfu, step_summary, select, ignore, baseline, write_baseline, workers, scheduler,
+         quiet, debug):
     """Diagnose an XLA profile: what is slow, why, how far each op is from its roofline, and what to change.
 
     PATH is a jax.profiler.trace log dir (plugins/profile/<run>/<host>.xplane.pb), one run folder, or
@@ -196,7 +202,7 @@ def main(path, run, hlo_dir, program, chip, chip_file, topology, fmt, output, fa
     try:
         report = diagnose(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, topology=topology,
                           progress=progress, program=program, select=select, ignore=ignore, baseline=baseline,
-                          config=load_project_config())
+                          config=load_project_config(), workers=workers, scheduler=scheduler)
         report = report.with_gates(fail_on=fail_on, max_exposed_collective=max_exposed_collective,
                                    max_exposed_host_transfer=max_exposed_host_transfer, min_mfu=min_mfu)
         text = report.render(fmt)

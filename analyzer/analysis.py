@@ -20,10 +20,8 @@ import pandas as pd
 
 from ..parsers.discovery import CaptureFiles, discover
 from ..parsers.hlo_text import HloModule
-from ..parsers.xplane import read_xspace
 from . import chip_catalog
 from .device_detection import choose_chip
-from .capture import Capture, build_capture
 from .dump_facts import DumpFacts, dump_facts
 from .dump_matching import DumpMatch, ProgramSelectionError, choose_program, match_traced
 from .embedded_hlo import with_capture_hlo
@@ -31,9 +29,9 @@ from .hlo_dump import HloDumpError, read_dump
 from .collective_topology import parse_topology
 from .hlo_control_flow import keep_costliest_branches
 from .hlo_facts import attach_hlo_facts
-from .op_stats import measure
+from .host_map import measure_capture
 from .roofline import predict_ops, step_roofline
-from .steps import Steps, find_steps
+from .steps import Steps
 from .tables import DEVICE_STEPS, OPS, STEP_EVENTS
 from .transfers import Transfers, attach_transfers
 
@@ -94,15 +92,6 @@ class Analysis:
         return int(len(self.devices))
 
 
-def _read_spaces(files: CaptureFiles, progress: Progress | None):
-    spaces = []
-    for i, path in enumerate(files.xplane_files, 1):
-        if progress:
-            progress(f"reading {path.name} ({i}/{len(files.xplane_files)} hosts)")
-        spaces.append(read_xspace(path))
-    return spaces
-
-
 def _detect_chip(devices: pd.DataFrame, platform: str, chip_name: str | None, chip_file) -> tuple[chip_catalog.Chip, str, list[str]]:
     try:
         found = choose_chip(devices, platform, chip_name, chip_catalog.load_catalog(chip_file))
@@ -156,9 +145,13 @@ def analyze(
     topology: str | None = None,
     progress: Progress | None = None,
     program: str | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
 ) -> Analysis:
     """``program``: without a trace, the dump module to analyse (name, ``name(id)`` or ``module_NNNN``);
     default: the one with the most FLOPs.
+    ``workers``: processes reading the host files (default: the cores this process may use); ``scheduler``:
+    a Dask scheduler address to read them on instead (analyzer/host_map.py).
     ``topology``: a TPU slice shape 'AxBxC' for the collective model (UsageError if malformed)."""
     if topology is not None:
         try:
@@ -173,22 +166,19 @@ def analyze(
         raise AnalysisError(str(exc)) from None
     hlo_modules = tuple(dm.module for dm in dump)
 
+    totals = None  # per-host totals where the hosts were reduced where read (host_map)
     if files.xplane_files:
-        spaces = _read_spaces(files, progress)
-        capture: Capture | None = build_capture(spaces)
-        if progress:
-            progress(f"measuring {len(capture.events):,} op events on {len(capture.devices)} devices")
-        steps = find_steps(capture)
-        step_ops, op_table, steps = measure(capture, steps)  # steps now carry their busy times
-        step_ops, device_steps = STEP_EVENTS.coerce(step_ops), DEVICE_STEPS.coerce(steps.device_steps())
-        platform, devices, hosts = capture.platform, capture.devices, capture.hosts
-        notes.extend(capture.warnings)
-        op_metadata, async_spans = capture.op_metadata, capture.async_spans
-        match = with_capture_hlo(match_traced(dump, op_table) if dump else None, op_table, spaces,
+        measured = measure_capture(files, progress, workers=workers, scheduler=scheduler)
+        steps, op_table, totals = measured.steps, measured.op_table, measured.totals
+        step_ops, device_steps = STEP_EVENTS.coerce(measured.step_ops), DEVICE_STEPS.coerce(steps.device_steps())
+        platform, devices, hosts = measured.platform, measured.devices, measured.hosts
+        notes.extend(measured.warnings)
+        op_metadata, async_spans = measured.op_metadata, measured.async_spans
+        match = with_capture_hlo(match_traced(dump, op_table) if dump else None, op_table, measured.hlo_sources,
                                  files.hlo_proto_files)
-        del spaces
+        del measured
     else:
-        capture, steps = None, None
+        steps = None
         step_ops, device_steps = STEP_EVENTS.empty(), DEVICE_STEPS.empty()
         try:
             match = choose_program(dump, program)
@@ -221,7 +211,7 @@ def analyze(
     # A *-done op measures only the wait for its transfer, not the transfer: no roofline efficiency.
     ops.loc[ops["is_async_done"], "efficiency"] = np.nan
     ops["time_class"] = _time_class(ops)
-    ops, transfers = attach_transfers(ops, step_ops, steps, async_spans, platform)
+    ops, transfers = attach_transfers(ops, step_ops, steps, async_spans, platform, totals)
     ops = OPS.coerce(ops.drop(columns=list(_WORKING_COLUMNS), errors="ignore"))
 
     in_step = ops[ops["in_step"]]

@@ -250,11 +250,14 @@ def _by_device_and_start(events: pd.DataFrame) -> pd.DataFrame:
     return events.reset_index(drop=True)
 
 
-def build_capture(spaces: list[XSpaceTables]) -> Capture:
-    """Combine the hosts of one run into platform-neutral tables."""
+def build_capture(spaces: list[XSpaceTables], *, checked: bool = False) -> Capture:
+    """Combine the hosts of one run into platform-neutral tables (``checked``: the spaces already went
+    through ``sanity.checked_space``, as a per-host worker does)."""
     if not spaces:
         raise CaptureError("no xplane files to read")
-    spaces, warnings = checked_spaces(spaces)  # duplicated hosts and impossible values out, with warnings
+    warnings: list[str] = []
+    if not checked:  # duplicated hosts and impossible values out, with warnings
+        spaces, warnings = checked_spaces(spaces)
     platforms = {_platform_of(s) for s in spaces}
     platform = "tpu" if "tpu" in platforms else "gpu" if "gpu" in platforms else "cpu"
 

@@ -58,11 +58,24 @@ def checked_spaces(spaces: list[XSpaceTables]) -> tuple[list[XSpaceTables], list
             counts["duplicate_hosts"] += 1
             continue
         seen.add(space.fingerprint)
-        counts.update(space.anomalies)
-        space, found = _checked_space(space)
+        space, found = checked_space(space)
         counts.update(found)
         unique.append(space)
-    return unique, [f"capture: {_MESSAGES[kind].format(n=n)}" for kind, n in counts.items() if n]
+    return unique, check_warnings(counts)
+
+
+def checked_space(space: XSpaceTables) -> tuple[XSpaceTables, Counter]:
+    """One host's space without impossible values, and what was dropped (the parser's anomalies included),
+    by kind: a worker checks its host, the merge adds the counts up (:func:`check_warnings`)."""
+    counts: Counter = Counter(space.anomalies)
+    space, found = _checked_space(space)
+    counts.update(found)
+    return space, counts
+
+
+def check_warnings(counts: Counter) -> list[str]:
+    """One warning line per kind with a count, in the order the kinds were first counted."""
+    return [f"capture: {_MESSAGES[kind].format(n=n)}" for kind, n in counts.items() if n]
 
 
 def _window_ps(space: XSpaceTables) -> int:

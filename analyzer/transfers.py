@@ -38,6 +38,16 @@ class Transfers:
     busy_s_per_step: dict[str, float] = field(default_factory=dict)  # per kind: union of its transfers' time
 
 
+@dataclass(frozen=True)
+class HostTotals:
+    """What the transfer numbers need of the step's events when hosts were reduced where they were read
+    (analyzer/host_merge.py), the step events then being one representative step per device."""
+
+    done_events: pd.DataFrame  # device, step, op_id, start_ps, duration_ps: the done ops recorded spans wait on
+    span_device_ps: pd.Series  # op_id -> device time summed over the devices with spans in measured steps
+    recording_devices: int  # devices whose capture recorded any async span
+
+
 def _flag(ops: pd.DataFrame, col: str) -> np.ndarray:
     return ops[col].fillna(False).to_numpy(dtype=bool)
 
@@ -154,7 +164,7 @@ def _gpu_exposure(ops, step_ops, steps, ev: _Events):
     return exposed, ops["measured_s_per_step"].to_numpy(float), exposed
 
 
-def _span_exposure(ops, step_ops, steps, spans: pd.DataFrame, o: _Ops):
+def _span_exposure(ops, step_ops, steps, spans: pd.DataFrame, o: _Ops, totals: HostTotals | None = None):
     """(exposed, in flight, exposed where in flight, span device-steps) per op from the op line and the
     recorded spans: in-flight time and the matching wait over the device-steps of the devices that recorded
     spans; synchronous transfers are in flight exactly while exposed."""
@@ -164,9 +174,13 @@ def _span_exposure(ops, step_ops, steps, spans: pd.DataFrame, o: _Ops):
     ids, span_ids = ops["op_id"].to_numpy(np.int64), spans["op_id"].to_numpy(np.int64)
     in_flight = _by_op(span_ids, (spans["end_ps"] - spans["start_ps"]).to_numpy(float), ops) / PS_PER_S / n_span
     in_flight = np.where(np.isin(ids, span_ids) & (ids >= 0), in_flight, np.nan)
-    on_span = np.isin(step_ops["device"].to_numpy(np.int64), span_devices)
-    exposed_where = _by_op(step_ops["op_id"].to_numpy(np.int64)[on_span],
-                           step_ops["duration_ps"].to_numpy(float)[on_span], ops) / PS_PER_S / n_span
+    if totals is not None:
+        on_span_ps = totals.span_device_ps[totals.span_device_ps.index >= 0]
+        exposed_where = _by_op(on_span_ps.index.to_numpy(np.int64), on_span_ps.to_numpy(float), ops) / PS_PER_S / n_span
+    else:
+        on_span = np.isin(step_ops["device"].to_numpy(np.int64), span_devices)
+        exposed_where = _by_op(step_ops["op_id"].to_numpy(np.int64)[on_span],
+                               step_ops["duration_ps"].to_numpy(float)[on_span], ops) / PS_PER_S / n_span
     sync = ~o.is_async
     return exposed, np.where(sync, exposed, in_flight), np.where(sync, exposed, exposed_where), n_span
 
@@ -182,9 +196,10 @@ def _busy_by_kind(parts: pd.DataFrame, steps: Steps, n: int, sync_exposed: pd.Se
 
 
 def attach_transfers(ops: pd.DataFrame, step_ops: pd.DataFrame | None, steps: Steps | None,
-                     async_spans: pd.DataFrame | None, platform: str) -> tuple[pd.DataFrame, Transfers]:
+                     async_spans: pd.DataFrame | None, platform: str,
+                     totals: HostTotals | None = None) -> tuple[pd.DataFrame, Transfers]:
     """``ops`` with the transfer columns (tables.OPS: ``start_op_id`` ... ``hidden_fraction``), and the
-    step-level :class:`Transfers`."""
+    step-level :class:`Transfers`. ``totals``: a TPU capture reduced per host (its step_ops a sample)."""
     ops = ops.copy()
     kind = ops["transfer_kind"].astype(object).where(ops["transfer_kind"].notna(), None)
     start = _flag(ops, "is_async_start") | ops["opcode"].isin(["send", "recv"]).to_numpy()
@@ -211,9 +226,10 @@ def attach_transfers(ops: pd.DataFrame, step_ops: pd.DataFrame | None, steps: St
             parts = pd.DataFrame({"device": step_ops["device"].to_numpy(), "step": step_ops["step"].to_numpy(),
                                   "start_ps": ev.start, "end_ps": ev.end, "kind": ev.kind})[ev.is_comm]
         else:
-            spans = transfer_spans(async_spans, ops, step_ops, steps)
+            spans = transfer_spans(async_spans, ops, totals.done_events if totals else step_ops, steps)
             recording = int(async_spans["device"].nunique()) if async_spans is not None and len(async_spans) else 0
-            exposed, in_flight, exposed_where, n_span = _span_exposure(ops, step_ops, steps, spans, o)
+            recording = totals.recording_devices if totals else recording
+            exposed, in_flight, exposed_where, n_span = _span_exposure(ops, step_ops, steps, spans, o, totals)
             parts, n = spans[spans["kind"].notna()], (n_span if len(spans) else n)
         if platform == "tpu":  # one op at a time on the op line: the union is the plain sum
             non_transfer = float(ops.loc[in_step & plain, "measured_s_per_step"].sum())
