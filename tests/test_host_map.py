@@ -1,0 +1,152 @@
+"""Multi-host captures read per host (analyzer/host_map.py): each TPU host reduced where it is read and the
+reductions merged give the numbers of the all-events path, for 1 or 2 worker processes or a Dask cluster."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import xladiag.analyzer.host_map as host_map
+from builders.large_capture import multi_host_capture
+from builders.scenarios import loop_fusion
+from builders.xspace_encoder import FIRST_STEP_START_PS, TpuCaptureBuilder
+from xladiag.analyzer.analysis import analyze
+from xladiag.analyzer.host_reduce import reduce_host
+from xladiag.api import build_report, diagnose
+from xladiag.cli import main as cli_main
+from xladiag.errors import UsageError
+from xladiag.report.chart_data import representative_step_events
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """Three TPU hosts of 4 devices, ~14k op events each, all-gathers with async spans."""
+    return multi_host_capture(tmp_path_factory.mktemp("mh"), hosts=3, events_per_host=14_000, ops_per_step=200)[0].parent
+
+
+def _all_events(path, monkeypatch, **kw):
+    """The analysis from every host's events (each host read raw, the single-capture path)."""
+    with monkeypatch.context() as m:
+        m.setattr(host_map, "reduce_host", lambda p, forced=None, raw=False: reduce_host(p, forced, True))
+        return analyze(path, workers=1, **kw)
+
+
+def _same_analysis(reduced, full):
+    ops_r, ops_f = reduced.ops, full.ops
+    assert list(ops_r["op_name"]) == list(ops_f["op_name"]) and list(ops_r["op_id"]) == list(ops_f["op_id"])
+    for col in ops_f.columns:
+        a, b = ops_r[col], ops_f[col]
+        if pd.api.types.is_float_dtype(b):  # sums of integer picoseconds vs sums of seconds: last-bit differences
+            np.testing.assert_allclose(a.to_numpy(float), b.to_numpy(float), rtol=1e-12, err_msg=col)
+        else:
+            assert a.isna().tolist() == b.isna().tolist(), col
+            assert a[a.notna()].astype(str).tolist() == b[b.notna()].astype(str).tolist(), col
+    pd.testing.assert_frame_equal(reduced.steps.table, full.steps.table)
+    np.testing.assert_array_equal(reduced.steps.busy_ps, full.steps.busy_ps)
+    np.testing.assert_array_equal(reduced.steps.busy_any_ps, full.steps.busy_any_ps)
+    pd.testing.assert_frame_equal(reduced.device_steps, full.device_steps)
+    pd.testing.assert_frame_equal(reduced.transfers.spans.reset_index(drop=True),
+                                  full.transfers.spans.reset_index(drop=True))
+    assert reduced.transfers.recording_devices == full.transfers.recording_devices
+    assert reduced.transfers.busy_s_per_step == pytest.approx(full.transfers.busy_s_per_step, rel=1e-12)
+    assert reduced.breakdown == pytest.approx(full.breakdown, rel=1e-12)
+    assert reduced.hosts == full.hosts and reduced.warnings == full.warnings
+    pd.testing.assert_frame_equal(reduced.devices.drop(columns="plane_stats"), full.devices.drop(columns="plane_stats"))
+    # The timeline draws the same representative steps from the events the hosts kept.
+    ev_r, lanes_r, span_r, _ = representative_step_events(reduced)
+    ev_f, lanes_f, span_f, _ = representative_step_events(full)
+    pd.testing.assert_frame_equal(ev_r, ev_f)
+    assert (lanes_r, span_r) == (lanes_f, span_f)
+    assert [f.title for f in build_report(reduced).findings] == [f.title for f in build_report(full).findings]
+
+
+def test_reduced_hosts_give_the_all_events_numbers(run_dir, monkeypatch):
+    reduced = analyze(run_dir, workers=1)
+    full = _all_events(run_dir, monkeypatch)
+    assert len(reduced.hosts) == 3 and reduced.num_devices == 12
+    # Reduced: the step events are one step per device; all-events: every measured step.
+    assert reduced.step_ops.groupby("device")["step"].nunique().eq(1).all()
+    assert len(full.step_ops) > 3 * len(reduced.step_ops)
+    assert reduced.transfers.spans["kind"].eq("all-gather").any()
+    _same_analysis(reduced, full)
+
+
+def test_one_and_two_workers_write_the_same_json(run_dir):
+    one = diagnose(run_dir, workers=1).render("json")
+    two = diagnose(run_dir, workers=2).render("json")
+    assert one == two
+
+
+def test_a_host_repeating_another_counts_once(run_dir, tmp_path, monkeypatch):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    shutil.copy(copy / "t1v-n-01.xplane.pb", copy / "t1v-n-09.xplane.pb")
+    reduced = analyze(copy, workers=2)
+    assert any("1 host file(s) repeat another host's planes" in w for w in reduced.warnings)
+    _same_analysis(reduced, _all_events(copy, monkeypatch))
+
+
+def _host(path, host: str, eval_ps: int, annotated: bool) -> None:
+    """Two devices, 5 executions of a 3-op train step; ``eval_ps`` of a one-op eval program per device."""
+    b = TpuCaptureBuilder(num_devices=2, host=host)
+    ops = [loop_fusion(f"fusion.{i}", [1024, 512 * (i + 1)]) for i in range(3)]
+    step_ps = sum(op.duration_ps for op in ops) + 1_000_000
+    for dev in range(2):
+        for s in range(5):
+            t = FIRST_STEP_START_PS + s * step_ps
+            b.add_module_run(dev, "jit_train_step", 7, t, step_ps - 500_000, s + 1)
+            for op in ops:
+                b.add_op(dev, op.name, op.text, op.category, t, op.duration_ps, program_id=7,
+                         flops=op.flops, bytes_accessed=op.bytes_accessed)
+                t += op.duration_ps
+        if eval_ps:
+            t = FIRST_STEP_START_PS + 6 * step_ps
+            b.add_module_run(dev, "jit_eval", 9, t, eval_ps, 6)
+            ev = loop_fusion("eval_fusion.1", [2048, 2048], duration_ps=eval_ps)
+            b.add_op(dev, ev.name, ev.text, ev.category, t, eval_ps, program_id=9, flops=ev.flops,
+                     bytes_accessed=ev.bytes_accessed)
+    if annotated and host != "h2":  # annotations on some hosts only: the run is annotated, h2 follows
+        for s in range(5):
+            b.add_host_event("train", FIRST_STEP_START_PS + s * step_ps - 100, step_ps, step_num=s)
+    b.write(path, run="r")
+
+
+@pytest.mark.parametrize("annotated", [False, True])
+def test_a_host_whose_own_steps_differ_is_reduced_again_with_the_runs(tmp_path, monkeypatch, annotated):
+    # h2 alone would take jit_eval (8 step-lengths; its own train steps sum to 5) for the step; over the run's
+    # three hosts jit_train_step (15) wins.
+    for host, eval_ps in (("h0", 0), ("h1", 0), ("h2", 0)):
+        _host(tmp_path, host, eval_ps, annotated)
+    baseline_step = analyze(tmp_path, workers=1).steps
+    _host(tmp_path, "h2", 8 * int(baseline_step.table["duration_ps"].max()), annotated)
+    messages: list[str] = []
+    reduced = analyze(tmp_path, workers=2, progress=messages.append)
+    assert any("reduced again" in m for m in messages), messages
+    assert reduced.steps.program == ("" if annotated else "jit_train_step")
+    # The eval program is listed outside the steps, not measured per step.
+    eval_row = reduced.ops[reduced.ops["op_name"] == "eval_fusion.1"]
+    assert len(eval_row) == 1 and not eval_row["in_step"].iloc[0]
+    _same_analysis(reduced, _all_events(tmp_path, monkeypatch))
+
+
+def test_dask_local_cluster_gives_the_local_json(run_dir):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        on_dask = diagnose(run_dir, scheduler=cluster.scheduler_address).render("json")
+    assert on_dask == diagnose(run_dir, workers=1).render("json")
+
+
+def test_scheduler_without_dask_names_the_extra(run_dir, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "distributed", None)
+    with pytest.raises(UsageError, match=r"xladiag\[dask\]"):
+        analyze(run_dir, scheduler="tcp://127.0.0.1:8786")
+
+
+def test_workers_must_be_positive(run_dir):
+    result = CliRunner().invoke(cli_main, [str(run_dir), "--workers", "0", "-o", "-"])
+    assert result.exit_code == 2 and "--workers" in result.output
