@@ -280,3 +280,30 @@ def test_public_objects_print_in_a_few_lines():
         assert len(text) < 500 and text.count("\n") == 0, (type(obj).__name__, len(text))
     assert "1 of 1 gates tripped" in repr(report)
     assert repr(report.findings[0]).startswith(f"<Finding {report.findings[0].key} [")
+
+
+# --- README's GitHub Actions example -----------------------------------------------------------------
+
+def _readme_workflow_commands(program: str) -> list[str]:
+    """The ``program ...`` command lines of README's workflow (folded ``>-`` and ``\\`` continuations joined)."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = readme.split("# .github/workflows/profile.yml", 1)[1].split("```", 1)[0]
+    text = re.sub(r"\\\n\s*", " ", block)
+    text = re.sub(r">-\n\s+(diagnose[^\n]*)\n\s+(--[^\n]*)", r"\1 \2", text)
+    return [m.strip() for m in re.findall(rf"^\s*(?:run: )?({program} [^\n|]*)", text, re.M)]
+
+
+def test_readme_workflow_diagnose_step_runs_as_written(tmp_path):
+    (command,) = [c for c in _readme_workflow_commands("diagnose") if not c.startswith("diagnose compare")]
+    args = command.split()[1:]
+    assert args[0] == "logdir" and "--step-summary" in args
+    args = [str(TPU_SAMPLE) if a == "logdir" else str(tmp_path / a) if a == "report.json" else a for a in args]
+    summary = tmp_path / "summary.md"
+    result = run(*args, env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)})
+    assert result.exit_code == 3, result.stderr
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert [g["name"] for g in data["gates"]] == ["fail-on", "max-exposed-collective", "max-exposed-host-transfer",
+                                                  "min-mfu"]
+    assert sum(line.startswith("::error ") for line in result.stdout.splitlines()) == len(
+        [g for g in data["gates"] if g["tripped"]])
+    assert "## Gates" in summary.read_text()
