@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from .analyzer.analysis import Analysis, analyze
-from .errors import InputError
+from .errors import InputError, UsageError
 from .report.model import Report
 from .rules.base import Finding
 from .rules.claims import recoverable_s_per_step
@@ -27,7 +27,7 @@ from .rules.registry import run_selected
 from .rules.selection import Selection
 from .units import format_percent, format_seconds
 
-__all__ = ["Report", "ProfileSession", "build_report", "diagnose", "profile"]
+__all__ = ["Report", "ProfileSession", "build_report", "compare", "diagnose", "profile"]
 
 
 def diagnose(
@@ -70,6 +70,34 @@ def diagnose(
     if progress:
         progress("running rules")
     return build_report(analysis, chosen)
+
+
+def compare(base: str | Path, new: str | Path, *, fail_on_regression: float | None = None, chip: str | None = None,
+            chip_file: str | Path | None = None, progress: Callable[[str], None] | None = None):
+    """Before/after of two captures (log dir, run folder, .xplane.pb) or ``--format json`` reports, in any mix.
+
+    Returns a :class:`xladiag.report.compare_model.Comparison` (``headline``, ``verdict``, ``regressed``,
+    ``ops``/``findings`` DataFrames of deltas, ``to_html``/``to_markdown``/``to_json``). ``fail_on_regression``
+    is a share (0.05 = 5 %): ``regressed`` is true when the mean step is slower beyond noise and by more.
+    """
+    from .analyzer.compare import Side, compare_reports
+    from .parsers.report_json import looks_like_json, read_report_json
+    from .report.compare_model import Comparison
+    from .report.json_out import SCHEMA_VERSION
+
+    if fail_on_regression is not None and not (math.isfinite(fail_on_regression) and fail_on_regression >= 0):
+        raise UsageError(f"fail_on_regression {fail_on_regression!r} is not a share like 0.05")
+
+    def side(path, which: str) -> Side:
+        path = Path(path)
+        if looks_like_json(path):
+            return Side(read_report_json(path, SCHEMA_VERSION), str(path), "json report")
+        if progress:
+            progress(f"diagnosing {which}: {path}")
+        report = diagnose(path, chip=chip, chip_file=chip_file, progress=progress)
+        return Side(report.to_dict(), str(path), "capture")
+
+    return Comparison(compare_reports(side(base, "base"), side(new, "new"), threshold=fail_on_regression))
 
 
 def build_report(analysis: Analysis, selection: Selection | None = None) -> Report:

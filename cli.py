@@ -22,6 +22,9 @@ Examples:
   diagnose ./logdir --format markdown -o - >> "$GITHUB_STEP_SUMMARY"
   diagnose ./logdir --format json -o report.json --fail-on high
   diagnose --hlo-dir ./xla_dump --chip v6e   static diagnosis of an HLO dump, no trace
+  diagnose compare BASE NEW --fail-on-regression 5%
+                                          before/after of two captures or JSON reports
+                                          (see diagnose compare --help)
 \b
 Formats:
 """ + "\n".join(f"  {name:<10} {f.description}" for name, f in FORMATS.items()) + """
@@ -42,6 +45,8 @@ class _OneLineErrors(click.Command):
 
     def main(self, args=None, **kwargs):
         args = sys.argv[1:] if args is None else list(args)
+        if args[:1] == ["compare"] and self is main:  # `diagnose compare BASE NEW`; a folder named compare: ./compare
+            return compare_main.main(args[1:], prog_name="diagnose compare", **kwargs)
         debug = "--debug" in args
         kwargs["standalone_mode"] = False
         try:
@@ -232,6 +237,87 @@ def main(path, run, hlo_dir, program, chip, chip_file, topology, fmt, output, fa
     if step_summary:
         append_step_summary(text if fmt == "markdown" else report.render("markdown"))
     sys.exit(EXIT_GATE if tripped else EXIT_OK)
+
+
+# ------------------------------------------------------------------ diagnose compare BASE NEW
+
+_COMPARE_EPILOG = """\b
+Examples:
+  diagnose compare base.json ./logdir                    HTML at ./logdir/xladiag_compare.html
+  diagnose compare base_logdir new_logdir --format markdown -o - >> "$GITHUB_STEP_SUMMARY"
+  diagnose compare base.json new.json --format json -o compare.json --fail-on-regression 5%
+\b
+Verdict: Welch's t-test (two-sided, p < 0.05) on the per-step times of both sides, and a change
+larger than the step-to-step spread (the larger standard deviation): else "within noise".
+Ops are matched by program and op name, then by framework op and source line; findings by
+rule:kind:main_op. Per-op and per-finding changes are reported, never gated.
+\b
+Exit codes: 0 ok, 1 bad input, 2 usage, 3 --fail-on-regression tripped.
+"""
+
+
+def _regression_share(value: str | None) -> float | None:
+    """'5%' or '0.05'; a bare number of 1 or more ('1', '5') is ambiguous (1 %? 100 %?) and refused."""
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        number = float(text[:-1] if text.endswith("%") else text)
+    except ValueError:
+        number = math.nan
+    share = number / 100.0 if text.endswith("%") else number
+    if not math.isfinite(share) or share < 0 or (not text.endswith("%") and number >= 1):
+        raise click.BadParameter(f"{value!r} is not a share of the step: write 5% or 0.05",
+                                 param_hint="'--fail-on-regression'")
+    return share
+
+
+@click.command(cls=_OneLineErrors, epilog=_COMPARE_EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["html", "markdown", "json"]), default="html", show_default=True,
+              help="Report format.")
+@click.option("-o", "--output", metavar="PATH",
+              help="Where to write; '-' for stdout. Default: xladiag_compare.<ext> beside NEW.")
+@click.option("--fail-on-regression", metavar="SHARE",
+              help="Exit 3 when the mean step is slower beyond noise and by more than this (5% or 0.05).")
+@click.option("--chip", metavar="NAME", help="Override chip detection for captures (as in diagnose).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on stderr.")
+@click.option("--debug", is_flag=True, help="Show the traceback behind an error.")
+def compare_main(base, new, fmt, output, fail_on_regression, chip, quiet, debug):
+    """Compare two captures: BASE (before) and NEW (after) are each a log dir, run folder, .xplane.pb, or a
+    JSON report written by `diagnose --format json`. Step time and MFU with a noise-aware verdict,
+    breakdown, per-op and per-finding deltas.
+    """
+    from .api import compare
+    from .report.compare_model import COMPARE_FORMATS
+    from .writer import check_output_path, write_report
+
+    threshold = _regression_share(fail_on_regression)
+    for path in (base, new):
+        if not path.exists():
+            raise InputError(f"{path}: no such file or directory")
+    to_stdout = output == "-"
+    out = None if to_stdout else output or str((new.parent if new.is_file() else new)
+                                                / f"xladiag_compare.{COMPARE_FORMATS[fmt][1]}")
+    if out is not None:
+        check_output_path(out)
+    progress = _Progress(enabled=not quiet and sys.stderr.isatty())
+    try:
+        comparison = compare(base, new, fail_on_regression=threshold, chip=chip, progress=progress)
+        text = comparison.render(fmt)
+    finally:
+        progress.done()
+    _write_stdout(text) if to_stdout else write_report(out, text)
+    if not quiet:
+        for warning in comparison.data["warnings"]:
+            _say(f"diagnose compare: warning: {warning}")
+        _say(comparison.headline)
+    if out is not None:
+        click.echo(f"report: {visible_controls(out)}")
+    if comparison.regressed:
+        _say(f"diagnose compare: gate: regression: {comparison.data['regression']['reason']}")
+    sys.exit(EXIT_GATE if comparison.regressed else EXIT_OK)
 
 
 if __name__ == "__main__":  # pragma: no cover

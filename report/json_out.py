@@ -115,6 +115,7 @@ def steps_dict(analysis) -> dict:
             "warmup_excluded": False,
             "busy_s": None,
             "idle_s": None,
+            "per_step_s": [],
         }
     measured = steps.after_warmup
     durations = measured["duration_ps"].astype("float64") / 1e12
@@ -129,7 +130,18 @@ def steps_dict(analysis) -> dict:
         "warmup_excluded": bool(steps.warmup_excluded),
         "busy_s": clean(ds["busy_s"].mean()) if len(ds) else None,
         "idle_s": clean(ds["idle_s"].mean()) if len(ds) else None,
+        "per_step_s": per_step_s(ds),
     }
+
+
+def per_step_s(device_steps: pd.DataFrame) -> list[float]:
+    """Each measured step's duration, mean over devices, in step order: the distribution ``diagnose compare``
+    tests a change of the mean against (device-steps of one step are not independent samples)."""
+    if device_steps.empty:
+        return []
+    steps, where = np.unique(device_steps["step"].to_numpy(np.int64), return_inverse=True)
+    total = np.bincount(where, weights=device_steps["duration_s"].to_numpy(np.float64), minlength=len(steps))
+    return clean(total / np.bincount(where, minlength=len(steps)))
 
 
 def recoverable_dict(report) -> dict:

@@ -105,15 +105,21 @@ def build_train_steps(template: Sequence[OpSpec], *, steps: int = 5, warmup: boo
                       warmup_factor: float = 3.0, step_gap_ps: int = 10 * PS_PER_US,
                       device_stagger_ps: int = 250_000, builder: TpuCaptureBuilder | None = None,
                       program_name: str = TRAIN_STEP_PROGRAM, program_id: int = TRAIN_STEP_PROGRAM_ID,
-                      ) -> tuple[TpuCaptureBuilder, StepLayout]:
+                      step_scales: Sequence[float] | None = None) -> tuple[TpuCaptureBuilder, StepLayout]:
     """Lay ``template`` back to back inside one ``XLA Modules`` event per step per device.
 
     The optional warm-up step comes first with every duration scaled by ``warmup_factor`` (compilation and
     cold caches make real first steps slower). Device d runs ``d * device_stagger_ps`` behind device 0.
+    ``step_scales`` (one per steady step) multiplies every op duration of that step: step-to-step jitter, the
+    same on every device.
     """
     b = builder or TpuCaptureBuilder()
     warm = [replace(op, duration_ps=round(op.duration_ps * warmup_factor)) for op in template]
-    plans = ([warm] if warmup else []) + [list(template)] * steps
+    steady = ([list(template)] * steps if step_scales is None else
+              [[replace(op, duration_ps=round(op.duration_ps * k)) for op in template] for k in step_scales])
+    if len(steady) != steps:
+        raise ValueError(f"{len(steady)} step_scales for {steps} steps")
+    plans = ([warm] if warmup else []) + steady
     step_ps = sum(op.duration_ps for op in template)
     warm_ps = sum(op.duration_ps for op in warm)
     for dev in range(b.num_devices):
@@ -227,6 +233,16 @@ def remat_fusions(x_pct: float = 20.0, *, steps: int = 5, warmup: bool = True):
     """Forward/backward matmuls plus rematerialized clones (``fusion.12.remat``, ``fusion.14.remat2``,
     ``convert_reduce_fusion.3.remat``; tf_op ``.../checkpoint/rematted_computation/...``) taking
     ``x_pct`` % of the step (exact to one picosecond)."""
+    template, remats, other_ps, remat_total = remat_template(x_pct)
+    b, exp = _run(template, steps, warmup)
+    exp.update(remat_s_per_step=remat_total / PS_PER_S,
+               remat_fraction=remat_total / (other_ps + remat_total),  # == x_pct/100 to ~1e-12
+               remat_ops=[op.name for op in remats])
+    return b, exp
+
+
+def remat_template(x_pct: float) -> tuple[list[OpSpec], list[OpSpec], int, int]:
+    """(step template, its remat ops, ps of the other ops, ps of the remat ops) of :func:`remat_fusions`."""
     if not 0 < x_pct < 100:
         raise ValueError("x_pct must be in (0, 100)")
     others = [matmul_fusion("fusion.12", 1024, 4096, 14336),
@@ -249,12 +265,7 @@ def remat_fusions(x_pct: float = 20.0, *, steps: int = 5, warmup: bool = True):
                       tf_op=f"{tf_remat}/convert_element_type",
                       text=others[2].text.replace("%convert_reduce_fusion.3 =",
                                                   "%convert_reduce_fusion.3.remat ="))]
-    template = others[:3] + remats + others[3:]
-    b, exp = _run(template, steps, warmup)
-    exp.update(remat_s_per_step=remat_total / PS_PER_S,
-               remat_fraction=remat_total / (other_ps + remat_total),  # == x_pct/100 to ~1e-12
-               remat_ops=[op.name for op in remats])
-    return b, exp
+    return others[:3] + remats + others[3:], remats, other_ps, remat_total
 
 
 def layout_copies(y_us: float = 120.0, *, variant: str = "copy", steps: int = 5, warmup: bool = True):

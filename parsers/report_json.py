@@ -1,0 +1,49 @@
+"""Read back a JSON report that ``diagnose --format json`` wrote (one side of ``diagnose compare``).
+
+The schema version is checked, not guessed: a version this xladiag does not know is refused with one
+line (the numbers may mean something else), never half-read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import InputError
+
+
+def looks_like_json(path: Path) -> bool:
+    """A file that is a JSON report rather than a capture: by suffix, else by its first byte."""
+    if not path.is_file():
+        return False
+    if path.suffix.lower() == ".json":
+        return True
+    if path.name.endswith(".xplane.pb"):
+        return False
+    with open(path, "rb") as fh:
+        return fh.read(64).lstrip()[:1] == b"{"
+
+
+def read_report_json(path: Path, schema_version: int) -> dict:
+    """The report dict; ``InputError`` (one line) for anything but a report of ``schema_version``."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not a JSON report ({str(exc).splitlines()[0][:120]})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not an xladiag JSON report (a JSON {type(data).__name__}, not an object)")
+    if "compare_schema_version" in data:
+        raise InputError(f"{path}: a compare report, not a diagnose report: compare the captures or their "
+                         "`diagnose --format json` reports")
+    version = data.get("schema_version")
+    if version is None or "ops" not in data:
+        raise InputError(f"{path}: not an xladiag JSON report (no schema_version/ops): write one with "
+                         "`diagnose PATH --format json -o FILE`")
+    if version != schema_version:
+        newer = isinstance(version, int) and version > schema_version
+        hint = "upgrade xladiag" if newer else "diagnose the capture again with this xladiag"
+        raise InputError(f"{path}: JSON report schema_version {version!r}, this xladiag reads {schema_version}: {hint}")
+    return data

@@ -1,0 +1,140 @@
+"""The compare Markdown, for a PR comment: verdict first, then tables; long lists folded in ``<details>``.
+
+Every line outside a table is under ``MAX_LINE`` characters (profile text is cut in cells and sentences);
+table cells go through :func:`.markdown.escape_text` so op names can neither break a table nor inject HTML
+or mentions. The JSON keeps every row.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from ..units import format_percent, format_seconds
+from .compare_model import VERDICT_WORDS, signed_seconds, step_sentence
+from .markdown import escape_text
+from .svg import CLASS_LABELS
+
+MAX_LINE = 200
+TOP_OPS = 10  # op rows shown open; the rest (up to MORE_OPS) in <details>
+MORE_OPS = 60
+MAX_FINDINGS = 40
+_STATUS_ORDER = ("slower", "faster", "new", "removed")
+
+
+def _table(header: list[str], rows: list[list[str]], align: str) -> list[str]:
+    sep = ["---:" if a == "r" else "---" for a in align]
+    return ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def _para(text: str) -> list[str]:
+    """A paragraph wrapped under MAX_LINE (GitHub joins the lines back)."""
+    return textwrap.wrap(text, width=MAX_LINE - 40, break_long_words=True, break_on_hyphens=False) or [""]
+
+
+def _ratio(value) -> str:
+    return f"{value:.3g}×" if value is not None else "n/a"
+
+
+def _share(delta, step) -> str:
+    if delta is None or not step:
+        return "n/a"
+    return ("+" if delta > 0 else "") + format_percent(delta / step)
+
+
+def _op_rows(ops: list[dict], base_step) -> list[list[str]]:
+    rows = []
+    for o in ops:
+        name = escape_text(o["name"], 70)
+        if o.get("base_name"):
+            name = f"{escape_text(o['base_name'], 50)} → {name}"
+        rows.append([escape_text(o["status"]), name, escape_text(o["time_class"] or "", 16),
+                     format_seconds(o["base_s_per_step"]), format_seconds(o["new_s_per_step"]),
+                     signed_seconds(o["delta_s_per_step"]), _share(o["delta_s_per_step"], base_step),
+                     escape_text(o["matched_by"] or "—", 14), escape_text(o["source"] or "", 60)])
+    return rows
+
+
+_OP_HEADER = ["Status", "Op (base → new)", "Class", "Base / step", "New / step", "Change", "% of base step",
+              "Matched by", "Source"]
+_OP_ALIGN = "lllrrrrll"
+
+
+def _details(summary: str, lines: list[str]) -> list[str]:
+    return [f"<details><summary>{summary}</summary>", ""] + lines + ["", "</details>", ""]
+
+
+def render_compare_markdown(comparison) -> str:
+    data = comparison.data
+    step, base, new = data["step"], data["base"], data["new"]
+    base_step = step["base_s"]
+    time_word = "measured" if data["measured"] else "predicted"
+    out = [f"## xladiag compare: {VERDICT_WORDS[step['verdict']]}", ""]
+    out += _para(f"**{escape_text(step_sentence(data), 300)}**")
+    out.append("")
+    test = step["noise_test"]
+    out += _para(f"Noise: {escape_text(test['reason'], 300)}. Rule: {escape_text(test['rule'])}.")
+    reg = data["regression"]
+    if reg["threshold"] is not None:
+        word = "**REGRESSION**" if reg["tripped"] else "no regression"
+        out.append("")
+        out += _para(f"`--fail-on-regression {format_percent(reg['threshold'])}`: {word} ({escape_text(reg['reason'], 300)}).")
+    out.append("")
+    for w in data["warnings"][:8]:
+        out += [f"> ⚠ {line}" for line in _para(escape_text(w, 400))]
+    if data["warnings"]:
+        out.append("")
+
+    spread = test["spread_s"]
+    rows = [["Step time (mean)", format_seconds(base_step), format_seconds(step["new_s"]),
+             f"{signed_seconds(step['delta_s'])} ({_ratio(step['ratio'])})"],
+            ["MFU", format_percent(data["mfu"]["base"]), format_percent(data["mfu"]["new"]), _ratio(data["mfu"]["ratio"])],
+            ["Steps measured", str(base["steps"] or 0), str(new["steps"] or 0), ""],
+            ["Step-to-step spread (larger std)", "", "", format_seconds(spread) if spread is not None else "n/a"]]
+    if test["ci_low_s"] is not None:
+        rows.append([f"{1 - test['alpha']:.0%} CI of the change", "", "",
+                     f"{signed_seconds(test['ci_low_s'])} … {signed_seconds(test['ci_high_s'])}"])
+    out += _table(["", "Base", "New", "Change"], rows, "lrrr") + [""]
+
+    out += [f"### Where the step goes ({time_word}, per step)", ""]
+    rows = [[escape_text(CLASS_LABELS.get(r["class"], r["class"])), format_seconds(r["base_s"]), format_seconds(r["new_s"]),
+             signed_seconds(r["delta_s"]), _share(r["delta_s"], base_step)] for r in data["breakdown"]]
+    out += _table(["Class", "Base", "New", "Change", "% of base step"], rows, "lrrrr") + [""]
+
+    counts = data["ops_summary"]["counts"]
+    out += ["### Ops that changed", ""]
+    out += _para(", ".join(f"{counts[s]} {s}" for s in (*_STATUS_ORDER, "unchanged"))
+                 + " (matched by program and op name, then by framework op and source line; "
+                   "a change under 5% of the op or 0.1% of the step is unchanged).")
+    out.append("")
+    moved = [o for o in data["ops"] if o["status"] != "unchanged"]
+    if moved:
+        out += _table(_OP_HEADER, _op_rows(moved[:TOP_OPS], base_step), _OP_ALIGN) + [""]
+        more = moved[TOP_OPS:MORE_OPS]
+        if more:
+            out += _details(f"{len(more)} more changed ops", _table(_OP_HEADER, _op_rows(more, base_step), _OP_ALIGN))
+        if len(moved) > MORE_OPS:
+            out += [f"_{len(moved) - MORE_OPS} smaller changes left out; the JSON (`--format json`) lists every op._", ""]
+    else:
+        out += ["No op changed beyond the tolerance.", ""]
+
+    fs = data["findings_summary"]
+    out += ["### Findings", ""]
+    out += _para(", ".join(f"{fs[s]} {s}" for s in fs) + " (matched by the key rule:kind:main_op).")
+    out.append("")
+    findings = data["findings"]
+    if findings:
+        rows = [[escape_text(f["status"]), escape_text(f["title"], 90), f"`{escape_text(f['key'], 60)}`",
+                 f"{escape_text(f['base_severity'] or '—')} → {escape_text(f['new_severity'] or '—')}",
+                 format_seconds(f["base_s_per_step"]), format_seconds(f["new_s_per_step"]),
+                 signed_seconds(f["delta_s_per_step"])] for f in findings[:MAX_FINDINGS]]
+        table = _table(["Status", "Finding", "Key", "Severity", "Costs before", "Costs after", "Change"], rows, "lllrrrr")
+        out += (_details(f"All {len(rows)} findings", table) if len(rows) > TOP_OPS else table + [""])
+
+    rows = [[label, escape_text(base[k], 80) if base[k] is not None else "—",
+             escape_text(new[k], 80) if new[k] is not None else "—"]
+            for label, k in (("Input", "label"), ("Read from", "input_kind"), ("Chip", "chip"), ("Platform", "platform"),
+                             ("Devices", "devices"), ("Run", "run"), ("Steps from", "step_source"),
+                             ("xladiag", "tool_version"))]
+    out += _details("Inputs", _table(["", "Base", "New"], rows, "lll"))
+    out.append(f"<sub>xladiag compare · compare schema {comparison.to_dict()['compare_schema_version']}</sub>")
+    return "\n".join(out) + "\n"

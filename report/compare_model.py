@@ -1,0 +1,152 @@
+"""The result of ``diagnose compare`` / ``xladiag.compare``: the comparison data, its headline and renderers.
+
+A plain container over the dict ``analyzer.compare.compare_reports`` builds; ``render``/``to_<fmt>`` give the
+same text as the command. ``ops`` and ``findings`` are DataFrames (biggest change first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from ..errors import UsageError
+from ..text_safety import terminal_line, visible_controls
+from ..units import format_percent, format_seconds
+
+if TYPE_CHECKING:  # annotations only: pandas loads on first use
+    import pandas as pd
+
+VERDICT_WORDS = {"slower": "slower beyond noise", "faster": "faster beyond noise", "within noise": "within noise",
+                 "unchanged": "unchanged", "untested": "noise not testable", "unknown": "step time unknown"}
+
+
+def _html(c) -> str:
+    from .compare_html import render_compare_html
+
+    return render_compare_html(c)
+
+
+def _markdown(c) -> str:
+    from .compare_markdown import render_compare_markdown
+
+    return render_compare_markdown(c)
+
+
+def _json(c) -> str:
+    from .compare_json import render_compare_json
+
+    return render_compare_json(c)
+
+
+# name -> (renderer, extension): the choices of `diagnose compare --format`.
+COMPARE_FORMATS: dict[str, tuple[Callable[[object], str], str]] = {
+    "html": (_html, "html"), "markdown": (_markdown, "md"), "json": (_json, "json")}
+
+
+def step_sentence(data: dict) -> str:
+    """'step 10.2 ms -> 12.1 ms (1.19x, slower beyond noise)'."""
+    step = data["step"]
+    ratio = f"{step['ratio']:.3g}×, " if step["ratio"] is not None else ""
+    what = "step" if data["measured"] else "predicted step"
+    return (f"{what} {format_seconds(step['base_s'])} → {format_seconds(step['new_s'])} "
+            f"({ratio}{VERDICT_WORDS[step['verdict']]})")
+
+
+def headline(data: dict) -> str:
+    parts = [step_sentence(data)]
+    mfu = data["mfu"]
+    if mfu["base"] is not None or mfu["new"] is not None:
+        parts.append(f"MFU {format_percent(mfu['base'])} → {format_percent(mfu['new'])}")
+    counts = data["ops_summary"]["counts"]
+    moved = ", ".join(f"{counts[s]} {s}" for s in ("slower", "faster", "new", "removed") if counts[s])
+    parts.append(f"ops: {moved or 'no change beyond tolerance'}")
+    changed = [o for o in data["ops"] if o["status"] != "unchanged"]
+    if changed:
+        top = changed[0]
+        parts.append(f"biggest op change {top['name']} {_signed(top['delta_s_per_step'])}/step ({top['status']})")
+    fs = data["findings_summary"]
+    moved_f = ", ".join(f"{fs[s]} {s}" for s in ("appeared", "disappeared", "grew", "shrank") if fs[s])
+    parts.append(f"findings: {moved_f or 'no change'}")
+    if data["regression"]["tripped"]:
+        parts.append(f"REGRESSION (threshold {format_percent(data['regression']['threshold'])})")
+    return "; ".join(parts) + "."
+
+
+def _signed(seconds) -> str:
+    if seconds is None:
+        return "n/a"
+    return ("+" if seconds > 0 else "-" if seconds < 0 else "±") + format_seconds(abs(seconds))
+
+
+signed_seconds = _signed
+
+
+@dataclass(frozen=True, repr=False)
+class Comparison:
+    """``data``: the comparison (docs/compare.md); ``regressed``: the ``fail_on_regression`` gate tripped."""
+
+    data: dict
+
+    @property
+    def headline(self) -> str:
+        return headline(self.data)
+
+    @property
+    def verdict(self) -> str:
+        """'slower' | 'faster' | 'within noise' | 'unchanged' | 'untested' | 'unknown'."""
+        return self.data["step"]["verdict"]
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.data["regression"]["tripped"])
+
+    @property
+    def ops(self) -> pd.DataFrame:
+        import pandas as pd
+
+        from ..analyzer.compare_ops import OP_COLUMNS
+
+        return pd.DataFrame(self.data["ops"], columns=list(OP_COLUMNS))
+
+    @property
+    def findings(self) -> pd.DataFrame:
+        import pandas as pd
+
+        from ..analyzer.compare_ops import FINDING_COLUMNS
+
+        return pd.DataFrame(self.data["findings"], columns=list(FINDING_COLUMNS))
+
+    def render(self, fmt: str, path: str | Path | None = None) -> str:
+        try:
+            renderer, _ = COMPARE_FORMATS[fmt]
+        except KeyError:
+            raise UsageError(f"unknown compare format {fmt!r}; one of: {', '.join(COMPARE_FORMATS)}") from None
+        text = visible_controls(renderer(self), keep="\n\t")
+        if path is not None:
+            from ..writer import write_report
+
+            write_report(path, text)
+        return text
+
+    def to_html(self, path: str | Path | None = None) -> str:
+        return self.render("html", path)
+
+    def to_markdown(self, path: str | Path | None = None) -> str:
+        return self.render("markdown", path)
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        return self.render("json", path)
+
+    def to_dict(self) -> dict:
+        from .compare_json import compare_to_dict
+
+        return compare_to_dict(self)
+
+    def __repr__(self) -> str:
+        return f"<xladiag Comparison: {terminal_line(self.headline)}>"
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        return f"<b>xladiag compare</b>: {escape(self.headline)} (<code>.to_html(path)</code> for the report)"

@@ -1,0 +1,204 @@
+"""`diagnose compare` / `xladiag.compare` on pairs of captures that differ by a known change (tests/builders/
+compare_pairs.py): each delta and verdict against what the builders injected."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import xladiag
+from builders import compare_pairs as pairs
+from xladiag.analyzer.step_noise import ALPHA, t_critical, t_two_sided_p, welch
+from xladiag.errors import InputError
+
+REL = 1e-6
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """name -> (base dir, new dir, expected), each pair written once."""
+    root = tmp_path_factory.mktemp("pairs")
+    out = {}
+    for name, make in (("slower", pairs.one_op_slower), ("noise", pairs.only_noise),
+                       ("exposed", pairs.collective_exposed), ("remat", pairs.remat_removed),
+                       ("renamed", pairs.renamed_ops),
+                       ("slower_noisy", lambda: pairs.one_op_slower(1.5, jitter=0.01)),
+                       ("slightly_slower", lambda: pairs.one_op_slower(1.1))):
+        base, new, expected = make()
+        out[name] = (base.write(root / name / "base").parents[3], new.write(root / name / "new").parents[3], expected)
+    return out
+
+
+def _compare(written, name, **kwargs):
+    base, new, expected = written[name]
+    return xladiag.compare(base, new, **kwargs), expected
+
+
+def _op(comparison, name):
+    rows = comparison.ops[comparison.ops["name"] == name]
+    assert len(rows) == 1, comparison.ops
+    return rows.iloc[0]
+
+
+def test_one_op_twice_as_slow_is_that_op_and_a_regression(written):
+    c, exp = _compare(written, "slower", fail_on_regression=0.05)
+    assert c.verdict == "slower" and c.regressed
+    step = c.data["step"]
+    assert step["delta_s"] == pytest.approx(exp["step_delta_s"], rel=REL)
+    assert step["ratio"] == pytest.approx(exp["new_step_s"] / exp["base_step_s"], rel=REL)
+    op = _op(c, "fusion.2")
+    assert op["status"] == "slower" and op["matched_by"] == "name"
+    assert op["delta_s_per_step"] == pytest.approx(exp["op_delta_s"], rel=REL)
+    assert op["ratio"] == pytest.approx(2.0, rel=1e-4)
+    assert (c.ops["status"] == "slower").sum() == 1 and set(c.ops["status"]) == {"slower", "unchanged"}
+    assert c.data["mfu"]["ratio"] == pytest.approx(exp["base_step_s"] / exp["new_step_s"], rel=1e-4)
+    compute = next(r for r in c.data["breakdown"] if r["class"] == "compute")
+    assert compute["delta_s"] == pytest.approx(exp["op_delta_s"], rel=1e-4)
+
+
+def test_a_slowdown_under_the_threshold_is_reported_not_gated(written):
+    c, exp = _compare(written, "slightly_slower", fail_on_regression=0.05)
+    change = exp["step_delta_s"] / exp["base_step_s"]
+    assert 0.02 < change < 0.05
+    assert c.verdict == "slower" and not c.regressed
+    assert xladiag.compare(*written["slightly_slower"][:2], fail_on_regression=0.02).regressed
+
+
+def test_noise_alone_is_within_noise_and_never_a_regression(written):
+    c, exp = _compare(written, "noise", fail_on_regression=0.0)
+    assert c.verdict == "within noise" and not c.regressed
+    # The per-step distributions the test ran on are the builder's jitter, step by step.
+    base_steps = np.array(c.data["base"]["per_step_s"])
+    np.testing.assert_allclose(base_steps, exp["template_step_s"] * np.array(exp["base_scales"]), rtol=1e-5)
+    assert c.data["step"]["noise_test"]["p_value"] >= ALPHA
+    assert (c.ops["status"] == "unchanged").all()
+
+
+def test_a_real_change_under_jitter_is_beyond_noise(written):
+    c, exp = _compare(written, "slower_noisy", fail_on_regression=0.05)
+    test = c.data["step"]["noise_test"]
+    assert c.verdict == "slower" and c.regressed
+    assert test["p_value"] < ALPHA and abs(c.data["step"]["delta_s"]) > test["spread_s"] > 0
+    assert test["ci_low_s"] < exp["step_delta_s"] < test["ci_high_s"]
+
+
+def test_collective_made_exposed(written):
+    c, exp = _compare(written, "exposed")
+    op = _op(c, "all-gather-done")
+    assert op["status"] == "slower" and op["delta_s_per_step"] == pytest.approx(exp["op_delta_s"], rel=REL)
+    assert c.data["step"]["delta_s"] == pytest.approx(exp["step_delta_s"], rel=REL)
+    f = c.findings.set_index("key").loc[exp["finding_key"]]
+    assert f["status"] == "appeared" and f["new_s_per_step"] == pytest.approx(exp["exposed_new_s"], rel=1e-3)
+    collective = next(r for r in c.data["breakdown"] if r["class"] == "collective")
+    assert collective["delta_s"] == pytest.approx(exp["op_delta_s"], rel=1e-3)
+
+
+def test_remat_removed(written):
+    c, exp = _compare(written, "remat")
+    assert c.verdict == "faster" and not c.regressed
+    removed = c.ops[c.ops["status"] == "removed"]
+    assert sorted(removed["name"]) == exp["removed_ops"]
+    assert removed["delta_s_per_step"].sum() == pytest.approx(exp["step_delta_s"], rel=REL)
+    assert c.data["step"]["delta_s"] == pytest.approx(exp["step_delta_s"], rel=REL)
+    f = c.findings.set_index("key").loc[exp["finding_key"]]
+    assert f["status"] == "disappeared" and f["base_s_per_step"] == pytest.approx(exp["remat_s"], rel=1e-3)
+
+
+def test_renamed_ops_match_by_framework_op_and_source(written):
+    c, exp = _compare(written, "renamed")
+    assert c.verdict == "unchanged"
+    assert not (c.ops["status"].isin(["new", "removed"])).any()
+    group = c.ops[c.ops["matched_by"] == "framework op"]
+    assert len(group) == 1
+    assert set(group.iloc[0]["base_name"].split(", ")) == set(exp["renamed"])
+    assert set(group.iloc[0]["name"].split(", ")) == set(exp["renamed"].values())
+    assert group.iloc[0]["delta_s_per_step"] == 0.0
+
+
+def test_json_report_against_capture(written, tmp_path):
+    base, new, exp = written["slower"]
+    saved = tmp_path / "base.json"
+    xladiag.diagnose(base).to_json(saved)
+    from_json = xladiag.compare(saved, new)
+    from_capture = xladiag.compare(base, new)
+    assert from_json.data["base"]["input_kind"] == "json report"
+    for key in ("step", "ops", "findings", "breakdown", "mfu"):
+        assert from_json.data[key] == from_capture.data[key]
+
+
+def test_old_or_unknown_json_is_read_or_refused_with_one_line(written, tmp_path):
+    base, new, exp = written["slower"]
+    data = xladiag.diagnose(base).to_dict()
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({**data, "schema_version": 2}))
+    with pytest.raises(InputError, match="schema_version 2, this xladiag reads 1: upgrade xladiag") as err:
+        xladiag.compare(newer, new)
+    assert "\n" not in str(err.value)
+    # A schema-1 report written before per-step times were kept: read, step change untested, threshold alone.
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({**data, "steps": {k: v for k, v in data["steps"].items() if k != "per_step_s"}}))
+    c = xladiag.compare(old, new, fail_on_regression=0.05)
+    assert c.verdict == "untested" and c.regressed
+    assert any("no per-step times" in w for w in c.data["warnings"])
+    compare_json = tmp_path / "compare.json"
+    c.to_json(compare_json)
+    with pytest.raises(InputError, match="a compare report"):
+        xladiag.compare(compare_json, new)
+
+
+def test_json_output_is_versioned_and_strict(written):
+    c, _ = _compare(written, "exposed")
+    data = json.loads(c.to_json())
+    assert data["compare_schema_version"] == 1 and data["headline"] == c.headline
+    assert data["step"]["noise_test"]["name"] == "Welch's t-test (two-sided)"
+    assert len(repr(c)) < 400 and "slower" in repr(c)
+
+
+def test_welch_matches_the_t_table_and_scipy():
+    # t = 2.776 with 4 degrees of freedom is the two-sided 5 % point of every t table.
+    assert t_two_sided_p(2.776445, 4) == pytest.approx(0.05, abs=1e-6)
+    assert t_critical(4) == pytest.approx(2.776445, rel=1e-5)
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(3)
+    for na, nb in ((3, 3), (5, 9), (60, 40)):
+        a, b = rng.normal(1.0, 0.05, na), rng.normal(1.03, 0.09, nb)
+        ours, ref = welch(a, b), stats.ttest_ind(b, a, equal_var=False)
+        assert ours.t == pytest.approx(ref.statistic, rel=1e-9)
+        assert ours.p_value == pytest.approx(ref.pvalue, rel=1e-7)
+
+
+def test_welch_edge_cases():
+    assert welch([1.0], [2.0, 2.1]).beyond_noise is None  # one step: no spread
+    steady = welch([1.0, 1.0, 1.0], [1.1, 1.1, 1.1])
+    assert steady.beyond_noise and steady.p_value == 0.0
+    assert welch([1.0, 1.0], [1.0, 1.0]).beyond_noise is False
+    # Significant by the test but below one step's jitter: within noise.
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(1.0, 0.05, 2000), rng.normal(1.01, 0.05, 2000)
+    big = welch(a, b)
+    assert big.p_value < ALPHA and big.beyond_noise is False and "spread" in big.reason
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "xladiag.cli", *map(str, args)], capture_output=True, text=True)
+
+
+def test_cli_exit_codes_and_share_parsing(written, tmp_path):
+    base, new, _ = written["slower"]
+    tripped = _cli("compare", base, new, "--format", "json", "-o", tmp_path / "c.json", "--fail-on-regression", "5%")
+    assert tripped.returncode == 3, tripped.stderr
+    assert "gate: regression" in tripped.stderr
+    assert json.loads((tmp_path / "c.json").read_text())["regression"]["tripped"] is True
+    ok = _cli("compare", base, new, "--format", "markdown", "-o", "-", "-q", "--fail-on-regression", "0.5")
+    assert ok.returncode == 0 and ok.stdout.startswith("## xladiag compare") and ok.stderr == ""
+    for ambiguous in ("5", "1"):
+        bad = _cli("compare", base, new, "--fail-on-regression", ambiguous)
+        assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "5% or 0.05" in bad.stderr
+    missing = _cli("compare", base, tmp_path / "nope")
+    assert missing.returncode == 1 and "no such file" in missing.stderr
+    helped = _cli("--help")
+    assert "diagnose compare BASE NEW" in helped.stdout
