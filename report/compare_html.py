@@ -1,0 +1,75 @@
+"""The compare HTML: one self-contained page (inline CSS and SVG, no script, no URL).
+
+Side-by-side breakdown bars, the per-step distributions, a waterfall of the largest op deltas, and the
+op and finding tables. Numbers come from the comparison dict (the same as the JSON and Markdown).
+"""
+
+from __future__ import annotations
+
+from markupsafe import Markup
+
+from ..units import format_percent, format_seconds
+from . import compare_svg, svg
+from .compare_model import VERDICT_WORDS, signed_seconds
+from .html import _environment, _load_template
+
+WATERFALL_OPS = 12
+MAX_HTML_OPS = 500
+
+
+def _ratio(v) -> str:
+    return f"{v:.3g}×" if v is not None else "n/a"
+
+
+def _share(delta, step) -> str:
+    return ("+" if delta and delta > 0 else "") + format_percent(delta / step) if delta is not None and step else "n/a"
+
+
+def compare_context(comparison) -> dict:
+    data = comparison.to_dict()
+    step, base, new = data["step"], data["base"], data["new"]
+    test = step["noise_test"]
+    moved = [o for o in data["ops"] if o["status"] != "unchanged"]
+    labels = [(f"{o['base_name']} → {o['name']}" if o["base_name"] else o["name"], o["delta_s_per_step"])
+              for o in moved[:WATERFALL_OPS]]
+    cards = [
+        {"label": "Step time", "value": f"{format_seconds(step['base_s'])} → {format_seconds(step['new_s'])}",
+         "sub": f"{signed_seconds(step['delta_s'])} ({_ratio(step['ratio'])})"},
+        {"label": "Verdict", "value": VERDICT_WORDS[step["verdict"]], "sub": test["reason"]},
+        {"label": "MFU", "value": f"{format_percent(data['mfu']['base'])} → {format_percent(data['mfu']['new'])}",
+         "sub": _ratio(data["mfu"]["ratio"])},
+    ]
+    reg = data["regression"]
+    if reg["threshold"] is not None:
+        cards.append({"label": f"Regression gate ({format_percent(reg['threshold'])})",
+                      "value": "tripped" if reg["tripped"] else "passed", "sub": reg["reason"]})
+    op_rows = [{**o, "base": format_seconds(o["base_s_per_step"]), "new": format_seconds(o["new_s_per_step"]),
+                "delta": signed_seconds(o["delta_s_per_step"]), "share": _share(o["delta_s_per_step"], step["base_s"]),
+                "ratio_text": _ratio(o["ratio"])} for o in data["ops"][:MAX_HTML_OPS]]
+    finding_rows = [{**f, "base": format_seconds(f["base_s_per_step"]), "new": format_seconds(f["new_s_per_step"]),
+                     "delta": signed_seconds(f["delta_s_per_step"])} for f in data["findings"]]
+    breakdown_rows = [{"label": svg.CLASS_LABELS.get(r["class"], r["class"]), "base": format_seconds(r["base_s"]),
+                       "new": format_seconds(r["new_s"]), "delta": signed_seconds(r["delta_s"]),
+                       "share": _share(r["delta_s"], step["base_s"])} for r in data["breakdown"]]
+    input_rows = [(label, base[k], new[k]) for label, k in (
+        ("Input", "label"), ("Read from", "input_kind"), ("Chip", "chip"), ("Platform", "platform"),
+        ("Devices", "devices"), ("Run", "run"), ("Steps", "steps"), ("Steps from", "step_source"),
+        ("xladiag", "tool_version"))]
+    as_dict = {b["class"]: b["base_s"] for b in data["breakdown"]}, {b["class"]: b["new_s"] for b in data["breakdown"]}
+    return {
+        "title": "xladiag compare", "headline": data["headline"], "warnings": data["warnings"], "cards": cards,
+        "test": test, "time_word": "measured" if data["measured"] else "predicted",
+        "base_bar": Markup(svg.breakdown_bar(as_dict[0], title="Base: step time breakdown", element_id="breakdown-base")),
+        "new_bar": Markup(svg.breakdown_bar(as_dict[1], title="New: step time breakdown", element_id="breakdown-new")),
+        "breakdown_rows": breakdown_rows,
+        "strip": Markup(compare_svg.step_strip(base["per_step_s"], new["per_step_s"])),
+        "waterfall": Markup(compare_svg.waterfall(step["base_s"], step["new_s"], labels)) if step["delta_s"] is not None else "",
+        "op_rows": op_rows, "ops_total": len(data["ops"]), "counts": data["ops_summary"]["counts"],
+        "finding_rows": finding_rows, "findings_summary": data["findings_summary"], "input_rows": input_rows,
+        "version": data["tool"]["version"], "schema": data["compare_schema_version"],
+        "css": Markup(_load_template("report.css")),
+    }
+
+
+def render_compare_html(comparison) -> str:
+    return _environment().get_template("compare.html.j2").render(**compare_context(comparison))

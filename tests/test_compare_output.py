@@ -1,0 +1,69 @@
+"""The compare renderers: Markdown that GitHub parses (tables intact, no prose line over 200 characters,
+long lists folded), self-contained HTML, profile text shown as text in both."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_report_html import EVIL_OP, EVIL_SOURCE  # noqa: E402
+from test_report_markdown import check_tables, parse  # noqa: E402
+
+import xladiag  # noqa: E402
+from builders import compare_pairs as pairs  # noqa: E402
+from xladiag.report.compare_markdown import MAX_LINE, TOP_OPS  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def hostile_pair(tmp_path_factory):
+    """The 'one op slower' pair as JSON reports, the slower op renamed to markup on the NEW side (so it is
+    new and the old name removed), and many renamed ops so the tables need folding."""
+    root = tmp_path_factory.mktemp("hostile")
+    base_b, new_b, _ = pairs.one_op_slower()
+    base = xladiag.diagnose(base_b.write(root / "base").parents[3]).to_dict()
+    new = xladiag.diagnose(new_b.write(root / "new").parents[3]).to_dict()
+    for op in new["ops"]:
+        if op["name"] == "fusion.2":
+            op["name"], op["source"], op["tf_op"] = EVIL_OP, EVIL_SOURCE, None
+    filler = [dict(base["ops"][0], name=f"extra_fusion.{i}", tf_op=None, source=None,
+                   measured_s_per_step=1e-6 * (i + 1)) for i in range(40)]
+    new["ops"] += filler
+    paths = []
+    for name, data in (("base.json", base), ("new.json", new)):
+        (root / name).write_text(json.dumps(data))
+        paths.append(root / name)
+    return xladiag.compare(*paths, fail_on_regression=0.05)
+
+
+def test_markdown_tables_parse_lines_are_short_and_names_are_text(hostile_pair):
+    text = hostile_pair.to_markdown()
+    tables = check_tables(text)
+    assert len(tables) == 5  # step, breakdown, ops, more ops (folded), inputs (folded); no finding changed
+    prose = [ln for ln in text.split("\n") if not ln.startswith("|")]
+    assert max(map(len, prose)) <= MAX_LINE
+    assert "<script>" not in text and "<img" not in text
+    md, tokens = parse(text)
+    html = md.render(text)
+    assert "<script>" not in html and "<img" not in html
+    assert "&lt;script&gt;" in html  # shown, as text
+    # the ops beyond the first TOP_OPS are folded
+    assert text.count("<details>") >= 2
+    assert re.search(r"<summary>\d+ more changed ops</summary>", text)
+    ops_table = next(t for t in tables if t[0][0] == "Status" and "Op (base → new)" in t[0][1])
+    assert len(ops_table) == TOP_OPS + 1
+    assert text.startswith("## xladiag compare: slower beyond noise")
+
+
+def test_html_is_self_contained_and_escapes_profile_text(hostile_pair):
+    html = hostile_pair.to_html()
+    assert "<script" not in html.lower()  # the compare page needs no script at all
+    assert "<img" not in html and "&lt;img src=x onerror=alert(3)&gt;" in html
+    assert not re.search(r"(src|href)=\"?(https?:)?//", html)
+    for element_id in ("breakdown-base", "breakdown-new", "op-waterfall", "step-strip", "ops-table"):
+        assert f'id="{element_id}"' in html
+    assert "&lt;script&gt;alert" in html
