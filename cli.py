@@ -256,22 +256,6 @@ Exit codes: 0 ok, 1 bad input, 2 usage, 3 --fail-on-regression tripped.
 """
 
 
-def _regression_share(value: str | None) -> float | None:
-    """'5%' or '0.05'; a bare number of 1 or more ('1', '5') is ambiguous (1 %? 100 %?) and refused."""
-    if value is None:
-        return None
-    text = value.strip()
-    try:
-        number = float(text[:-1] if text.endswith("%") else text)
-    except ValueError:
-        number = math.nan
-    share = number / 100.0 if text.endswith("%") else number
-    if not math.isfinite(share) or share < 0 or (not text.endswith("%") and number >= 1):
-        raise click.BadParameter(f"{value!r} is not a share of the step: write 5% or 0.05",
-                                 param_hint="'--fail-on-regression'")
-    return share
-
-
 @click.command(cls=_OneLineErrors, epilog=_COMPARE_EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
@@ -279,7 +263,7 @@ def _regression_share(value: str | None) -> float | None:
               help="Report format.")
 @click.option("-o", "--output", metavar="PATH",
               help="Where to write; '-' for stdout. Default: xladiag_compare.<ext> beside NEW.")
-@click.option("--fail-on-regression", metavar="SHARE",
+@click.option("--fail-on-regression", metavar="SHARE", callback=_share,
               help="Exit 3 when the mean step is slower beyond noise and by more than this (5% or 0.05).")
 @click.option("--chip", metavar="NAME", help="Override chip detection for captures (as in diagnose).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on stderr.")
@@ -293,7 +277,6 @@ def compare_main(base, new, fmt, output, fail_on_regression, chip, quiet, debug)
     from .report.compare_model import COMPARE_FORMATS
     from .writer import check_output_path, write_report
 
-    threshold = _regression_share(fail_on_regression)
     for path in (base, new):
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
@@ -304,7 +287,7 @@ def compare_main(base, new, fmt, output, fail_on_regression, chip, quiet, debug)
         check_output_path(out)
     progress = _Progress(enabled=not quiet and sys.stderr.isatty())
     try:
-        comparison = compare(base, new, fail_on_regression=threshold, chip=chip, progress=progress)
+        comparison = compare(base, new, fail_on_regression=fail_on_regression, chip=chip, progress=progress)
         text = comparison.render(fmt)
     finally:
         progress.done()
