@@ -130,6 +130,20 @@ def _finding() -> dict:
     }, doc="One diagnosis by one rule (docs/json_schema.md#findings)")
 
 
+def _gate() -> dict:
+    threshold = {"anyOf": [FRACTION, {"enum": LEVELS}]}
+    return _obj({
+        "name": {"enum": ["fail-on", "max-exposed-collective", "max-exposed-host-transfer", "min-mfu"]},
+        "option": {"type": "string", "pattern": "^--[a-z-]+$"},
+        "measures": STRING,
+        "threshold": threshold,
+        "value": _null({**NUMBER, "minimum": 0}),
+        "unit": {"enum": ["fraction", "count"]},
+        "tripped": BOOL,
+        "message": {**STRING, "minLength": 1},
+    }, doc="One CI gate evaluated on the report (docs/json_schema.md#gates)")
+
+
 def _chip() -> dict:
     return _obj({
         "name": STRING,
@@ -185,6 +199,7 @@ def report_schema() -> dict:
         "recoverable": _obj({"s_per_step": NON_NEG, "fraction_of_step": _null(FRACTION),
                              "findings": {**INT, "minimum": 0}, "capped_at_step": BOOL}),
         "capture_scope": _null(STRING),
+        "gates": _list(_gate()),
         "findings": _list(_finding()),
         "ops": _list(_op_record()),
         "warnings": _list(STRING),

@@ -85,6 +85,20 @@ def test_collective_gate_value_is_the_exposed_collective_findings_share(tmp_path
     assert result.exit_code == 3
 
 
+def test_gates_in_the_json_follow_the_shipped_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    from xladiag.report.json_schema import load_schema
+
+    validator = jsonschema.Draft202012Validator(load_schema())
+    report = sample_report("cpu_jax_train_step").with_gates(fail_on="medium", max_exposed_collective=0.1,
+                                                            max_exposed_host_transfer=0.1, min_mfu=0.3)
+    data = report.to_dict()
+    assert len(data["gates"]) == 4 and not list(validator.iter_errors(data))
+    for field, bad in (("value", "12%"), ("unit", "percent"), ("name", "max-anything"), ("threshold", 1.5)):
+        broken = {**data, "gates": [{**data["gates"][1], field: bad}]}
+        assert list(validator.iter_errors(broken)), field
+
+
 def test_gates_without_options_are_an_empty_list_and_no_section(tmp_path):
     out = tmp_path / "r.md"
     assert run(GPU_SAMPLE, "--format", "markdown", "-o", out, "-q").exit_code == 0
