@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import traceback
 from pathlib import Path
@@ -110,9 +111,24 @@ def _write_stdout(text: str) -> None:
         raise UsageError(f"-: cannot write to stdout: {exc.strerror or exc}") from None
 
 
-def _default_output(path: Path | None, hlo_dir: Path | None, fmt: str) -> Path:
+# Storage packages log their retries with tracebacks; the one error line says what failed (--debug shows them).
+_STORAGE_LOGGERS = ("fsspec", "gcsfs", "s3fs", "adlfs", "aiobotocore", "botocore")
+
+
+def _location(value: str | None):
+    """A local path as a Path; a URL (gs://, s3://, memory://...) kept as text for fsspec."""
+    from .parsers.storage import is_remote
+
+    if value is None:
+        return None
+    return value if is_remote(value) else Path(value.removeprefix("file://"))
+
+
+def _default_output(path, hlo_dir, fmt: str) -> Path:
     ext = FORMATS[fmt].extension
     base = path if path is not None else hlo_dir
+    if isinstance(base, str):  # remote: the report is written here, not into the bucket
+        return Path(f"xladiag_report.{ext}")
     base = base.parent if base.is_file() else base
     return base / f"xladiag_report.{ext}"
 
@@ -134,9 +150,9 @@ def _topology(value: str | None) -> str | None:
 
 
 @click.command(cls=_OneLineErrors, epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.argument("path", required=False, callback=lambda ctx, param, value: _location(value))
 @click.option("--run", "run", metavar="NAME", help="Which run folder under plugins/profile/ (default: the newest).")
-@click.option("--hlo-dir", type=click.Path(path_type=Path), metavar="DIR",
+@click.option("--hlo-dir", metavar="DIR", callback=lambda ctx, param, value: _location(value),
               help="XLA dump (--xla_dump_to) with *after_optimizations*.txt; default: found inside PATH.")
 @click.option("--program", metavar="NAME",
               help="With --hlo-dir alone: the dump module to analyse (e.g. jit_train_step, module_0042); "
@@ -195,9 +211,12 @@ def main(path, run, hlo_dir, program, chip, chip_file, topology, fmt, output, fa
         raise click.UsageError("give a profile directory or .xplane.pb file (or --hlo-dir DIR)")
     if step_summary:
         require_step_summary()  # before minutes of work
+    if not debug and any(isinstance(where, str) for where in (path, hlo_dir)):  # remote: see _STORAGE_LOGGERS
+        for name in _STORAGE_LOGGERS:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     to_stdout = output == "-"
     out = None if to_stdout else output if output else str(_default_output(path, hlo_dir, fmt))
-    if path is not None and not path.exists():  # before the output check: the default output lives there
+    if isinstance(path, Path) and not path.exists():  # before the output check: the default output lives there
         raise InputError(f"{path}: no such file or directory")
     for target in (out, write_baseline):
         if target is not None:

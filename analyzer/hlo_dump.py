@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..parsers.discovery import CaptureFiles, dump_module_id
+from ..parsers.storage import prefetched
 from ..parsers.hlo_text import HloModule, HloParseError, parse_hlo_file
 from ..parsers.xla_memory_reports import (BufferAssignment, MemoryReportError, MemoryUsageReport,
                                           read_buffer_assignment, read_memory_usage_report)
@@ -83,6 +84,11 @@ def read_dump(files: CaptureFiles, progress: Callable[[str], None] | None, notes
 
     A damaged HLO text is an input error; a report that cannot be read is a note (the module stays).
     """
+    with prefetched(files.hlo_files + files.memory_reports + files.buffer_assignments):  # remote dumps: one batch
+        return _read_modules(files, progress, notes)
+
+
+def _read_modules(files: CaptureFiles, progress, notes: list[str]) -> tuple[DumpModule, ...]:
     out = []
     for path in files.hlo_files:
         if progress:

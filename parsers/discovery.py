@@ -17,6 +17,7 @@ from pathlib import Path
 from ..errors import InputError
 
 from .hlo_text import find_hlo_dumps
+from .storage import as_path
 
 XPLANE_SUFFIX = ".xplane.pb"
 MEMORY_REPORT_SUFFIX = "-memory-usage-report.txt"
@@ -58,13 +59,14 @@ class CaptureFiles:
 
 
 def _companion(hlo_file: Path, suffix: str, found: tuple[Path, ...]) -> Path | None:
-    want = Path(hlo_file).with_name(Path(hlo_file).name.removesuffix(".txt") + suffix)
+    hlo_file = as_path(hlo_file)
+    want = hlo_file.with_name(hlo_file.name.removesuffix(".txt") + suffix)
     return want if want in found else None
 
 
 def dump_module_id(hlo_file: Path | str) -> int | None:
     """The module id in an XLA dump file name (``module_0042.jit_step...`` -> 42); None if not named so."""
-    m = _DUMP_MODULE_ID.match(Path(hlo_file).name)
+    m = _DUMP_MODULE_ID.match(as_path(hlo_file).name)
     return int(m.group(1)) if m else None
 
 
@@ -92,7 +94,7 @@ def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | st
     """Resolve what the user pointed at into xplane files (one per host) and HLO files."""
     hlo_files: tuple[Path, ...] = ()
     if hlo_dir is not None:
-        hlo_dir = Path(hlo_dir)
+        hlo_dir = as_path(hlo_dir)
         if not hlo_dir.exists():
             raise DiscoveryError(f"{hlo_dir}: no such file or directory (--hlo-dir)")
         hlo_files = find_hlo_files(hlo_dir)
@@ -106,7 +108,7 @@ def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | st
             raise DiscoveryError("give a profile directory, an .xplane.pb file, or --hlo-dir DIR")
         return _with_reports(CaptureFiles(xplane_files=(), hlo_files=hlo_files))
 
-    path = Path(path)
+    path = as_path(path)
     if not path.exists():
         raise DiscoveryError(f"{path}: no such file or directory")
     if path.is_file():
@@ -156,7 +158,7 @@ _HLO_PROTO_NAME = re.compile(r"^(?P<name>.+)\((?P<id>\d+)\)\.hlo_proto\.pb$")
 
 def hlo_proto_program(path: Path | str) -> tuple[str, str] | None:
     """(program id, module name) of ``jit_train_step(42).hlo_proto.pb``; None if not named so."""
-    m = _HLO_PROTO_NAME.match(Path(path).name)
+    m = _HLO_PROTO_NAME.match(as_path(path).name)
     return (m.group("id"), m.group("name")) if m else None
 
 

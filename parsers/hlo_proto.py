@@ -10,12 +10,12 @@ module's schedule where it has one (the text of a scheduled module lists ENTRY i
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
 from .hlo_proto_schema import HloProto
 from .hlo_text import HloModule, HloParseError, parse_hlo_module
+from .storage import as_path
 
 # xla.PrimitiveType numbers -> the names HLO text uses (xla/xla_data.proto).
 _DTYPES = {
@@ -261,7 +261,7 @@ def parse_hlo_proto(data: bytes, source: str = "<HloProto>") -> HloModule:
 def parse_hlo_proto_file(path) -> HloModule:
     """A ``<module>(<id>).hlo_proto.pb`` file; one-line HloParseError if it cannot be read or decoded."""
     try:
-        data = Path(path).read_bytes()
+        data = as_path(path).read_bytes()
     except OSError as exc:
         raise HloParseError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return parse_hlo_proto(data, str(path))

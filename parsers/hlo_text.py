@@ -22,6 +22,7 @@ from .hlo_replica_groups import (
     parse_source_target_pairs,
 )
 from .hlo_shapes import Shape, parse_shape
+from .storage import as_path
 from .hlo_tokens import Brackets, HloParseError, split_top, unquote
 
 # Lines that start a statement: a continuation line (string or constant rows) never looks so.
@@ -305,7 +306,7 @@ def parse_hlo_module(text: str, source: str = "<string>", strict: bool = False) 
 
 def parse_hlo_file(path, strict: bool = False) -> HloModule:
     """Parse a dump file; a byte that is not UTF-8 is an HloParseError naming its line."""
-    path = Path(path)
+    path = as_path(path)
     data = path.read_bytes()
     try:
         text = data.decode("utf-8")
@@ -319,7 +320,7 @@ def parse_hlo_file(path, strict: bool = False) -> HloModule:
 def find_hlo_dumps(directory) -> list[Path]:
     """The ``*after_optimizations.txt`` modules under ``directory`` (recursive), without the
     ``-buffer-assignment``/``-memory-usage-report``/``-live-range`` reports."""
-    directory = Path(directory)
+    directory = as_path(directory)
     if directory.is_file():
         return [directory] if directory.name.endswith("after_optimizations.txt") else []
     return sorted(p for p in directory.rglob("*after_optimizations.txt") if p.is_file())

@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import InputError
+from .storage import as_path
 
 __all__ = ["MemoryUsageReport", "BufferAssignment", "parse_memory_usage_report", "parse_buffer_assignment",
            "read_memory_usage_report", "read_buffer_assignment", "MemoryReportError"]
@@ -109,7 +110,7 @@ def parse_buffer_assignment(text: str, source: str = "<string>") -> BufferAssign
 
 
 def _read(path: Path | str) -> str:
-    path = Path(path)
+    path = as_path(path)
     try:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:

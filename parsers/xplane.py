@@ -25,6 +25,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import InputError
 from . import event_stat_values
+from .storage import RemotePath, as_path
 from .xevent_columns import parse_plane_raw_events, read_line_events
 from .xspace_schema import MemoryAccessBreakdown
 from .xspace_wire import WireError, split_space
@@ -140,7 +141,7 @@ def _hbm_bytes(breakdown: bytes | None) -> float:
 
 
 def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>") -> XSpaceTables:
-    return _parse(data, Path(path))
+    return _parse(data, as_path(path))
 
 
 def _parse(buf, path: Path) -> XSpaceTables:
@@ -321,12 +322,22 @@ def _hostname_from_path(path: Path) -> str:
     return name[: -len(".xplane.pb")] if name.endswith(".xplane.pb") else path.stem
 
 
+def _empty(path):
+    raise XPlaneError(f"{path}: empty file")
+
+
 def read_xspace(path: Path | str) -> XSpaceTables:
     """Parse one ``.xplane.pb`` file; raise :class:`XPlaneError` with a one-line reason.
 
-    The file is mapped, not read: only the planes (one at a time) are copied out of it.
+    The file is mapped, not read: only the planes (one at a time) are copied out of it. A remote one
+    (``gs://...``, parsers/storage.py) is read whole.
     """
-    path = Path(path)
+    path = as_path(path)
+    if isinstance(path, RemotePath):
+        try:
+            return _parse(path.read_bytes() or _empty(path), path)
+        except OSError as exc:
+            raise XPlaneError(f"{path}: cannot read: {exc.strerror or exc}") from None
     size = 0
     try:
         with open(path, "rb") as f:
