@@ -81,8 +81,10 @@ def test_discovery_takes_the_newest_run_all_hosts_and_reads_nothing_else(bucket,
     assert sorted(Path(p).name for p in read) == ["h0.xplane.pb", "h1.xplane.pb"]
     assert all("2025_06_01" in p for p in read)
     fs.get(root, str(tmp_path / "copy"), recursive=True)
-    assert _relative(report.to_dict(), f"memory://{root}") == _relative(diagnose(tmp_path / "copy").to_dict(),
-                                                                       tmp_path / "copy")
+    local = _relative(diagnose(tmp_path / "copy").to_dict(), tmp_path / "copy")
+    assert _relative(report.to_dict(), f"memory://{root}") == local
+    # Two worker processes read the hosts by their URL (forked: they see the same in-memory files).
+    assert _relative(diagnose(f"memory://{root}", workers=2).to_dict(), f"memory://{root}") == local
 
 
 def test_the_command_reads_a_url_and_writes_the_report_here(bucket, tmp_path, monkeypatch):
