@@ -284,17 +284,23 @@ Exit codes: 0 ok, 1 bad input, 2 usage, 3 --fail-on-regression tripped.
               help="Where to write; '-' for stdout. Default: xladiag_compare.<ext> beside NEW.")
 @click.option("--fail-on-regression", metavar="SHARE", callback=_share,
               help="Exit 3 when the mean step is slower beyond noise and by more than this (5% or 0.05).")
+@click.option("--step-summary", is_flag=True,
+              help="Also append the Markdown comparison to $GITHUB_STEP_SUMMARY (GitHub Actions); an error when unset.")
 @click.option("--chip", metavar="NAME", help="Override chip detection for captures (as in diagnose).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on stderr.")
 @click.option("--debug", is_flag=True, help="Show the traceback behind an error.")
-def compare_main(base, new, fmt, output, fail_on_regression, chip, quiet, debug):
+def compare_main(base, new, fmt, output, fail_on_regression, step_summary, chip, quiet, debug):
     """Compare two captures: BASE (before) and NEW (after) are each a log dir, run folder, .xplane.pb, or a
     JSON report written by `diagnose --format json`. Step time and MFU with a noise-aware verdict,
     breakdown, per-op and per-finding deltas.
     """
     from .api import compare
     from .report.compare_model import COMPARE_FORMATS
+    from .report.github import append_step_summary, on_github_actions, report_annotations, require_step_summary
     from .writer import check_output_path, write_report
+
+    if step_summary:
+        require_step_summary()  # before minutes of work
 
     for path in (base, new):
         if not path.exists():
@@ -319,6 +325,11 @@ def compare_main(base, new, fmt, output, fail_on_regression, chip, quiet, debug)
         click.echo(f"report: {visible_controls(out)}")
     if comparison.regressed:
         _say(f"diagnose compare: gate: regression: {comparison.data['regression']['reason']}")
+    if on_github_actions():  # the tripped gate as an ::error:: line, never inside a report on stdout
+        for line in report_annotations(comparison.gates, ()):
+            click.echo(line, err=to_stdout)
+    if step_summary:
+        append_step_summary(text if fmt == "markdown" else comparison.render("markdown"))
     sys.exit(EXIT_GATE if comparison.regressed else EXIT_OK)
 
 

@@ -84,14 +84,14 @@ def _verdict(test: NoiseTest, diff: float | None) -> str:
 
 def regression(verdict: str, ratio: float | None, threshold: float | None, test: NoiseTest) -> dict:
     """The ``--fail-on-regression`` gate: a slower mean step beyond noise and beyond ``threshold``."""
-    if threshold is None:
-        return {"threshold": None, "tripped": False, "reason": "no threshold given"}
     change = None if ratio is None else ratio - 1.0
+    if threshold is None:
+        return {"threshold": None, "value": change, "tripped": False, "reason": "no threshold given"}
     if change is None:
-        return {"threshold": threshold, "tripped": False, "reason": "step time unknown on one side"}
+        return {"threshold": threshold, "value": None, "tripped": False, "reason": "step time unknown on one side"}
     beyond = change > threshold
     if verdict == "untested":  # one step, or an old report: the threshold alone decides, and we say so
-        return {"threshold": threshold, "tripped": bool(beyond),
+        return {"threshold": threshold, "value": change, "tripped": bool(beyond),
                 "reason": f"step {change:+.1%} vs threshold {threshold:.1%}; noise not testable ({test.reason})"}
     tripped = verdict == "slower" and beyond
     if tripped:
@@ -100,7 +100,7 @@ def regression(verdict: str, ratio: float | None, threshold: float | None, test:
         reason = f"slower beyond noise but {change:+.1%} <= threshold {threshold:.1%}"
     else:
         reason = f"step {verdict} ({change:+.1%}); threshold {threshold:.1%}"
-    return {"threshold": threshold, "tripped": bool(tripped), "reason": reason}
+    return {"threshold": threshold, "value": change, "tripped": bool(tripped), "reason": reason}
 
 
 def _breakdown(base: dict, new: dict) -> list[dict]:

@@ -13,7 +13,8 @@ def compare_to_dict(comparison) -> dict:
     from .. import __version__
 
     return clean({"compare_schema_version": COMPARE_SCHEMA_VERSION, "tool": {"name": "xladiag", "version": __version__},
-                  "headline": comparison.headline, **comparison.data})
+                  "headline": comparison.headline, **comparison.data,
+                  "gates": [g.to_dict() for g in comparison.gates]})
 
 
 def render_compare_json(comparison) -> str:

@@ -1,20 +1,20 @@
 """The compare Markdown, for a PR comment: verdict first, then tables; long lists folded in ``<details>``.
 
-Every line outside a table is under ``MAX_LINE`` characters (profile text is cut in cells and sentences);
-table cells go through :func:`.markdown.escape_text` so op names can neither break a table nor inject HTML
-or mentions. The JSON keeps every row.
+Built from the shared blocks of :mod:`.md_blocks` (escaped cells, prose wrapped under 200 characters,
+``<details>``, the gates table), so profile text can neither break a table nor inject HTML or mentions.
+The JSON keeps every row.
 """
 
 from __future__ import annotations
 
-import textwrap
-
+from ..analyzer.compare_ops import REL_TOL, STEP_TOL
 from ..units import format_percent, format_seconds
+from .compare_json import COMPARE_SCHEMA_VERSION
 from .compare_model import VERDICT_WORDS, signed_seconds, step_sentence
-from .markdown import escape_text
+from .md_blocks import HARD_WIDTH, details, escape_html, escape_text, gates_section, table, wrap
 from .svg import CLASS_LABELS
 
-MAX_LINE = 200
+MAX_LINE = HARD_WIDTH  # no line outside a table is longer
 TOP_OPS = 10  # op rows shown open; the rest (up to MORE_OPS) in <details>
 MORE_OPS = 60
 MAX_FINDINGS = 40
@@ -22,13 +22,7 @@ _STATUS_ORDER = ("slower", "faster", "new", "removed")
 
 
 def _table(header: list[str], rows: list[list[str]], align: str) -> list[str]:
-    sep = ["---:" if a == "r" else "---" for a in align]
-    return ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"] + ["| " + " | ".join(r) + " |" for r in rows]
-
-
-def _para(text: str) -> list[str]:
-    """A paragraph wrapped under MAX_LINE (GitHub joins the lines back)."""
-    return textwrap.wrap(text, width=MAX_LINE - 40, break_long_words=True, break_on_hyphens=False) or [""]
+    return table(header, rows, list(align))
 
 
 def _ratio(value) -> str:
@@ -60,7 +54,7 @@ _OP_ALIGN = "lllrrrrll"
 
 
 def _details(summary: str, lines: list[str]) -> list[str]:
-    return [f"<details><summary>{summary}</summary>", ""] + lines + ["", "</details>", ""]
+    return details(escape_html(summary), lines) + [""]
 
 
 def render_compare_markdown(comparison) -> str:
@@ -69,18 +63,14 @@ def render_compare_markdown(comparison) -> str:
     base_step = step["base_s"]
     time_word = "measured" if data["measured"] else "predicted"
     out = [f"## xladiag compare: {VERDICT_WORDS[step['verdict']]}", ""]
-    out += _para(f"**{escape_text(step_sentence(data), 300)}**")
+    out += wrap(f"**{escape_text(step_sentence(data), 300)}**")
     out.append("")
     test = step["noise_test"]
-    out += _para(f"Noise: {escape_text(test['reason'], 300)}. Rule: {escape_text(test['rule'])}.")
-    reg = data["regression"]
-    if reg["threshold"] is not None:
-        word = "**REGRESSION**" if reg["tripped"] else "no regression"
-        out.append("")
-        out += _para(f"`--fail-on-regression {format_percent(reg['threshold'])}`: {word} ({escape_text(reg['reason'], 300)}).")
+    out += wrap(f"Noise: {escape_text(test['reason'], 300)}. Rule: {escape_text(test['rule'])}.")
     out.append("")
+    out += gates_section([g.to_dict() for g in comparison.gates])
     for w in data["warnings"][:8]:
-        out += [f"> ⚠ {line}" for line in _para(escape_text(w, 400))]
+        out += wrap(f"⚠ {escape_text(w, 400)}", "> ", "> ")
     if data["warnings"]:
         out.append("")
 
@@ -102,9 +92,10 @@ def render_compare_markdown(comparison) -> str:
 
     counts = data["ops_summary"]["counts"]
     out += ["### Ops that changed", ""]
-    out += _para(", ".join(f"{counts[s]} {s}" for s in (*_STATUS_ORDER, "unchanged"))
+    out += wrap(", ".join(f"{counts[s]} {s}" for s in (*_STATUS_ORDER, "unchanged"))
                  + " (matched by program and op name, then by framework op and source line; "
-                   "a change under 5% of the op or 0.1% of the step is unchanged).")
+                   f"a change under {REL_TOL:.0%} of the op or {STEP_TOL:.1%} of the step is unchanged; "
+                   "per-op changes are not tested against noise and gate nothing).")
     out.append("")
     moved = [o for o in data["ops"] if o["status"] != "unchanged"]
     if moved:
@@ -119,7 +110,7 @@ def render_compare_markdown(comparison) -> str:
 
     fs = data["findings_summary"]
     out += ["### Findings", ""]
-    out += _para(", ".join(f"{fs[s]} {s}" for s in fs) + " (matched by the key rule:kind:main_op).")
+    out += wrap(", ".join(f"{fs[s]} {s}" for s in fs) + " (matched by the key rule:kind:main_op).")
     out.append("")
     findings = data["findings"]
     if findings:
@@ -136,5 +127,5 @@ def render_compare_markdown(comparison) -> str:
                              ("Devices", "devices"), ("Run", "run"), ("Steps from", "step_source"),
                              ("xladiag", "tool_version"))]
     out += _details("Inputs", _table(["", "Base", "New"], rows, "lll"))
-    out.append(f"<sub>xladiag compare · compare schema {comparison.to_dict()['compare_schema_version']}</sub>")
+    out.append(f"<sub>xladiag compare · compare schema {COMPARE_SCHEMA_VERSION}</sub>")
     return "\n".join(out) + "\n"

@@ -102,6 +102,16 @@ class Comparison:
         return bool(self.data["regression"]["tripped"])
 
     @property
+    def gates(self) -> list:
+        """The ``--fail-on-regression`` gate as a :class:`.gates.Gate` (none when no threshold was given)."""
+        from .gates import Gate
+
+        reg = self.data["regression"]
+        if reg["threshold"] is None:
+            return []
+        return [Gate("fail-on-regression", reg["threshold"], reg["value"], bool(reg["tripped"]), reg["reason"])]
+
+    @property
     def ops(self) -> pd.DataFrame:
         import pandas as pd
 

@@ -27,6 +27,9 @@ MEASURES = {
         "the time per step devices wait on host-offload copies (device <-> pinned host memory over PCIe) not "
         "hidden behind compute, as a share of the step (the exposed-collective rule's host-offload finding)"),
     "min-mfu": "MFU: model FLOPs per step / (step time x chip peak FLOP/s); an unknown MFU trips the gate",
+    "fail-on-regression": (
+        "diagnose compare: the change of the mean step time (new / base - 1), counted only when the step is slower "
+        "beyond noise (Welch's t-test p < 0.05 and a change above the step-to-step spread)"),
 }
 
 

@@ -4,6 +4,7 @@ compare_pairs.py): each delta and verdict against what the builders injected."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -183,8 +184,9 @@ def test_welch_edge_cases():
     assert big.p_value < ALPHA and big.beyond_noise is False and "spread" in big.reason
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "xladiag.cli", *map(str, args)], capture_output=True, text=True)
+def _cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "xladiag.cli", *map(str, args)], capture_output=True, text=True,
+                          env=env)
 
 
 def test_cli_exit_codes_and_share_parsing(written, tmp_path):
@@ -202,3 +204,54 @@ def test_cli_exit_codes_and_share_parsing(written, tmp_path):
     assert missing.returncode == 1 and "no such file" in missing.stderr
     helped = _cli("--help")
     assert "diagnose compare BASE NEW" in helped.stdout
+
+
+def test_cli_on_github_actions_annotates_the_regression_and_appends_the_summary(written, tmp_path):
+    import os
+
+    base, new, _ = written["slower"]
+    summary = tmp_path / "summary.md"
+    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+    run = _cli("compare", base, new, "--format", "json", "-o", "-", "-q", "--fail-on-regression", "5%",
+               "--step-summary", env=env)
+    assert run.returncode == 3
+    json.loads(run.stdout)  # the report alone on stdout: the annotation went to stderr
+    errors = [ln for ln in run.stderr.splitlines() if ln.startswith("::error")]
+    assert len(errors) == 1 and "fail-on-regression" in errors[0]
+    assert summary.read_text().startswith("## xladiag compare: slower beyond noise")
+    unset = {k: v for k, v in env.items() if k != "GITHUB_STEP_SUMMARY"}
+    refused = _cli("compare", base, new, "--step-summary", env=unset)
+    assert refused.returncode == 2 and "GITHUB_STEP_SUMMARY" in refused.stderr
+
+
+def test_a_real_recording_against_itself_and_its_own_json(tmp_path):
+    from conftest import SAMPLES
+
+    sample = SAMPLES / "jax_fsdp_tp_train"
+    saved = tmp_path / "r.json"
+    report = xladiag.diagnose(sample)
+    report.to_json(saved)
+    c = xladiag.compare(saved, sample)
+    in_step = sum(1 for o in report.to_dict()["ops"] if o["in_step"])
+    assert c.verdict == "unchanged" and c.data["step"]["delta_s"] == 0.0
+    assert len(c.ops) == len({(o["module"], o["name"]) for o in report.to_dict()["ops"] if o["in_step"]}) <= in_step
+    assert (c.ops["matched_by"] == "name").all() and (c.ops["delta_s_per_step"] == 0).all()
+    assert list(c.findings["key"]) and (c.findings["status"] == "unchanged").all()
+    assert c.data["base"]["per_step_s"] == report.to_dict()["steps"]["per_step_s"]
+    assert len(c.data["base"]["per_step_s"]) == report.analysis.steps.count
+
+
+def test_every_top_level_field_of_the_compare_json_is_documented(written):
+    from conftest import REPO
+
+    doc = (REPO / "docs" / "compare.md").read_text(encoding="utf-8")
+    section = doc.split("## The compare JSON", 1)[1].split("### side", 1)[0]
+    documented = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            documented.update(re.findall(r"`([a-z_]+)`", line.split("|")[1]))
+    c, _ = _compare(written, "slower", fail_on_regression=0.05)
+    data = c.to_dict()
+    assert set(data) == documented
+    side_doc = doc.split("### side", 1)[1].split("###", 1)[0]
+    assert set(data["base"]) == set(re.findall(r"`([a-z_]+)`", side_doc)) - {"capture"}

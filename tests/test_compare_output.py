@@ -43,7 +43,8 @@ def hostile_pair(tmp_path_factory):
 def test_markdown_tables_parse_lines_are_short_and_names_are_text(hostile_pair):
     text = hostile_pair.to_markdown()
     tables = check_tables(text)
-    assert len(tables) == 5  # step, breakdown, ops, more ops (folded), inputs (folded); no finding changed
+    assert len(tables) == 6  # gates, step, breakdown, ops, more ops (folded), inputs (folded); no finding changed
+    assert tables[0][1][0] == "`--fail-on-regression`" and tables[0][1][3] == "❌ tripped"
     prose = [ln for ln in text.split("\n") if not ln.startswith("|")]
     assert max(map(len, prose)) <= MAX_LINE
     assert "<script>" not in text and "<img" not in text
