@@ -228,6 +228,18 @@ def _capture_rows(data: dict, analysis) -> list[tuple[str, str, str]]:
 # ------------------------------------------------------------------ entry
 
 
+def _host_rows(host_steps: dict | None) -> dict | None:
+    """The hosts section (two hosts or more): per host, slowest first, and the slowest host's lag."""
+    if not host_steps or len(host_steps["hosts"]) < 2:
+        return None
+    rows = [{"host": h["host"], "devices": h["devices"], "step": format_seconds(h["step_s"]),
+             "busy": format_seconds(h["busy_s"]), "idle": format_seconds(h["idle_s"]),
+             "lag": format_seconds(h["lag_s"]), "slowest": h["host"] == host_steps["slowest_host"]}
+            for h in host_steps["hosts"]]
+    return {"rows": rows, "slowest": host_steps["slowest_host"], "lag": format_seconds(host_steps["lag_s"]),
+            "share": format_percent(host_steps["lag_fraction"]), "median": format_seconds(host_steps["median_step_s"])}
+
+
 def report_context(report) -> dict:
     """Everything the template reads, already formatted (the template does layout only)."""
     a = report.analysis
@@ -305,6 +317,7 @@ def report_context(report) -> dict:
         ),
         "findings": findings,
         "capture_rows": _capture_rows(data, a),
+        "hosts": _host_rows(data.get("host_steps")),
         "left_out": {"findings": data["selection"]["ignored_findings"],
                      "rules": [(r["rule"], r["why"]) for r in data["selection"]["rules_left_out"]]},
         "roofline_svg": Markup(roofline_svg),

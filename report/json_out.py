@@ -144,6 +144,25 @@ def per_step_s(device_steps: pd.DataFrame) -> list[float]:
     return clean(total / np.bincount(where, minlength=len(steps)))
 
 
+def host_steps_dict(analysis) -> dict | None:
+    """Step time per host and the slowest host's lag (analyzer/host_step_times.py); None without measured steps."""
+    from ..analyzer.host_step_times import host_step_times
+
+    hs = host_step_times(analysis.device_steps, analysis.devices)
+    if hs.table.empty:
+        return None
+    median = hs.median_step_s
+    return {
+        "hosts": [{"host": str(r.host), "devices": int(r.devices), "device_steps": int(r.device_steps),
+                   "step_s": float(r.step_s), "busy_s": float(r.busy_s), "idle_s": float(r.idle_s),
+                   "lag_s": float(r.lag_s)} for r in hs.table.itertuples()],
+        "median_step_s": median,
+        "slowest_host": hs.slowest_host,
+        "lag_s": hs.lag_s if hs.slowest_host is not None else None,
+        "lag_fraction": hs.lag_s / median if hs.slowest_host is not None and median > 0 else None,
+    }
+
+
 def recoverable_dict(report) -> dict:
     step = report.analysis.step_s
     total = report.recoverable_s_per_step
@@ -253,6 +272,7 @@ def report_to_dict(report) -> dict:
                 "hlo_files": list(files.hlo_files),
             },
             "steps": steps_dict(a),
+            "host_steps": host_steps_dict(a),
             "step_s": a.step_s,
             "breakdown": {k: a.breakdown.get(k, 0.0) for k in a.breakdown},
             "mfu": a.mfu,

@@ -173,6 +173,14 @@ def _steps() -> dict:
     }, closed=False)
 
 
+def _host_steps() -> dict:
+    """Step time per host and the slowest host's lag (null without measured steps)."""
+    row = _obj({"host": STRING, "devices": {**INT, "minimum": 0}, "device_steps": {**INT, "minimum": 0},
+                "step_s": NON_NEG, "busy_s": _null(NON_NEG), "idle_s": _null(NON_NEG), "lag_s": NUMBER})
+    return _null(_obj({"hosts": _list(row), "median_step_s": NON_NEG, "slowest_host": _null(STRING),
+                       "lag_s": _null(NON_NEG), "lag_fraction": _null(NON_NEG)}))
+
+
 def report_schema() -> dict:
     """The schema of ``diagnose --format json`` (``report_to_dict``) at :data:`SCHEMA_VERSION`."""
     top = _obj({
@@ -190,6 +198,7 @@ def report_schema() -> dict:
         "run": _obj({"name": _null(STRING), "dir": _null(STRING), "other_runs": _list(STRING),
                      "xplane_files": _list(STRING), "hlo_files": _list(STRING)}),
         "steps": _steps(),
+        "host_steps": _host_steps(),
         "step_s": _null(NON_NEG),
         "breakdown": _obj({c: NON_NEG for c in BREAKDOWN_CATEGORIES}),
         "mfu": _null(FRACTION),

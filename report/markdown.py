@@ -95,6 +95,7 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
     out += _findings(data, n_findings, cell_limit, n_table)
     out += _left_out(data["selection"], n_table, cell_limit)
     out += _top_ops(data, n_ops)
+    out += _hosts(data.get("host_steps"), n_table)
     out += _capture(data)
     out.append(f"<sub>xladiag {escape_text(data['tool']['version'])} · schema {data['schema_version']}</sub>")
     return "\n".join(out) + "\n"
@@ -187,6 +188,22 @@ def _capture(data: dict) -> list[str]:
                      f"{format_seconds(steps['idle_s'])} per step", indent="  ")
     summary = f"{escape_html(chip['name'], 80)}, {data['devices']} devices, {escape_html(run['name'] or 'no run', 80)}"
     return ["## Capture", ""] + details(summary, body) + [""]
+
+
+def _hosts(host_steps: dict | None, n_rows: int) -> list[str]:
+    """Step time per host, slowest first, with its lag behind the other hosts' median (two hosts or more)."""
+    if not host_steps or len(host_steps["hosts"]) < 2:
+        return []
+    rows = [[escape_text(h["host"], 80), str(h["devices"]), format_seconds(h["step_s"]), format_seconds(h["busy_s"]),
+             format_seconds(h["idle_s"]), format_seconds(h["lag_s"])] for h in host_steps["hosts"][:n_rows]]
+    lead = (f"Slowest host: **{escape_text(host_steps['slowest_host'], 80)}**, {format_seconds(host_steps['lag_s'])} "
+            f"({format_percent(host_steps['lag_fraction'])}) behind the other hosts' median "
+            f"{format_seconds(host_steps['median_step_s'])} step.")
+    out = ["## Hosts", "", lead, ""] + _table(["Host", "Devices", "Step", "Busy", "Idle", "vs others' median"], rows,
+                                             ["l", "r", "r", "r", "r", "r"])
+    if len(host_steps["hosts"]) > n_rows:
+        out += ["", f"_{len(host_steps['hosts']) - n_rows} more hosts in the JSON report._"]
+    return out + [""]
 
 
 def _left_out(selection: dict, n_rows: int, cell_limit: int) -> list[str]:

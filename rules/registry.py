@@ -19,6 +19,7 @@ _RULE_MODULES = (
     "mxu_padding",
     "materialized_attention",
     "sharding_intensity",
+    "straggler_host",
 )
 
 RULES: tuple[Rule, ...] = tuple(ModuleRule(import_module(f".{name}", __package__)) for name in _RULE_MODULES)

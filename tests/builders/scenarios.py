@@ -384,3 +384,34 @@ def fsdp_weight_gather(tokens: int = 256, exposed_us: float = 150.0, *, steps: i
                layer_matmul_s_per_step=template[3].duration_ps / PS_PER_S,
                exposed_all_gather_s_per_step=ag_d.duration_ps / PS_PER_S)
     return b, exp
+
+
+class HostsCapture:
+    """Several hosts' builders of one run: ``write(logdir)`` writes every ``<host>.xplane.pb``."""
+
+    def __init__(self, builders: Sequence[TpuCaptureBuilder]):
+        self.builders = list(builders)
+
+    def write(self, logdir) -> list:
+        return [b.write(logdir) for b in self.builders]
+
+
+def multi_host_steps(hosts: int = 4, *, slow_host: int | None = None, slow_ms: float = 0.0, steps: int = 5,
+                     warmup: bool = True):
+    """``hosts`` TPU hosts (``t1v-n-<i>``, 4 devices each) running the same train step; on ``slow_host`` the
+    step's matmul takes ``slow_ms`` longer (its devices compute slower: a straggler)."""
+    template = [matmul_fusion("fusion.1", 1024, 4096, 4096), loop_fusion("add_fusion", [1024, 4096])]
+    builders = []
+    for i in range(hosts):
+        plan = list(template)
+        if i == slow_host:
+            plan[0] = replace(plan[0], duration_ps=plan[0].duration_ps + round(slow_ms * 1e3 * PS_PER_US))
+        b = TpuCaptureBuilder(host=f"t1v-n-{i}")
+        # Each host's devices start a little apart (real hosts never share a clock to the picosecond), so no
+        # two host files are byte-identical (those count once).
+        build_train_steps(plan, steps=steps, warmup=warmup, builder=b, device_stagger_ps=250_000 + 1_000 * i)
+        builders.append(b)
+    step_s = sum(op.duration_ps for op in template) / PS_PER_S
+    return HostsCapture(builders), {"hosts": [b.host for b in builders], "step_s": step_s,
+                                    "slow_host": builders[slow_host].host if slow_host is not None else None,
+                                    "lag_s": slow_ms / 1e3, "devices_per_host": builders[0].num_devices}

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CPU_SAMPLE, GPU_SAMPLE, HLO_PROGRAM, HLO_SAMPLE, REPO, TPU_SAMPLE
+from builders import scenarios as xb
 from xladiag.analyzer.analysis import analyze
 from xladiag.report.json_out import finding_dict
 from xladiag.rules import catalog
@@ -32,8 +33,10 @@ _IS_TYPE = {
 
 
 @pytest.fixture(scope="module")
-def sample_findings() -> dict[str, list[Finding]]:
-    analyses = {"tpu": analyze(TPU_SAMPLE), "gpu": analyze(GPU_SAMPLE), "cpu": analyze(CPU_SAMPLE),
+def sample_findings(tmp_path_factory) -> dict[str, list[Finding]]:
+    hosts = tmp_path_factory.mktemp("hosts")  # no bundled capture has several hosts: one slow host, built
+    xb.multi_host_steps(4, slow_host=2, slow_ms=0.5)[0].write(hosts)
+    analyses = {"hosts": analyze(hosts), "tpu": analyze(TPU_SAMPLE), "gpu": analyze(GPU_SAMPLE), "cpu": analyze(CPU_SAMPLE),
                 "hlo": analyze(hlo_dir=HLO_SAMPLE, chip="v6e", program=HLO_PROGRAM),
                 "input": analyze(REPO / "sample_profiles" / "jax_input_bound"),
                 "attention": analyze(hlo_dir=REPO / "sample_profiles" / "hlo_rules_attention_naive", chip="v6e")}
@@ -43,7 +46,7 @@ def sample_findings() -> dict[str, list[Finding]]:
 def test_registry_holds_rules_with_unique_ids():
     ids = [r.id for r in RULES]
     assert ids == ["exposed-collective", "remat-overhead", "retiling-copy", "latency-bound-collective",
-                   "input-bound", "mxu-padding", "materialized-attention", "sharding-intensity"]
+                   "input-bound", "mxu-padding", "materialized-attention", "sharding-intensity", "straggler-host"]
     assert all(isinstance(r, Rule) for r in RULES)
 
 

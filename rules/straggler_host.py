@@ -1,0 +1,89 @@
+"""One host whose steps take longer than the other hosts' steps (a straggler).
+
+What it finds:
+    In a capture of several hosts, the host with the longest mean step time when it lags the median of the
+    other hosts by at least 3 % of the step, with every host's step, busy and idle time as evidence.
+Why it costs time:
+    A synchronous job runs at the pace of its slowest host: the others wait for it at the next
+    collective, so one slow host's lag is every host's lag.
+How the cost is estimated:
+    Cost = the lag: the slowest host's mean step time (over its devices and measured steps) minus the
+    median step time of the other hosts. The lag splits into busy time (its devices compute longer) and idle
+    time (they wait for their host) against the others' median. Savings = the idle part: what a fix on that
+    host's side (its input pipeline, host-side work) recovers; the busy part is the hardware's (a
+    replaced or repaired host removes it), so it is not counted.
+Fix:
+    By where the lag is. Idle lag: the host feeds its devices late; look at its input pipeline (more
+    loader workers, e.g. MaxText `grain_worker_count`; confirm with `dataset_type=synthetic`) and at
+    host-side work that runs on that host only (callbacks, logging, checkpoint writes). Busy lag: its
+    devices compute slower on the same program; check that host's chips for thermal throttling, a
+    degraded chip or interconnect link, or other processes, and drain it if it stays slow.
+Details:
+    slowest_host (text): the host with the longest mean step time
+    lag_s (s): its step time minus the other hosts' median (the finding's cost)
+    busy_lag_s (s): of the lag, its devices' extra busy time over the other hosts' median
+    idle_lag_s (s): of the lag, its devices' extra idle time over the other hosts' median
+    median_step_s (s): the median of the other hosts' mean step times
+    hosts (list): per host, slowest first: `host`, `devices`, `device_steps`, `step_s`, `busy_s`, `idle_s`,
+        `lag_s`
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..analyzer.host_step_times import host_step_times
+from .base import format_percent, format_seconds, make_finding
+from .levers import name
+
+RULE_ID = "straggler-host"
+MIN_LAG_FRACTION = 0.03  # "a few %" of the step: run-to-run noise between identical hosts stays below it
+MAX_HOSTS_IN_TEXT = 8
+
+
+def check(analysis) -> list:
+    if not analysis.measured:
+        return []
+    hs = host_step_times(analysis.device_steps, analysis.devices)
+    if hs.slowest_host is None or not (hs.median_step_s > 0) or hs.lag_s < MIN_LAG_FRACTION * hs.median_step_s:
+        return []
+    table = hs.table
+    slow = table.iloc[0]
+    busy_lag = float(slow["busy_s"] - np.median(table["busy_s"].iloc[1:]))
+    idle_lag = float(slow["idle_s"] - np.median(table["idle_s"].iloc[1:]))
+    lag = hs.lag_s
+    savings = max(0.0, min(lag, idle_lag))
+    shown = ", ".join(f"{r.host} {format_seconds(r.step_s)}" for r in table.head(MAX_HOSTS_IN_TEXT).itertuples())
+    more = f" and {len(table) - MAX_HOSTS_IN_TEXT} more" if len(table) > MAX_HOSTS_IN_TEXT else ""
+    where = "idle" if idle_lag > busy_lag else "busy"
+    evidence = (
+        f"{slow['host']}'s steps take {format_seconds(slow['step_s'])} (mean over its {int(slow['devices'])} "
+        f"devices and measured steps) against a median of {format_seconds(hs.median_step_s)} over the other "
+        f"{hs.hosts - 1} host{'s' if hs.hosts > 2 else ''}: {format_seconds(lag)} ({format_percent(lag / hs.median_step_s)}) behind. Of the lag, "
+        f"{format_seconds(max(busy_lag, 0.0))} is busy time (its devices compute longer) and "
+        f"{format_seconds(max(idle_lag, 0.0))} idle time (they wait for the host) against the others. "
+        f"Step time per host, slowest first: {shown}{more}.")
+    if savings < lag:
+        evidence += (f" The saving counts the idle part only ({format_seconds(savings)}): busy lag is the "
+                     "hardware's, not something a setting recovers.")
+    pipeline = (f"the host feeds its devices late: look at its input pipeline (more loader workers, e.g. MaxText "
+                f"{name('grain_worker_count')}; to confirm, rerun with {name('dataset_type')}=synthetic or "
+                f"{name('reuse_example_batch')}=1 and see the lag go) and at host-side work that runs on that "
+                "host only (Python callbacks, logging, checkpoint writes)")
+    hardware = ("its devices compute slower than the other hosts' on the same program: check that host's chips "
+                "for thermal throttling, a degraded chip or interconnect link, or other processes using them, "
+                "check it runs the same program and flags as the others, and drain it if it stays slow")
+    first, second = (pipeline, hardware) if where == "idle" else (hardware, pipeline)
+    fix = (f"The lag on {slow['host']} is mostly {where} time, so most likely {first}. If that is not it, "
+           f"{second}. In a synchronous job every other host waits for {slow['host']} at the next collective, "
+           "so the whole job runs at its pace.")
+    rows = [{"host": str(r.host), "devices": int(r.devices), "device_steps": int(r.device_steps),
+             "step_s": float(r.step_s), "busy_s": float(r.busy_s), "idle_s": float(r.idle_s),
+             "lag_s": float(r.lag_s)} for r in table.itertuples()]
+    details = {"slowest_host": str(slow["host"]), "lag_s": lag, "busy_lag_s": busy_lag, "idle_lag_s": idle_lag,
+               "median_step_s": hs.median_step_s, "hosts": rows}
+    return [make_finding(
+        rule=RULE_ID, title=f"Host {slow['host']} lags the other hosts by {format_seconds(lag)} per step",
+        time_s_per_step=lag, est_savings_s_per_step=savings, step_s=analysis.step_s,
+        confidence="medium", ops=(), evidence=evidence, fix=fix, details=details,
+        lever="feeding that host's devices on time (its input pipeline, host-side work)" if savings > 0 else "")]
