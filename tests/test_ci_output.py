@@ -321,3 +321,20 @@ def test_readme_workflow_diagnose_step_runs_as_written(tmp_path):
     assert sum(line.startswith("::error ") for line in result.stdout.splitlines()) == len(
         [g for g in data["gates"] if g["tripped"]])
     assert "## Gates" in summary.read_text()
+
+
+def test_readme_workflow_compare_step_runs_as_written(tmp_path):
+    (command,) = [c for c in _readme_workflow_commands("diagnose") if c.startswith("diagnose compare")]
+    args = command.split()[2:]
+    assert args[:2] == ["base/report.json", "report.json"] and "--fail-on-regression" in args
+    (tmp_path / "base").mkdir()
+    for name in args[:2]:  # the same capture on both sides: no regression
+        assert run(GPU_SAMPLE, "--format", "json", "-o", tmp_path / name, "-q").exit_code == 0
+    from xladiag.cli import compare_main  # what `diagnose compare` dispatches to
+
+    result = CliRunner().invoke(compare_main, [str(tmp_path / a) if a.endswith((".json", ".md")) else a for a in args]
+                                + ["-q"], catch_exceptions=False, env=NOT_ON_GITHUB)
+    assert result.exit_code == 0, result.stderr
+    text = (tmp_path / "compare.md").read_text()
+    check_tables(text)
+    assert len(text) < 65_536 and max(len(ln) for ln, _ in _outside_tables_and_code(text)) <= 200
