@@ -307,7 +307,7 @@ def compare_main(base, new, fmt, output, fail_on_regression, step_summary, chip,
             raise InputError(f"{path}: no such file or directory")
     to_stdout = output == "-"
     out = None if to_stdout else output or str((new.parent if new.is_file() else new)
-                                                / f"xladiag_compare.{COMPARE_FORMATS[fmt][1]}")
+                                                / f"xladiag_compare.{COMPARE_FORMATS[fmt].extension}")
     if out is not None:
         check_output_path(out)
     progress = _Progress(enabled=not quiet and sys.stderr.isatty())

@@ -12,6 +12,11 @@ def finite(value) -> bool:
         return False
 
 
+def finite_or_none(value) -> float | None:
+    """``value`` as a float, or None when it is missing, not a number, NaN or infinite."""
+    return float(value) if finite(value) else None
+
+
 def _scaled(value: float, scales) -> tuple[float, str]:
     """Pick the largest unit that keeps the value >= 1 after rounding to 3 significant digits."""
     a = abs(value)

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..units import finite_or_none as _num
 from .compare_ops import compare_findings, compare_ops
 from .step_noise import NoiseTest, welch
 
@@ -28,14 +29,6 @@ class Side:
     report: dict
     label: str  # the path as given
     input_kind: str  # 'capture' | 'json report'
-
-
-def _num(value) -> float | None:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def _ratio(new, base) -> float | None:

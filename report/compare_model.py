@@ -7,12 +7,11 @@ same text as the command. ``ops`` and ``findings`` are DataFrames (biggest chang
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from ..errors import UsageError
-from ..text_safety import terminal_line, visible_controls
+from ..text_safety import terminal_line
 from ..units import format_percent, format_seconds
+from .render import Format, Renderable, lazy
 
 if TYPE_CHECKING:  # annotations only: pandas loads on first use
     import pandas as pd
@@ -21,27 +20,12 @@ VERDICT_WORDS = {"slower": "slower beyond noise", "faster": "faster beyond noise
                  "unchanged": "unchanged", "untested": "noise not testable", "unknown": "step time unknown"}
 
 
-def _html(c) -> str:
-    from .compare_html import render_compare_html
-
-    return render_compare_html(c)
-
-
-def _markdown(c) -> str:
-    from .compare_markdown import render_compare_markdown
-
-    return render_compare_markdown(c)
-
-
-def _json(c) -> str:
-    from .compare_json import render_compare_json
-
-    return render_compare_json(c)
-
-
-# name -> (renderer, extension): the choices of `diagnose compare --format`.
-COMPARE_FORMATS: dict[str, tuple[Callable[[object], str], str]] = {
-    "html": (_html, "html"), "markdown": (_markdown, "md"), "json": (_json, "json")}
+# The choices of `diagnose compare --format`.
+COMPARE_FORMATS: dict[str, Format] = {
+    "html": Format(lazy("compare_html", "render_compare_html"), "html", "one self-contained page with charts"),
+    "markdown": Format(lazy("compare_markdown", "render_compare_markdown"), "md", "for a PR comment"),
+    "json": Format(lazy("compare_json", "render_compare_json"), "json", "the contract in docs/compare.md"),
+}
 
 
 def step_sentence(data: dict) -> str:
@@ -83,10 +67,11 @@ signed_seconds = _signed
 
 
 @dataclass(frozen=True, repr=False)
-class Comparison:
+class Comparison(Renderable):
     """``data``: the comparison (docs/compare.md); ``regressed``: the ``fail_on_regression`` gate tripped."""
 
     data: dict
+    formats = COMPARE_FORMATS
 
     @property
     def headline(self) -> str:
@@ -126,27 +111,6 @@ class Comparison:
         from ..analyzer.compare_ops import FINDING_COLUMNS
 
         return pd.DataFrame(self.data["findings"], columns=list(FINDING_COLUMNS))
-
-    def render(self, fmt: str, path: str | Path | None = None) -> str:
-        try:
-            renderer, _ = COMPARE_FORMATS[fmt]
-        except KeyError:
-            raise UsageError(f"unknown compare format {fmt!r}; one of: {', '.join(COMPARE_FORMATS)}") from None
-        text = visible_controls(renderer(self), keep="\n\t")
-        if path is not None:
-            from ..writer import write_report
-
-            write_report(path, text)
-        return text
-
-    def to_html(self, path: str | Path | None = None) -> str:
-        return self.render("html", path)
-
-    def to_markdown(self, path: str | Path | None = None) -> str:
-        return self.render("markdown", path)
-
-    def to_json(self, path: str | Path | None = None) -> str:
-        return self.render("json", path)
 
     def to_dict(self) -> dict:
         from .compare_json import compare_to_dict

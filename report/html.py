@@ -7,13 +7,13 @@ comes from the profile goes through Jinja autoescaping or the escaping in :mod:`
 
 from __future__ import annotations
 
-import math
 from importlib import resources
 from pathlib import Path
 
 import jinja2
 from markupsafe import Markup
 
+from ..units import finite_or_none as _num
 from ..units import format_bytes, format_percent, format_ratio, format_seconds, format_si
 from . import svg
 from .chart_data import representative_step_events, roofline_points
@@ -47,14 +47,6 @@ def _environment() -> jinja2.Environment:
     env.filters["seconds"] = format_seconds
     env.filters["percent"] = format_percent
     return env
-
-
-def _num(value) -> float | None:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def _sort_key(value) -> str:

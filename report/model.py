@@ -7,11 +7,10 @@ renderers in this package only read it. ``render``/``to_<fmt>`` are conveniences
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..text_safety import terminal_line
-from .render import render as _render
+from .render import Renderable
 
 if TYPE_CHECKING:  # annotations only: importing the analyzer here would load pandas for `--help`
     import pandas as pd
@@ -30,7 +29,7 @@ _FINDING_COLUMNS = {"rank": "int64", "key": "object", "rule": "object", "kind": 
 
 
 @dataclass(frozen=True, repr=False)
-class Report:
+class Report(Renderable):
     """``findings`` are ranked (biggest saving first); ``ops`` is the per-op table (one row per HLO op;
     columns in docs/json_schema.md); ``render(fmt)`` / ``to_html`` / ``to_markdown`` / ``to_json`` give
     the same text as the ``diagnose`` command and write it when given a path."""
@@ -106,27 +105,6 @@ class Report:
             "recoverable_s_per_step": self.recoverable_s_per_step,
             "headline": self.headline,
         }
-
-    def render(self, fmt: str, path: str | Path | None = None) -> str:
-        """The report as text in ``fmt`` (a key of ``report.render.FORMATS``), also written to ``path``.
-
-        Raises ``UsageError`` (an ``XladiagError``) for an unknown format or a path that cannot be written.
-        """
-        text = _render(self, fmt)
-        if path is not None:
-            from ..writer import write_report
-
-            write_report(path, text)
-        return text
-
-    def to_html(self, path: str | Path | None = None) -> str:
-        return self.render("html", path)
-
-    def to_markdown(self, path: str | Path | None = None) -> str:
-        return self.render("markdown", path)
-
-    def to_json(self, path: str | Path | None = None) -> str:
-        return self.render("json", path)
 
     def to_dict(self) -> dict:
         """The JSON report as plain Python objects."""

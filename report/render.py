@@ -9,28 +9,20 @@ use so that ``diagnose --help`` does not load jinja2 or pandas.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from importlib import import_module
+from pathlib import Path
+from typing import Callable, ClassVar
 
 from ..errors import UsageError
 from ..text_safety import visible_controls
 
 
-def _html(report) -> str:
-    from .html import render_html
+def lazy(module: str, function: str) -> Callable[[object], str]:
+    """The renderer ``function`` of ``report.<module>``, imported on its first call."""
+    def call(obj) -> str:
+        return getattr(import_module(f"{__package__}.{module}"), function)(obj)
 
-    return render_html(report)
-
-
-def _markdown(report) -> str:
-    from .markdown import render_markdown
-
-    return render_markdown(report)
-
-
-def _json(report) -> str:
-    from .json_out import render_json
-
-    return render_json(report)
+    return call
 
 
 @dataclass(frozen=True)
@@ -41,17 +33,44 @@ class Format:
 
 
 FORMATS: dict[str, Format] = {
-    "html": Format(_html, "html", "one self-contained page with charts"),
-    "markdown": Format(_markdown, "md", "GitHub-flavoured, for a PR comment or step summary"),
-    "json": Format(_json, "json", "the versioned contract in docs/json_schema.md"),
+    "html": Format(lazy("html", "render_html"), "html", "one self-contained page with charts"),
+    "markdown": Format(lazy("markdown", "render_markdown"), "md", "GitHub-flavoured, for a PR comment or step summary"),
+    "json": Format(lazy("json_out", "render_json"), "json", "the versioned contract in docs/json_schema.md"),
 }
 
 
-def render(report, fmt: str) -> str:
-    """The report as text in ``fmt``. No control or bidi character from the profile survives raw
-    (a last guard for ``-o -`` on a terminal; renderers already escape their own syntax)."""
+def render(report, fmt: str, formats: dict[str, Format] = FORMATS) -> str:
+    """The report (or comparison) as text in ``fmt`` of ``formats``. No control or bidi character from the
+    profile survives raw (a last guard for ``-o -`` on a terminal; renderers already escape their own syntax)."""
     try:
-        entry = FORMATS[fmt]
+        entry = formats[fmt]
     except KeyError:
-        raise UsageError(f"unknown report format {fmt!r}; one of: {', '.join(FORMATS)}") from None
+        raise UsageError(f"unknown report format {fmt!r}; one of: {', '.join(formats)}") from None
     return visible_controls(entry.renderer(report), keep="\n\t")
+
+
+class Renderable:
+    """``render(fmt, path)`` and ``to_<fmt>`` over the class's ``formats`` table (a class attribute)."""
+
+    formats: ClassVar[dict[str, Format]] = FORMATS
+
+    def render(self, fmt: str, path: str | Path | None = None) -> str:
+        """The text in ``fmt`` (a key of ``formats``), also written to ``path``.
+
+        Raises ``UsageError`` (an ``XladiagError``) for an unknown format or a path that cannot be written.
+        """
+        text = render(self, fmt, self.formats)
+        if path is not None:
+            from ..writer import write_report
+
+            write_report(path, text)
+        return text
+
+    def to_html(self, path: str | Path | None = None) -> str:
+        return self.render("html", path)
+
+    def to_markdown(self, path: str | Path | None = None) -> str:
+        return self.render("markdown", path)
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        return self.render("json", path)
