@@ -76,33 +76,46 @@ class HostPart:
     recording: tuple = ()  # devices whose capture recorded any async span
 
 
+def _as_categorical(values: pd.Series) -> pd.Categorical:
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return values.array
+    return pd.Categorical(values.astype(object).where(values.notna(), "").astype(str))
+
+
 def key_codes(frame: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
-    """Per row, a dense code of its (program_id, op_name), and the keys in code order."""
-    pid = frame["program_id"].astype(object).where(frame["program_id"].notna(), "").astype(str)
-    codes, keys = pd.MultiIndex.from_arrays([pid, frame["op_name"].astype(str)]).factorize()
-    return codes.astype(np.int64), pd.DataFrame(list(keys), columns=KEY) if len(keys) else pd.DataFrame(columns=KEY)
+    """Per row, a dense code of its (program_id, op_name), and the keys in code order: from the columns'
+    category codes (the events' are categorical), no string handled and no sort per row."""
+    pid, name = _as_categorical(frame["program_id"]), _as_categorical(frame["op_name"])
+    width = len(name.categories) + 1
+    pair = (pid.codes.astype(np.int64) + 1) * width + (name.codes.astype(np.int64) + 1)  # code -1: missing
+    present = np.zeros((len(pid.categories) + 1) * width, bool)
+    present[pair] = True
+    used = np.flatnonzero(present)
+    dense = np.zeros(len(present), np.int64)
+    dense[used] = np.arange(len(used))
+    pid_values = np.append(pid.categories.astype(str).to_numpy(object), "")  # [-1]: missing -> ''
+    name_values = np.append(name.categories.astype(str).to_numpy(object), "")
+    keys = pd.DataFrame({"program_id": pid_values[used // width - 1], "op_name": name_values[used % width - 1]})
+    return dense[pair], keys
 
 
-def _aggregate(frame: pd.DataFrame, first_cols: list[str]) -> pd.DataFrame:
-    """Per op key: occurrences, summed / least / most duration_ps, and ``first_cols`` of its first row."""
-    if frame.empty:
-        return pd.DataFrame(columns=[*KEY, "occurrences", "total_ps", "min_ps", "max_ps",
-                                     *(f"first_{c}" for c in first_cols)])
-    codes, keys = key_codes(frame)
+def _aggregate(frame: pd.DataFrame, first_cols: list[str], coded=None) -> pd.DataFrame:
+    """Per op key: occurrences, summed / least / most duration_ps, and ``first_cols`` of its first row.
+    ``coded``: the frame's ``key_codes`` when already known (keys no row uses are left out)."""
+    codes, keys = coded if coded is not None else key_codes(frame)
     dur = frame["duration_ps"].to_numpy(np.int64)
     n = len(keys)
-    out = keys.assign(occurrences=np.bincount(codes, minlength=n).astype(np.int64))
-    total = np.zeros(n, np.int64)
+    count = np.bincount(codes, minlength=n).astype(np.int64)
+    total, lo, hi = np.zeros(n, np.int64), np.full(n, np.iinfo(np.int64).max), np.full(n, np.iinfo(np.int64).min)
+    first = np.full(n, len(codes), np.int64)
     np.add.at(total, codes, dur)
-    lo = np.full(n, np.iinfo(np.int64).max)
     np.minimum.at(lo, codes, dur)
-    hi = np.full(n, np.iinfo(np.int64).min)
     np.maximum.at(hi, codes, dur)
-    _, first = np.unique(codes, return_index=True)  # codes number keys by first appearance: first[k] is key k's
-    out = out.assign(total_ps=total, min_ps=lo, max_ps=hi)
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    out = keys.assign(occurrences=count, total_ps=total, min_ps=lo, max_ps=hi)
     for col in first_cols:
-        out[f"first_{col}"] = frame[col].to_numpy(np.int64)[first]
-    return out
+        out[f"first_{col}"] = np.append(frame[col].to_numpy(np.int64), 0)[first]
+    return out[count > 0].reset_index(drop=True)
 
 
 def _representative(steps: Steps) -> pd.DataFrame:
@@ -120,32 +133,23 @@ def _extents(events: pd.DataFrame) -> pd.DataFrame:
                          "end_ps": ends}).reset_index()
 
 
-def _in_keys(frame: pd.DataFrame, keys: pd.DataFrame) -> np.ndarray:
-    pid = frame["program_id"].astype(object).where(frame["program_id"].notna(), "").astype(str)
-    want = pd.MultiIndex.from_frame(keys.astype(str))
-    return pd.MultiIndex.from_arrays([pid, frame["op_name"].astype(str)]).isin(want)
-
-
-def _transfers(capture: Capture, steps: Steps, step_ops: pd.DataFrame):
+def _transfers(capture: Capture, steps: Steps, step_ops: pd.DataFrame, coded):
     """(spans ending in a measured step, the events of the done ops they wait for, per-op device time on the
     devices that recorded such spans, devices that recorded any span)."""
     spans = capture.async_spans
     recording = tuple(sorted(int(d) for d in pd.unique(spans["device"]))) if len(spans) else ()
-    if spans.empty:
-        empty = step_ops.iloc[0:0]
-        return spans, empty[["device", "step", *KEY, "start_ps", "duration_ps"]], _sum_by_key(empty), recording
-    rows = step_rows(steps, spans["device"].to_numpy(np.int64), spans["end_ps"].to_numpy(np.int64) - 1)
-    spans = spans[rows >= 0].reset_index(drop=True)
+    codes, keys = coded
+    if len(spans):
+        rows = step_rows(steps, spans["device"].to_numpy(np.int64), spans["end_ps"].to_numpy(np.int64) - 1)
+        spans = spans[rows >= 0].reset_index(drop=True)
     done_keys = pd.DataFrame({"program_id": spans["program_id"].astype(object).fillna("").astype(str),
-                              "op_name": spans["done_op"].astype(object).fillna("").astype(str)}).drop_duplicates()
-    done = step_ops[_in_keys(step_ops, done_keys)][["device", "step", *KEY, "start_ps", "duration_ps"]]
-    on_span = step_ops[step_ops["device"].isin(spans["device"].unique())]
-    return spans, done.reset_index(drop=True), _sum_by_key(on_span), recording
-
-
-def _sum_by_key(frame: pd.DataFrame) -> pd.DataFrame:
-    agg = _aggregate(frame, [])
-    return agg[[*KEY, "total_ps"]].rename(columns={"total_ps": "duration_ps"})
+                              "op_name": spans["done_op"].astype(object).fillna("").astype(str)})
+    is_done = keys.merge(done_keys.drop_duplicates(), on=KEY, how="left", indicator=True)["_merge"].eq("both")
+    done = step_ops[is_done.to_numpy()[codes]][["device", "step", *KEY, "start_ps", "duration_ps"]]
+    on_span = np.isin(step_ops["device"].to_numpy(np.int64), spans["device"].unique())
+    span_ops = _aggregate(step_ops[on_span], [], (codes[on_span], keys))
+    span_ops = span_ops[[*KEY, "total_ps"]].rename(columns={"total_ps": "duration_ps"})
+    return spans, done.reset_index(drop=True), span_ops, recording
 
 
 def reduce_capture(capture: Capture, path: str, hostname: str, fingerprint: str, checks: Counter,
@@ -157,19 +161,20 @@ def reduce_capture(capture: Capture, path: str, hostname: str, fingerprint: str,
     steps = with_busy_time(steps, step_ops)
     in_step = np.zeros(len(events), bool)
     in_step[step_ops["event"].to_numpy(np.int64)] = True
-    outside = events[~in_step].assign(event=np.flatnonzero(~in_step))
+    outside = events.loc[~in_step, [*KEY, "device", "duration_ps"]].assign(event=np.flatnonzero(~in_step))
     rep = _representative(steps).merge(step_ops.reset_index(drop=True), on=["device", "step"])
     rep = rep.sort_values(["start_ps", "event"], kind="stable")[[*events.columns, "event", "step"]]
     bg, bs, be = blocks(step_ops["start_ps"].to_numpy(np.int64),
                         step_ops["start_ps"].to_numpy(np.int64) + step_ops["span_ps"].to_numpy(np.int64),
                         step_ops["step"].to_numpy(np.int64))
-    spans, done, span_ops, recording = _transfers(capture, steps, step_ops)
+    coded = key_codes(step_ops)
+    spans, done, span_ops, recording = _transfers(capture, steps, step_ops, coded)
     return HostPart(
         path=path, hostname=hostname, fingerprint=fingerprint, checks=checks, platform=capture.platform,
         devices=capture.devices, n_events=len(events), modules=capture.modules, steps_line=capture.steps_line,
         annotations=capture.step_annotations, extents=_extents(events), op_metadata=capture.op_metadata,
         hlo=hlo, steps=replace(steps, busy_any_ps=None),
-        step_ops=_aggregate(step_ops, ["start_ps", "device", "event"]),
+        step_ops=_aggregate(step_ops, ["start_ps", "device", "event"], coded),
         other_ops=_aggregate(outside, ["device", "event"]),
         busy_blocks=pd.DataFrame({"step": bg, "start_ps": bs, "end_ps": be}),
         rep_events=rep.reset_index(drop=True), done_events=done, span_ops=span_ops, spans=spans,
