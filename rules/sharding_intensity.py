@@ -161,8 +161,9 @@ def _fix(analysis, kinds: list[str], y: int, shortfall: float) -> str:
     if "collective-permute" in kinds and not parts:
         parts.append(f"Raise the compute per transfer: {name('per_device_batch_size')} at least {k}x.")
     if target(analysis.platform, analysis.chip) == "cpu":
-        parts.append("On this host the numbers are the placeholder chip's; the compute per byte holds on the "
-                     "accelerator: run with --chip to judge it against its C / W.")
+        parts.append("On this host C and W are the placeholder chip's; the compute per byte holds on the "
+                     "accelerator: analyse the HLO dump with --hlo-dir DIR --chip NAME to judge it against that "
+                     "chip's C / W.")
     return " ".join(parts)
 
 

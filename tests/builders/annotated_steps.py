@@ -17,11 +17,11 @@ STAGGER_PS = 250_000  # device d starts d * 250 ns after device 0
 
 
 def annotated_tpu_steps(*, loader_ps: int, device_ps: int = 20 * 10**9, steps: int = 5, host_blocks: bool = True,
-                        annotate: bool = True, num_devices: int = 4):
+                        annotate: bool = True, num_devices: int = 4, host: str = "t1v-n-test"):
     """(builder, expected): each step's device work lasts ``device_ps`` per core (two matmuls and an add
     fusion, 2:1:2); ``expected`` holds the step's device busy time (any device), the annotated span per step,
     and the idle time inside it (span minus busy)."""
-    b = TpuCaptureBuilder(num_devices=num_devices)
+    b = TpuCaptureBuilder(num_devices=num_devices, host=host)
     fifth = device_ps // 5
     template = [matmul_fusion("fusion.1", 8192, 8192, 8192, duration_ps=2 * fifth),
                 loop_fusion("add_fusion", [8192, 8192], duration_ps=device_ps - 4 * fifth),

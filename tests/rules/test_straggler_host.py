@@ -7,6 +7,8 @@ import json
 import pytest
 
 from builders import scenarios as xb
+from builders.annotated_steps import annotated_tpu_steps
+from builders.scenarios import HostsCapture
 from rule_helpers import REL, analyze_scenario, only
 from xladiag.analyzer.analysis import analyze
 from xladiag.analyzer.host_step_times import host_step_times
@@ -67,3 +69,17 @@ def test_per_host_times_are_the_same_when_hosts_are_reduced_in_worker_processes(
     a, b = host_step_times(one.device_steps, one.devices), host_step_times(two.device_steps, two.devices)
     assert a.table.equals(b.table) and (a.slowest_host, a.lag_s) == (b.slowest_host, b.lag_s) == (exp["slow_host"],
                                                                                                  pytest.approx(exp["lag_s"], rel=REL))
+
+
+def test_a_host_whose_loader_waits_3ms_longer_lags_in_idle_time_and_that_is_the_saving(tmp_path):
+    """Annotated steps (the input-bound shape) on three hosts; t1v-n-2's loader waits 4 ms instead of ~1 ms."""
+    loaders_us = [1000, 1010, 4000]  # the two typical hosts differ a little: real hosts never match exactly
+    HostsCapture([annotated_tpu_steps(loader_ps=us * 10**6, host=f"t1v-n-{i}")[0]
+                  for i, us in enumerate(loaders_us)]).write(tmp_path)
+    finding = only(build_report(analyze(tmp_path)).findings, "straggler-host")
+    lag = (loaders_us[2] - (loaders_us[0] + loaders_us[1]) / 2) * 1e-6
+    assert finding.details["slowest_host"] == "t1v-n-2"
+    assert finding.time_s_per_step == pytest.approx(lag, rel=REL)
+    assert finding.details["idle_lag_s"] == pytest.approx(lag, rel=REL)
+    assert finding.est_savings_s_per_step == pytest.approx(lag, rel=REL)  # host-side: a fix recovers it
+    assert "input pipeline" in finding.fix.split(". ")[0] and "grain_worker_count" in finding.fix
