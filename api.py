@@ -46,11 +46,15 @@ def diagnose(
     config=None,
     workers: int | None = None,
     scheduler: str | None = None,
+    steps: str | None = None,
+    host: str | None = None,
 ) -> Report:
     """Analyse a capture (log dir, run folder or .xplane.pb) and/or an HLO dump; run every rule.
 
     ``program``: without a capture, which dump module to analyse (name, ``name(id)`` or ``module_NNNN``);
-    default: the one with the most FLOPs.
+    default: the one with the most FLOPs. With a capture, the program whose executions are the steps.
+    ``steps``: 'A:B', the step numbers to measure (A to B-1); ``host``: the one host to read. Each shows in
+    the report as given rather than inferred (``analysis.choices``).
     ``select`` / ``ignore``: rule ids (a list or 'a,b') to report only / to leave out; ``baseline``: a baseline
     file or an iterable of accepted finding keys (``rule:kind:main_op``); left-out findings are in
     ``report.dropped``. ``config``: a ``config.ProjectConfig`` (``[tool.xladiag]``, which the command reads)
@@ -66,7 +70,8 @@ def diagnose(
 
     chosen = make_selection(select=select, ignore=ignore, baseline=baseline, project=config)  # bad ids fail before the work
     analysis = analyze(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, topology=topology,
-                       progress=progress, program=program, workers=workers, scheduler=scheduler)
+                       progress=progress, program=program, workers=workers, scheduler=scheduler,
+                       step_range=steps, host=host)
     if progress:
         progress("running rules")
     return build_report(analysis, chosen)

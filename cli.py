@@ -155,8 +155,11 @@ def _topology(value: str | None) -> str | None:
 @click.option("--hlo-dir", metavar="DIR", callback=lambda ctx, param, value: _location(value),
               help="XLA dump (--xla_dump_to) with *after_optimizations*.txt; default: found inside PATH.")
 @click.option("--program", metavar="NAME",
-              help="With --hlo-dir alone: the dump module to analyse (e.g. jit_train_step, module_0042); "
-                   "default: the one with the most FLOPs.")
+              help="The program whose executions are the steps (jit_train_step, jit_train_step(103)); with "
+                   "--hlo-dir alone, the dump module to analyse (module_0042). Default: inferred.")
+@click.option("--steps", "step_range", metavar="A:B",
+              help="Measure only the steps numbered A to B-1 (A:, :B, or one step A); default: all but the first.")
+@click.option("--host", metavar="NAME", help="Read only this host's capture (default: every host).")
 @click.option("--chip", metavar="NAME", help="Override chip detection, e.g. v6e, v5p, h100, mi300x, cpu, or a TPU slice name (v6e-8, v5p-128).")
 @click.option("--chip-file", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
               help="TOML file that adds or overrides chips (same keys as the built-in catalog).")
@@ -192,7 +195,7 @@ def _topology(value: str | None) -> str | None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on stderr.")
 @click.option("--debug", is_flag=True, help="Show the traceback behind an error.")
 @click.version_option(__version__, prog_name="xladiag")
-def main(path, run, hlo_dir, program, chip, chip_file, topology, fmt, output, fail_on, max_exposed_collective,
+def main(path, run, hlo_dir, program, step_range, host, chip, chip_file, topology, fmt, output, fail_on, max_exposed_collective,
          max_exposed_host_transfer, min_mfu, step_summary, select, ignore, baseline, write_baseline, workers, scheduler,
          quiet, debug):
     """Diagnose an XLA profile: what is slow, why, how far each op is from its roofline, and what to change.
@@ -226,7 +229,7 @@ def main(path, run, hlo_dir, program, chip, chip_file, topology, fmt, output, fa
     try:
         report = diagnose(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, topology=topology,
                           progress=progress, program=program, select=select, ignore=ignore, baseline=baseline,
-                          config=load_project_config(), workers=workers, scheduler=scheduler)
+                          config=load_project_config(), steps=step_range, host=host, workers=workers, scheduler=scheduler)
         report = report.with_gates(fail_on=fail_on, max_exposed_collective=max_exposed_collective,
                                    max_exposed_host_transfer=max_exposed_host_transfer, min_mfu=min_mfu)
         text = report.render(fmt)

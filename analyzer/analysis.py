@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..parsers.discovery import CaptureFiles, discover
+from ..parsers.discovery import CaptureFiles, discover, only_host
 from ..parsers.hlo_text import HloModule
 from . import chip_catalog
 from .device_detection import choose_chip
@@ -31,6 +31,7 @@ from .hlo_control_flow import keep_costliest_branches
 from .hlo_facts import attach_hlo_facts
 from .host_map import measure_capture
 from .roofline import predict_ops, step_roofline
+from .step_choice import choices, step_choice
 from .steps import Steps
 from .tables import DEVICE_STEPS, OPS, STEP_EVENTS
 from .transfers import Transfers, attach_transfers
@@ -70,6 +71,8 @@ class Analysis:
     dump: DumpFacts = field(default_factory=DumpFacts)  # the analysed program's dump modules, memory, layouts
     # Share of the step (measured, else the ideal step) spent in ops whose FLOPs are unknown: MFU leaves them out.
     unknown_flops_share: float | None = None
+    # program / steps / hosts: {"value", "source": "given" | "inferred"} (step_choice.choices)
+    choices: dict = field(default_factory=dict)
 
     @property
     def measured(self) -> bool:
@@ -147,9 +150,12 @@ def analyze(
     program: str | None = None,
     workers: int | None = None,
     scheduler: str | None = None,
+    step_range: str | None = None,
+    host: str | None = None,
 ) -> Analysis:
     """``program``: without a trace, the dump module to analyse (name, ``name(id)`` or ``module_NNNN``);
-    default: the one with the most FLOPs.
+    default: the one with the most FLOPs. With a trace, the program whose executions are the steps;
+    ``step_range`` ('A:B'): the step numbers measured; ``host``: the one host read (analyzer/step_choice.py).
     ``workers``: processes reading the host files (default: the cores this process may use); ``scheduler``:
     a Dask scheduler address to read them on instead (analyzer/host_map.py).
     ``topology``: a TPU slice shape 'AxBxC' for the collective model (UsageError if malformed)."""
@@ -158,7 +164,10 @@ def analyze(
             parse_topology(topology)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    files = discover(path, run=run, hlo_dir=hlo_dir)
+    files = only_host(discover(path, run=run, hlo_dir=hlo_dir), host)
+    if not files.xplane_files and (step_range is not None or host is not None):
+        raise UsageError("--steps and --host choose what a trace measures: give a profile directory")
+    choice = step_choice(program if files.xplane_files else None, step_range)
     notes: list[str] = []
     try:
         dump = read_dump(files, progress, notes)
@@ -168,7 +177,7 @@ def analyze(
 
     totals = None  # per-host totals where the hosts were reduced where read (host_map)
     if files.xplane_files:
-        measured = measure_capture(files, progress, workers=workers, scheduler=scheduler)
+        measured = measure_capture(files, progress, workers=workers, scheduler=scheduler, choice=choice)
         steps, op_table, totals = measured.steps, measured.op_table, measured.totals
         step_ops, device_steps = STEP_EVENTS.coerce(measured.step_ops), DEVICE_STEPS.coerce(steps.device_steps())
         platform, devices, hosts = measured.platform, measured.devices, measured.hosts
@@ -257,6 +266,8 @@ def analyze(
         warnings=tuple(notes),
         dump=dump_facts(match, ops),
         unknown_flops_share=unknown_share,
+        choices=choices(program_given=program is not None, range_text=step_range, host=host, steps=steps, hosts=files.hosts,
+                        hlo_program=None if steps is not None else ", ".join(name for name, _ in match.by_program)),
     )
 
 

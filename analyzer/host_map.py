@@ -28,7 +28,7 @@ from .capture import build_capture
 from .host_merge import Measured, merge_hosts
 from .host_reduce import reduce_host
 from .op_stats import measure
-from .steps import find_steps
+from .step_choice import StepChoice, choose_steps
 
 Progress = Callable[[str], None]
 
@@ -98,12 +98,12 @@ def _map(executor: Executor, calls: dict[int, tuple], progress: Progress | None,
     return out
 
 
-def _single(spaces, progress: Progress | None) -> Measured:
+def _single(spaces, progress: Progress | None, choice: StepChoice | None = None) -> Measured:
     """All events of the hosts in one capture: the single-capture path."""
     capture = build_capture(spaces)
     if progress:
         progress(f"measuring {len(capture.events):,} op events on {len(capture.devices)} devices")
-    steps = find_steps(capture)
+    steps = choose_steps(capture, choice)
     step_ops, op_table, steps = measure(capture, steps)  # steps now carry their busy times
     return Measured(platform=capture.platform, hosts=capture.hosts, devices=capture.devices,
                     warnings=capture.warnings, op_metadata=capture.op_metadata, async_spans=capture.async_spans,
@@ -111,15 +111,16 @@ def _single(spaces, progress: Progress | None) -> Measured:
 
 
 def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, workers: int | None = None,
-                    scheduler: str | None = None) -> Measured:
-    """The measured tables of the capture's host files (see the module doc for where they are read)."""
+                    scheduler: str | None = None, choice: StepChoice | None = None) -> Measured:
+    """The measured tables of the capture's host files (see the module doc for where they are read);
+    ``choice``: the program or steps the user gave (step_choice)."""
     paths = [str(p) for p in files.xplane_files]
     if workers is not None and workers < 1:
         raise UsageError(f"--workers {workers}: give at least 1")
     if len(paths) == 1:
         if progress:
             progress(f"reading {files.xplane_files[0].name} (1/1 hosts)")
-        return _single([read_xspace(paths[0])], progress)
+        return _single([read_xspace(paths[0])], progress, choice)
     n = min(workers or default_workers(), len(paths))
     where = f"Dask at {scheduler}" if scheduler else f"{n} worker{'s' if n != 1 else ''}"
     with _executor(n, scheduler) as executor:
@@ -127,9 +128,9 @@ def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, wo
         parts = [parts[i] for i in range(len(paths))]
         if all(p.space is None for p in parts):
             return merge_hosts(parts, lambda calls: _map(executor, calls, progress, "reduced again with the run's "
-                                                         "steps:", where))
+                                                         "steps:", where), choice)
         # Not all TPU: every host's events are needed (see the module doc).
         raw = {i: (p.path, None, True) for i, p in enumerate(parts) if p.space is None}
         again = _map(executor, raw, progress, "read again in full", where) if raw else {}
     spaces = [again[i].space if i in again else p.space for i, p in enumerate(parts)]
-    return _single(spaces, progress)
+    return _single(spaces, progress, choice)

@@ -23,7 +23,8 @@ from .intervals import union_length
 from .op_stats import OP_KEY
 from .plane_tables import empty_table
 from .sanity import check_warnings
-from .steps import PS_PER_S, Steps, find_steps
+from .step_choice import StepChoice, choose_steps
+from .steps import PS_PER_S, Steps
 from .transfers import HostTotals
 
 # {index: (host file, the run's steps for its devices)} -> {index: the host reduced with those steps}
@@ -168,8 +169,9 @@ def _busy(parts, steps: Steps) -> Steps:
     return replace(steps, busy_ps=busy, busy_any_ps=any_ps)
 
 
-def merge_hosts(parts: list[HostPart], rerun: Rerun) -> Measured:
-    """One run's measured tables from its hosts' reductions (``rerun``: reduce hosts again with given steps)."""
+def merge_hosts(parts: list[HostPart], rerun: Rerun, choice: StepChoice | None = None) -> Measured:
+    """One run's measured tables from its hosts' reductions (``rerun``: reduce hosts again with given steps;
+    ``choice``: the program or steps the user gave, step_choice)."""
     counts, kept, seen = Counter(), [], set()
     for part in parts:  # as sanity.checked_spaces: a host repeating another's planes counts once
         if part.fingerprint and part.fingerprint in seen:
@@ -182,7 +184,7 @@ def merge_hosts(parts: list[HostPart], rerun: Rerun) -> Measured:
     bases = list(np.cumsum([0, *sizes[:-1]]).astype(int))
     hosts = tuple(p.hostname for p in kept)
     devices = _concat([_shifted(p.devices, b, "device") for p, b in zip(kept, bases)])
-    steps = find_steps(_lite_capture(kept, bases, hosts, devices))
+    steps = choose_steps(_lite_capture(kept, bases, hosts, devices), choice)
     local = [_host_steps(steps, b, n) for b, n in zip(bases, sizes)]
     differ = {i: (p.path, replace(steps, table=local[i], busy_ps=None, busy_any_ps=None))
               for i, p in enumerate(kept) if not _same_steps(p, steps, local[i])}

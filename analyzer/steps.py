@@ -139,6 +139,18 @@ def dominant_program(capture: Capture) -> tuple[str, str]:
     return str(name), str(program_id)
 
 
+def program_steps(capture: Capture, program: str, program_id: str) -> Steps:
+    """The executions of one program (by name and id) as the steps."""
+    modules = capture.modules
+    pid = modules["program_id"].astype(object).where(modules["program_id"].notna(), "").astype(str)
+    runs = modules[(modules["module"] == program) & (pid == program_id)][["device", "start_ps", "duration_ps"]]
+    table = _number(runs.astype({"start_ps": "int64", "duration_ps": "int64"}))
+    n = int(table["step"].max()) + 1
+    named = f"{program}({program_id})" if program_id else program
+    return Steps(table, program, f"{n} execution{'s' if n != 1 else ''} of {named}", bool(table["is_warmup"].any()),
+                 program_id=program_id)
+
+
 def find_steps(capture: Capture) -> Steps:
     annotated = _annotated_steps(capture)
     if annotated is not None:
@@ -149,14 +161,7 @@ def find_steps(capture: Capture) -> Steps:
 
     program, program_id = dominant_program(capture)
     if program:
-        modules = capture.modules
-        pid = modules["program_id"].astype(object).where(modules["program_id"].notna(), "").astype(str)
-        runs = modules[(modules["module"] == program) & (pid == program_id)][["device", "start_ps", "duration_ps"]]
-        table = _number(runs.astype({"start_ps": "int64", "duration_ps": "int64"}))
-        n = int(table["step"].max()) + 1
-        named = f"{program}({program_id})" if program_id else program
-        return Steps(table, program, f"{n} execution{'s' if n != 1 else ''} of {named}", bool(table["is_warmup"].any()),
-                     program_id=program_id)
+        return program_steps(capture, program, program_id)
 
     # No program structure at all: the whole op span on each device is one step.
     ops = capture.events

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 
 from .hlo_text import find_hlo_dumps
 from .storage import as_path
@@ -168,3 +168,13 @@ def _with_reports(files: CaptureFiles) -> CaptureFiles:
     protos = tuple(p for folder in folders for p in sorted(folder.glob("*" + HLO_PROTO_SUFFIX))
                    if hlo_proto_program(p) is not None)
     return replace(files, memory_reports=memory, buffer_assignments=buffers, hlo_proto_files=protos)
+
+
+def only_host(files: CaptureFiles, host: str | None) -> CaptureFiles:
+    """``files`` with one host's capture (``--host``: its name, or its file's name); UsageError listing the hosts."""
+    if host is None:
+        return files
+    keep = tuple(p for p, name in zip(files.xplane_files, files.hosts) if host in (name, p.name))
+    if not keep:
+        raise UsageError(f"--host {host}: no such host in run {files.run_name}; hosts: {', '.join(files.hosts) or 'none'}")
+    return replace(files, xplane_files=keep)

@@ -17,6 +17,7 @@ from ..units import finite_or_none as _num
 from ..units import format_bytes, format_percent, format_ratio, format_seconds, format_si
 from . import svg
 from .chart_data import representative_step_events, roofline_points
+from .choices import choice_rows
 from .json_out import report_to_dict
 from .svg import short_source
 
@@ -199,6 +200,7 @@ def _capture_rows(data: dict, analysis) -> list[tuple[str, str, str]]:
     ]
     if run["other_runs"]:
         rows.append(("Other runs present", ", ".join(run["other_runs"]), "pick one with --run NAME"))
+    rows += choice_rows(data.get("choices") or {})
     if data["measured"]:
         warm = "first execution excluded as warm-up" if steps["warmup_excluded"] else "no warm-up excluded"
         rows += [

@@ -284,6 +284,7 @@ def report_to_dict(report) -> dict:
             "gates": [g.to_dict() for g in report.gates],  # CI thresholds evaluated (--fail-on/--max-*/--min-*)
             "findings": [finding_dict(f) for f in report.findings],
             "selection": selection_dict(report),
+            "choices": a.choices,
             "ops": ops_records(a.ops),
             "warnings": list(a.warnings),
         }

@@ -181,6 +181,21 @@ def _host_steps() -> dict:
                        "lag_s": _null(NON_NEG), "lag_fraction": _null(NON_NEG)}))
 
 
+def _selection() -> dict:
+    left = _obj({"rule": STRING, "why": STRING})
+    ignored = _obj({"key": STRING, "rule": STRING, "severity": {"enum": LEVELS}, "title": STRING, "why": STRING})
+    return _obj({"select": _null(_list(STRING)), "ignore": _list(STRING), "baseline": _null(STRING),
+                 "baseline_keys": {**INT, "minimum": 0}, "rules_left_out": _list(left),
+                 "ignored_findings": _list(ignored)})
+
+
+def _choices() -> dict:
+    def item(value: dict) -> dict:
+        return _obj({"value": value, "source": {"enum": ["given", "inferred"]}})
+    return _obj({"program": item(_null(STRING)), "steps": item(_null(STRING)), "hosts": item(_list(STRING))},
+                required=["program"])
+
+
 def report_schema() -> dict:
     """The schema of ``diagnose --format json`` (``report_to_dict``) at :data:`SCHEMA_VERSION`."""
     top = _obj({
@@ -210,6 +225,8 @@ def report_schema() -> dict:
         "capture_scope": _null(STRING),
         "gates": _list(_gate()),
         "findings": _list(_finding()),
+        "selection": _selection(),
+        "choices": _choices(),
         "ops": _list(_op_record()),
         "warnings": _list(STRING),
     }, closed=False)

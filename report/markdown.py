@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from ..units import format_percent, format_ratio, format_seconds, format_si
+from .choices import choice_rows
 from .json_out import report_to_dict
 from .md_blocks import code_block, details, escape_html, escape_text, gates_section, wrap
 from .md_blocks import table as _table
@@ -186,6 +187,10 @@ def _capture(data: dict) -> list[str]:
         body += wrap(f"- **Steps:** {steps['count']} ({escape_text(steps['source'], 120)}; {warm}); mean "
                      f"{format_seconds(steps['mean_s'])}, busy {format_seconds(steps['busy_s'])} / idle "
                      f"{format_seconds(steps['idle_s'])} per step", indent="  ")
+    chosen = [f"{what.lower()} {escape_text(value, 200)} ({source.split(' (')[0]})"
+              for what, value, source in choice_rows(data.get("choices") or {})]
+    if chosen:
+        body += wrap("- **Analysed:** " + "; ".join(chosen), indent="  ")
     summary = f"{escape_html(chip['name'], 80)}, {data['devices']} devices, {escape_html(run['name'] or 'no run', 80)}"
     return ["## Capture", ""] + details(summary, body) + [""]
 
