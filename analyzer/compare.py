@@ -16,9 +16,12 @@ import pandas as pd
 
 from ..errors import InputError
 from ..units import finite_or_none as _num
-from .compare_ops import compare_findings, compare_ops
+from .compare_ops import REL_TOL, STEP_TOL, compare_findings, compare_ops
 from .step_noise import NoiseTest, welch
 
+# On a noisy capture an op's time varies at least as much, relative to itself, as the step's: a per-op change
+# is labelled only beyond twice the step's relative spread (and never below REL_TOL).
+NOISE_FACTOR = 2.0
 BREAKDOWN_ORDER = ("compute", "memory", "collective", "host_transfer", "other", "idle")
 
 
@@ -68,6 +71,8 @@ def _comparability(base: dict, new: dict) -> list[str]:
 def _verdict(test: NoiseTest, diff: float | None) -> str:
     if diff is None:
         return "unknown"
+    if diff == 0:
+        return "unchanged"
     if test.beyond_noise is None:
         return "untested"
     if not test.beyond_noise:
@@ -131,8 +136,10 @@ def compare_reports(base: Side, new: Side, *, threshold: float | None = None) ->
     verdict = _verdict(test, diff)
     ratio = _ratio(new_step, base_step)
     step_for_tol = base_step if base_step is not None else math.nan
-    ops = compare_ops(b.get("ops") or [], n.get("ops") or [], time_col, step_for_tol)
-    findings = compare_findings(b.get("findings") or [], n.get("findings") or [], step_for_tol)
+    spread_share = test.spread_s / base_step if test.spread_s is not None and base_step else 0.0
+    rel_tol = max(REL_TOL, NOISE_FACTOR * spread_share)
+    ops = compare_ops(b.get("ops") or [], n.get("ops") or [], time_col, step_for_tol, rel_tol)
+    findings = compare_findings(b.get("findings") or [], n.get("findings") or [], step_for_tol, rel_tol)
     return {
         "measured": measured,
         "base": bs,
@@ -144,7 +151,7 @@ def compare_reports(base: Side, new: Side, *, threshold: float | None = None) ->
         "breakdown": _breakdown(b, n),
         "ops_summary": {"counts": _counts(ops, ("slower", "faster", "unchanged", "new", "removed")),
                         "delta_s_per_step": _num(ops["delta_s_per_step"].sum()) if len(ops) else 0.0,
-                        "time": "measured" if measured else "predicted"},
+                        "time": "measured" if measured else "predicted", "rel_tol": rel_tol, "step_tol": STEP_TOL},
         "ops": _records(ops),
         "findings_summary": _counts(findings, ("appeared", "disappeared", "grew", "shrank", "unchanged")),
         "findings": _records(findings),

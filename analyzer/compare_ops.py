@@ -10,8 +10,9 @@ Ops (the step program's, one record per HLO op as in the JSON report) are matche
 Findings are matched by their stable key ``rule:kind:main_op``.
 
 A matched change is reported as ``slower``/``faster`` (``grew``/``shrank`` for findings) only when it is at
-least ``REL_TOL`` of the base time and ``STEP_TOL`` of the base step; else ``unchanged``. These are
-reported, never gated: only the step time is tested against noise (``step_noise``).
+least ``rel_tol`` of the base time (``REL_TOL``, raised by the caller on a noisy capture) and ``STEP_TOL``
+of the base step; else ``unchanged``. These are reported, never gated: only the step time is tested
+against noise (``step_noise``).
 """
 
 from __future__ import annotations
@@ -71,14 +72,15 @@ def _by_framework_op(base: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFram
     return matched, base[~bm], new[~nm]
 
 
-def changed(base_s: pd.Series, new_s: pd.Series, step_s: float) -> np.ndarray:
-    """Whether each matched time moved by at least REL_TOL of itself and STEP_TOL of the step."""
+def changed(base_s: pd.Series, new_s: pd.Series, step_s: float, rel_tol: float = REL_TOL) -> np.ndarray:
+    """Whether each matched time moved by at least ``rel_tol`` of itself and STEP_TOL of the step."""
     delta = (new_s - base_s).abs().to_numpy(np.float64)
-    floor = np.maximum(REL_TOL * base_s.abs().to_numpy(np.float64), STEP_TOL * (step_s if step_s > 0 else 0.0))
+    floor = np.maximum(rel_tol * base_s.abs().to_numpy(np.float64), STEP_TOL * (step_s if step_s > 0 else 0.0))
     return (delta >= floor) & (delta > 0)
 
 
-def compare_ops(base_records: list[dict], new_records: list[dict], time_col: str, base_step_s: float) -> pd.DataFrame:
+def compare_ops(base_records: list[dict], new_records: list[dict], time_col: str, base_step_s: float,
+                rel_tol: float = REL_TOL) -> pd.DataFrame:
     """One row per matched op (or op group), new op and removed op; biggest |delta| first (``OP_COLUMNS``)."""
     base, new = _step_ops(base_records, time_col), _step_ops(new_records, time_col)
     both = base.merge(new, on=["module", "name"], how="outer", suffixes=("_b", "_n"), indicator=True)
@@ -90,7 +92,8 @@ def compare_ops(base_records: list[dict], new_records: list[dict], time_col: str
     new_rest = new.merge(both.loc[both["_merge"] == "right_only", ["module", "name"]], on=["module", "name"])
     by_framework, base_rest, new_rest = _by_framework_op(base_rest, new_rest)
     matched = pd.concat([by_name, by_framework], ignore_index=True)
-    moved = changed(matched["base_s_per_step"].astype(float), matched["new_s_per_step"].astype(float), base_step_s)
+    moved = changed(matched["base_s_per_step"].astype(float), matched["new_s_per_step"].astype(float), base_step_s,
+                    rel_tol)
     slower = matched["new_s_per_step"].astype(float) > matched["base_s_per_step"].astype(float)
     matched["status"] = np.where(moved, np.where(slower, "slower", "faster"), "unchanged")
     removed = pd.DataFrame({"status": "removed", "matched_by": None, "module": base_rest["module"],
@@ -126,12 +129,13 @@ def _findings_frame(findings: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["key", "rule", "kind", "title", "severity", "time", "savings"])
 
 
-def compare_findings(base_findings: list[dict], new_findings: list[dict], base_step_s: float) -> pd.DataFrame:
+def compare_findings(base_findings: list[dict], new_findings: list[dict], base_step_s: float,
+                     rel_tol: float = REL_TOL) -> pd.DataFrame:
     """Findings matched by key: appeared, disappeared, grew, shrank, unchanged; biggest |delta| first."""
     b, n = _findings_frame(base_findings), _findings_frame(new_findings)
     m = b.merge(n, on="key", how="outer", suffixes=("_b", "_n"), indicator=True)
     base_t, new_t = m["time_b"].astype(float).fillna(0.0), m["time_n"].astype(float).fillna(0.0)
-    moved = changed(base_t, new_t, base_step_s)
+    moved = changed(base_t, new_t, base_step_s, rel_tol)
     status = np.where(m["_merge"] == "left_only", "disappeared", np.where(
         m["_merge"] == "right_only", "appeared",
         np.where(moved, np.where(new_t > base_t, "grew", "shrank"), "unchanged")))

@@ -7,7 +7,6 @@ The JSON keeps every row.
 
 from __future__ import annotations
 
-from ..analyzer.compare_ops import REL_TOL, STEP_TOL
 from ..units import format_percent, format_seconds
 from .compare_json import COMPARE_SCHEMA_VERSION
 from .compare_model import VERDICT_WORDS, signed_seconds, step_sentence
@@ -91,10 +90,12 @@ def render_compare_markdown(comparison) -> str:
     out += _table(["Class", "Base", "New", "Change", "% of base step"], rows, "lrrrr") + [""]
 
     counts = data["ops_summary"]["counts"]
+    tol, step_tol = data["ops_summary"]["rel_tol"], data["ops_summary"]["step_tol"]
     out += ["### Ops that changed", ""]
     out += wrap(", ".join(f"{counts[s]} {s}" for s in (*_STATUS_ORDER, "unchanged"))
                  + " (matched by program and op name, then by framework op and source line; "
-                   f"a change under {REL_TOL:.0%} of the op or {STEP_TOL:.1%} of the step is unchanged; "
+                   f"a change under {format_percent(tol)} of the op or {format_percent(step_tol)} of the step is "
+                   "unchanged; "
                    "per-op changes are not tested against noise and gate nothing).")
     out.append("")
     moved = [o for o in data["ops"] if o["status"] != "unchanged"]

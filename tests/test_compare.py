@@ -77,6 +77,8 @@ def test_noise_alone_is_within_noise_and_never_a_regression(written):
     np.testing.assert_allclose(base_steps, exp["template_step_s"] * np.array(exp["base_scales"]), rtol=1e-5)
     assert c.data["step"]["noise_test"]["p_value"] >= ALPHA
     assert (c.ops["status"] == "unchanged").all()
+    spread = np.std(np.array(c.data["new"]["per_step_s"]), ddof=1), np.std(base_steps, ddof=1)
+    assert c.data["ops_summary"]["rel_tol"] == pytest.approx(max(0.05, 2 * max(spread) / base_steps.mean()), rel=1e-6)
 
 
 def test_a_real_change_under_jitter_is_beyond_noise(written):
@@ -255,3 +257,16 @@ def test_every_top_level_field_of_the_compare_json_is_documented(written):
     assert set(data) == documented
     side_doc = doc.split("### side", 1)[1].split("###", 1)[0]
     assert set(data["base"]) == set(re.findall(r"`([a-z_]+)`", side_doc)) - {"capture"}
+
+
+def test_a_predicted_report_is_not_compared_with_a_measured_one(written, tmp_path):
+    from conftest import SAMPLES
+
+    predicted = tmp_path / "hlo.json"
+    xladiag.diagnose(hlo_dir=SAMPLES / "hlo_rules_dot_aligned_1024", chip="v6e").to_json(predicted)
+    with pytest.raises(InputError, match="one report is measured and the other predicted"):
+        xladiag.compare(predicted, written["slower"][1])
+    both = xladiag.compare(predicted, predicted)  # two static diagnoses compare on predicted times
+    assert both.verdict == "unchanged" and both.data["ops_summary"]["time"] == "predicted"
+    assert both.data["step"]["noise_test"]["beyond_noise"] is None  # nothing measured: no noise test
+    assert len(both.ops) and (both.ops["status"] == "unchanged").all()
