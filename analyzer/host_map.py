@@ -14,11 +14,13 @@ files by their path, so they must see the same files).
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Callable
 
 from ..errors import InputError, UsageError
@@ -26,7 +28,7 @@ from ..parsers.discovery import CaptureFiles
 from ..parsers.xplane import read_xspace
 from .capture import build_capture
 from .host_merge import Measured, merge_hosts
-from .host_reduce import reduce_host
+from .host_reduce import HostHlo, HostPart, reduce_host
 from .op_stats import measure
 from .step_choice import StepChoice, choose_steps
 
@@ -83,13 +85,40 @@ def _executor(workers: int, scheduler: str | None):
             yield pool
 
 
-def _map(executor: Executor, calls: dict[int, tuple], progress: Progress | None, what: str, where: str) -> dict:
+class _Programs:
+    """One copy of each program's HLO (every host carries the HLO of the programs it ran) as the hosts arrive,
+    given back to the first host, in file order, that carries it: what ``embedded_hlo`` would have taken."""
+
+    def __init__(self):
+        self.data: dict[tuple[str, bytes], bytes] = {}
+        self.first: dict[tuple[str, bytes], int] = {}
+
+    def take(self, index: int, part: HostPart) -> HostPart:
+        if part.hlo is None:
+            return part
+        refs = []
+        for program_id, name, data in part.hlo.hlo_protos:
+            key = (program_id, hashlib.sha1(data).digest())
+            self.data.setdefault(key, data)
+            self.first[key] = min(self.first.get(key, index), index)
+            refs.append((program_id, name, key))
+        return replace(part, hlo=HostHlo(part.hlo.path, tuple(refs)))
+
+    def give_back(self, index: int, part: HostPart) -> HostPart:
+        protos = tuple((pid, name, self.data[key]) for pid, name, key in part.hlo.hlo_protos
+                       if self.first[key] == index)
+        return replace(part, hlo=HostHlo(part.hlo.path, protos))
+
+
+def _map(executor: Executor, calls: dict[int, tuple], progress: Progress | None, what: str, where: str,
+         programs: _Programs | None = None) -> dict:
     """``reduce_host(*args)`` of every call, by key, progress as each host finishes."""
     futures = {executor.submit(reduce_host, *args): key for key, args in calls.items()}
     out = {}
     try:
         for done, future in enumerate(as_completed(futures), 1):
-            out[futures[future]] = future.result()
+            key = futures[future]
+            out[key] = programs.take(key, future.result()) if programs else future.result()
             if progress:
                 progress(f"{what} {done}/{len(calls)} hosts ({where})")
     except BrokenProcessPool:
@@ -124,9 +153,11 @@ def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, wo
     n = min(workers or default_workers(), len(paths))
     where = f"Dask at {scheduler}" if scheduler else f"{n} worker{'s' if n != 1 else ''}"
     with _executor(n, scheduler) as executor:
-        parts = _map(executor, {i: (p,) for i, p in enumerate(paths)}, progress, "read", where)
+        programs = _Programs()
+        parts = _map(executor, {i: (p,) for i, p in enumerate(paths)}, progress, "read", where, programs)
         parts = [parts[i] for i in range(len(paths))]
         if all(p.space is None for p in parts):
+            parts = [programs.give_back(i, p) for i, p in enumerate(parts)]
             return merge_hosts(parts, lambda calls: _map(executor, calls, progress, "reduced again with the run's "
                                                          "steps:", where), choice)
         # Not all TPU: every host's events are needed (see the module doc).

@@ -189,7 +189,7 @@ def merge_hosts(parts: list[HostPart], rerun: Rerun, choice: StepChoice | None =
     differ = {i: (p.path, replace(steps, table=local[i], busy_ps=None, busy_any_ps=None))
               for i, p in enumerate(kept) if not _same_steps(p, steps, local[i])}
     for i, part in (rerun(differ) if differ else {}).items():
-        kept[i] = part
+        kept[i] = replace(part, hlo=kept[i].hlo)  # the same file: its HLO was already taken once
     steps = _busy(kept, steps)
     module_of = _module_names(_concat([p.modules for p in kept]))
     op_table, ids = _op_table(kept, bases, steps, module_of)

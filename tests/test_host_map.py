@@ -174,3 +174,22 @@ def test_a_corrupt_host_is_one_line_naming_it(run_dir, tmp_path):
     bad.write_bytes(bad.read_bytes()[:5000])
     result = CliRunner().invoke(cli_main, [str(copy), "--workers", "2", "-o", "-", "--format", "json"])
     assert result.exit_code == 1 and "t1v-n-01.xplane.pb" in result.output and "Traceback" not in result.output
+
+
+def test_each_programs_hlo_is_kept_once_for_the_first_host_that_carries_it():
+    from collections import Counter
+    from pathlib import Path
+
+    from xladiag.analyzer.host_reduce import HostHlo, HostPart
+
+    def part(i, protos):
+        return HostPart(f"h{i}", f"h{i}", f"f{i}", Counter(), "tpu", hlo=HostHlo(Path(f"h{i}"), tuple(protos)))
+
+    train, ev = ("7", "jit_train_step", b"A" * 1000), ("9", "jit_eval", b"E")
+    train_recompiled = ("7", "jit_train_step", b"B")  # the same id, other bytes: kept apart
+    hosts = [part(0, [train]), part(1, [train, ev]), part(2, [train_recompiled, ev])]
+    programs = host_map._Programs()
+    arrived = {i: programs.take(i, hosts[i]) for i in (2, 1, 0)}  # workers finish in any order
+    assert len(programs.data) == 3  # one copy of each distinct (program, bytes)
+    back = [programs.give_back(i, arrived[i]).hlo.hlo_protos for i in range(3)]
+    assert back == [(train,), (ev,), (train_recompiled,)]
