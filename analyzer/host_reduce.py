@@ -66,8 +66,10 @@ class HostPart:
     op_metadata: pd.DataFrame | None = None
     hlo: HostHlo | None = None
     steps: Steps | None = None  # this host's steps (local devices), busy_ps set
-    step_ops: pd.DataFrame | None = None  # KEY + occurrences, total_ps, min_ps, max_ps, first_start_ps, first_device, first_event
-    other_ops: pd.DataFrame | None = None  # KEY + occurrences, total_ps, min_ps, max_ps, first_device, first_event
+    # Per op key: occurrences, total_ps, min_ps, max_ps and its first event's first_start_ps (in-step ops only),
+    # first_device, first_event (its row in the host's events).
+    step_ops: pd.DataFrame | None = None
+    other_ops: pd.DataFrame | None = None
     busy_blocks: pd.DataFrame | None = None  # step, start_ps, end_ps: union of the host's step events
     rep_events: pd.DataFrame | None = None  # tables.STEP_EVENTS without op_id; event = row on the host
     done_events: pd.DataFrame | None = None  # device, step, KEY, start_ps, duration_ps

@@ -25,7 +25,8 @@ from xladiag.report.chart_data import representative_step_events
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """Three TPU hosts of 4 devices, ~14k op events each, all-gathers with async spans."""
-    return multi_host_capture(tmp_path_factory.mktemp("mh"), hosts=3, events_per_host=14_000, ops_per_step=200)[0].parent
+    paths = multi_host_capture(tmp_path_factory.mktemp("mh"), hosts=3, events_per_host=14_000, ops_per_step=200)
+    return paths[0].parent
 
 
 def _all_events(path, monkeypatch, **kw):
