@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from .capture import Capture
 from .host_reduce import KEY, HostPart, key_codes
@@ -53,7 +54,13 @@ def _shifted(frame: pd.DataFrame, by: int, *columns: str) -> pd.DataFrame:
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    return pd.concat(frames, ignore_index=True)
+    """The hosts' rows in file order; a column categorical on every host stays categorical (its categories
+    united), not one Python string per row."""
+    out = pd.concat(frames, ignore_index=True)
+    for col in frames[0].columns if frames else ():
+        if all(isinstance(f[col].dtype, pd.CategoricalDtype) for f in frames) and len(frames) > 1:
+            out[col] = union_categoricals([f[col].array for f in frames])
+    return out
 
 
 def _lite_capture(parts: list[HostPart], bases: list[int], hosts: tuple[str, ...], devices: pd.DataFrame) -> Capture:
@@ -201,11 +208,10 @@ def merge_hosts(parts: list[HostPart], rerun: Rerun, choice: StepChoice | None =
     for col in ("module", "program_id", "op_name", "line"):
         rep[col] = rep[col].astype(object).where(rep[col].notna(), "").astype("category")
     rep["op_id"] = _op_ids(rep, ids)
-    done = _concat([_shifted(p.done_events, b, "device") for p, b in zip(kept, bases)])
     span_ops = _concat([p.span_ops for p in kept])
     span_ps = pd.Series(span_ops["duration_ps"].to_numpy(np.int64), index=_op_ids(span_ops, ids))
     recording = {d + b for p, b in zip(kept, bases) for d in p.recording}
-    totals = HostTotals(done.assign(op_id=_op_ids(done, ids)), span_ps.groupby(level=0).sum(), len(recording))
+    totals = HostTotals(span_ps.groupby(level=0).sum(), len(recording))
     metadata = _concat([p.op_metadata for p in kept]).drop_duplicates(["program_id", "op_name"])
     spans = _concat([_shifted(p.spans, b, "device") for p, b in zip(kept, bases)])
     return Measured(platform="tpu", hosts=hosts, devices=devices, warnings=tuple(check_warnings(counts)),

@@ -9,7 +9,7 @@ program id, which the merge resolves over all hosts), devices numbered from 0 on
   events outside them (the other programs' ops);
 - per measured device-step the busy time, and per step the union of the host's busy intervals (time any
   device works on the step is a union over every host);
-- the async transfer spans that end in a measured step, the events of the done ops they wait for, and
+- the async transfer spans that end in a measured step, each with the end of the done op it waits for, and
   per op the device time on the devices that recorded such spans (the transfer exposure);
 - the events of one representative step per device (the median-duration one, the step the timeline
   draws), the events the rules that read events see;
@@ -34,7 +34,8 @@ from .capture import Capture, build_capture
 from .intervals import blocks
 from .plane_tables import TPU_PLANE
 from .sanity import checked_space
-from .steps import Steps, assign_steps, find_steps, step_rows, with_busy_time
+from .steps import Steps, assign_steps, find_steps, measured_rows, step_rows, with_busy_time
+from .transfers import done_ends
 
 KEY = ["program_id", "op_name"]
 
@@ -72,9 +73,9 @@ class HostPart:
     other_ops: pd.DataFrame | None = None
     busy_blocks: pd.DataFrame | None = None  # step, start_ps, end_ps: union of the host's step events
     rep_events: pd.DataFrame | None = None  # tables.STEP_EVENTS without op_id; event = row on the host
-    done_events: pd.DataFrame | None = None  # device, step, KEY, start_ps, duration_ps
     span_ops: pd.DataFrame | None = None  # KEY + duration_ps over the devices with spans in steps
-    spans: pd.DataFrame | None = None  # the async spans ending in a measured step (capture.async_spans rows)
+    # The async spans ending in a measured step (capture.async_spans rows) and done_end_ps (transfers.done_ends).
+    spans: pd.DataFrame | None = None
     recording: tuple = ()  # devices whose capture recorded any async span
 
 
@@ -136,22 +137,27 @@ def _extents(events: pd.DataFrame) -> pd.DataFrame:
 
 
 def _transfers(capture: Capture, steps: Steps, step_ops: pd.DataFrame, coded):
-    """(spans ending in a measured step, the events of the done ops they wait for, per-op device time on the
-    devices that recorded such spans, devices that recorded any span)."""
+    """(the spans ending in a measured step, each with the end of the done op it waits for, per-op device time
+    on the devices that recorded such spans, devices that recorded any span)."""
     spans = capture.async_spans
     recording = tuple(sorted(int(d) for d in pd.unique(spans["device"]))) if len(spans) else ()
     codes, keys = coded
-    if len(spans):
-        rows = step_rows(steps, spans["device"].to_numpy(np.int64), spans["end_ps"].to_numpy(np.int64) - 1)
-        spans = spans[rows >= 0].reset_index(drop=True)
-    done_keys = pd.DataFrame({"program_id": spans["program_id"].astype(object).fillna("").astype(str),
-                              "op_name": spans["done_op"].astype(object).fillna("").astype(str)})
-    is_done = keys.merge(done_keys.drop_duplicates(), on=KEY, how="left", indicator=True)["_merge"].eq("both")
-    done = step_ops[is_done.to_numpy()[codes]][["device", "step", *KEY, "start_ps", "duration_ps"]]
+    rows = step_rows(steps, spans["device"].to_numpy(np.int64), spans["end_ps"].to_numpy(np.int64) - 1)
+    spans = spans[rows >= 0].reset_index(drop=True)
+    wanted = pd.DataFrame({"program_id": spans["program_id"].astype(object).fillna("").astype(str).to_numpy(),
+                           "op_name": spans["done_op"].astype(object).fillna("").astype(str).to_numpy()})
+    span_op = wanted.merge(keys.assign(code=np.arange(len(keys))), on=KEY, how="left")["code"]
+    ev_start = step_ops["start_ps"].to_numpy(np.int64)
+    spans["done_end_ps"] = done_ends(spans["start_ps"].to_numpy(np.int64), rows[rows >= 0],
+                                     span_op.fillna(-1).to_numpy(np.int64),
+                                     measured_rows(steps, step_ops["device"], step_ops["step"]), codes,
+                                     ev_start + step_ops["duration_ps"].to_numpy(np.int64))
+    for col in ("program_id", "start_op", "done_op", "kind"):  # few distinct names over many spans
+        spans[col] = spans[col].astype("category")
     on_span = np.isin(step_ops["device"].to_numpy(np.int64), spans["device"].unique())
     span_ops = _aggregate(step_ops[on_span], [], (codes[on_span], keys))
     span_ops = span_ops[[*KEY, "total_ps"]].rename(columns={"total_ps": "duration_ps"})
-    return spans, done.reset_index(drop=True), span_ops, recording
+    return spans, span_ops, recording
 
 
 def reduce_capture(capture: Capture, path: str, hostname: str, fingerprint: str, checks: Counter,
@@ -170,7 +176,7 @@ def reduce_capture(capture: Capture, path: str, hostname: str, fingerprint: str,
                         step_ops["start_ps"].to_numpy(np.int64) + step_ops["span_ps"].to_numpy(np.int64),
                         step_ops["step"].to_numpy(np.int64))
     coded = key_codes(step_ops)
-    spans, done, span_ops, recording = _transfers(capture, steps, step_ops, coded)
+    spans, span_ops, recording = _transfers(capture, steps, step_ops, coded)
     return HostPart(
         path=path, hostname=hostname, fingerprint=fingerprint, checks=checks, platform=capture.platform,
         devices=capture.devices, n_events=len(events), modules=capture.modules, steps_line=capture.steps_line,
@@ -179,7 +185,7 @@ def reduce_capture(capture: Capture, path: str, hostname: str, fingerprint: str,
         step_ops=_aggregate(step_ops, ["start_ps", "device", "event"], coded),
         other_ops=_aggregate(outside, ["device", "event"]),
         busy_blocks=pd.DataFrame({"step": bg, "start_ps": bs, "end_ps": be}),
-        rep_events=rep.reset_index(drop=True), done_events=done, span_ops=span_ops, spans=spans,
+        rep_events=rep.reset_index(drop=True), span_ops=span_ops, spans=spans,
         recording=recording,
     )
 

@@ -43,7 +43,6 @@ class HostTotals:
     """What the transfer numbers need of the step's events when hosts were reduced where they were read
     (analyzer/host_merge.py), the step events then being one representative step per device."""
 
-    done_events: pd.DataFrame  # device, step, op_id, start_ps, duration_ps: the done ops recorded spans wait on
     span_device_ps: pd.Series  # op_id -> device time summed over the devices with spans in measured steps
     recording_devices: int  # devices whose capture recorded any async span
 
@@ -73,6 +72,25 @@ def _by_op(op_ids: np.ndarray, values: np.ndarray, ops: pd.DataFrame) -> np.ndar
     return np.where(ids >= 0, sums[np.maximum(ids, 0)], 0.0)
 
 
+def done_ends(start, rows, op, ev_rows, ev_op, ev_end) -> np.ndarray:
+    """Per span (its start, measured device-step row, done op code, -1 for none): the end of the first event of
+    that done op in the same device-step that ends at or after the span began; -1 where there is none.
+
+    The recorded span can end before its done op does (v6e: copy-done.5 waits 182 ms behind a span that
+    closed 115 ms after the start), so the transfer runs to the done op's end."""
+    done_ops = np.unique(op[op >= 0])
+    keep = np.isin(ev_op, done_ops)
+    ev_rows, ev_op, ev_end = ev_rows[keep], ev_op[keep], ev_end[keep]
+    if len(ev_end) == 0:
+        return np.full(len(start), -1, np.int64)
+    # Group = (device-step, done op), the op numbered densely among the done ops: small codes, one sort key.
+    width = len(done_ops)
+    ev_group = ev_rows * width + np.searchsorted(done_ops, ev_op)
+    span_group = np.where(op >= 0, rows * width + np.searchsorted(done_ops, op), -1)
+    hit = first_at_or_after(start, span_group, ev_end, ev_group)
+    return np.where(hit >= 0, ev_end[np.maximum(hit, 0)], -1)
+
+
 def transfer_spans(async_spans: pd.DataFrame, ops: pd.DataFrame, step_ops: pd.DataFrame,
                    steps: Steps) -> pd.DataFrame:
     """The recorded async spans that end in a measured step (tables.TRANSFER_SPANS)."""
@@ -85,19 +103,14 @@ def transfer_spans(async_spans: pd.DataFrame, ops: pd.DataFrame, step_ops: pd.Da
     rows, span_end = rows[inside], span_end[inside]
     start = sp["start_ps"].to_numpy(np.int64)
     op_id = _op_ids(ops, None, sp["program_id"], sp["done_op"])
-    # The recorded span can end before its done op does (v6e: copy-done.5 waits 182 ms behind a span that
-    # closed 115 ms after the start), so the transfer runs to the done op's end: the first event of that
-    # done op in the same device-step that ends at or after the span began.
-    done_ops = np.unique(op_id[op_id >= 0])
-    done = step_ops[np.isin(step_ops["op_id"].to_numpy(np.int64), done_ops)]
-    ev_rows = measured_rows(steps, done["device"], done["step"])
-    ev_end = done["start_ps"].to_numpy(np.int64) + done["duration_ps"].to_numpy(np.int64)
-    # Group = (device-step, done op), the op numbered densely among the done ops: small codes, one sort key.
-    width = len(done_ops)
-    ev_group = ev_rows * width + np.searchsorted(done_ops, done["op_id"].to_numpy(np.int64))
-    span_group = np.where(op_id >= 0, rows * width + np.searchsorted(done_ops, op_id), -1)
-    hit = first_at_or_after(start, span_group, ev_end, ev_group)
-    end = np.maximum(span_end, np.where(hit >= 0, ev_end[np.maximum(hit, 0)], 0))
+    if "done_end_ps" in sp:  # hosts reduced where read: each found its spans' done ends (host_reduce)
+        waited = sp["done_end_ps"].to_numpy(np.int64)
+    else:
+        done = step_ops[np.isin(step_ops["op_id"].to_numpy(np.int64), np.unique(op_id[op_id >= 0]))]
+        waited = done_ends(start, rows, op_id, measured_rows(steps, done["device"], done["step"]),
+                           done["op_id"].to_numpy(np.int64),
+                           done["start_ps"].to_numpy(np.int64) + done["duration_ps"].to_numpy(np.int64))
+    end = np.maximum(span_end, np.where(waited >= 0, waited, 0))
     kind = ops.set_index("op_id")["transfer_kind"] if len(ops) else pd.Series(dtype=object)
     kind = kind[kind.index >= 0]
     measured = steps.after_warmup
@@ -226,7 +239,7 @@ def attach_transfers(ops: pd.DataFrame, step_ops: pd.DataFrame | None, steps: St
             parts = pd.DataFrame({"device": step_ops["device"].to_numpy(), "step": step_ops["step"].to_numpy(),
                                   "start_ps": ev.start, "end_ps": ev.end, "kind": ev.kind})[ev.is_comm]
         else:
-            spans = transfer_spans(async_spans, ops, totals.done_events if totals else step_ops, steps)
+            spans = transfer_spans(async_spans, ops, step_ops, steps)
             recording = int(async_spans["device"].nunique()) if async_spans is not None and len(async_spans) else 0
             recording = totals.recording_devices if totals else recording
             exposed, in_flight, exposed_where, n_span = _span_exposure(ops, step_ops, steps, spans, o, totals)
