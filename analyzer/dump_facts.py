@@ -6,6 +6,7 @@ layout-changing copies inside them (fused ones included) and how many instructio
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
@@ -24,6 +25,13 @@ class DumpFacts:
     # Bytes of the analysed module's buffer assignment by allocation kind (parameter, output, temp,
     # constant, thread-local); empty without a buffer-assignment file.
     allocated_bytes: dict = field(default_factory=dict)
+    # File names (no folders) of the reports behind ``peak_memory_bytes`` / ``allocated_bytes``: the evidence a
+    # memory finding cites; '' without one.
+    peak_memory_file: str = ""
+    buffer_assignment_file: str = ""
+    # Temp allocations that are not live out (a tuple result's elements are maybe-live-out temps): the
+    # activations and scratch, what grows with the batch; None without a buffer assignment.
+    scratch_bytes: int | None = None
 
     def __repr__(self) -> str:
         return (f"<DumpFacts {len(self.modules)} dump modules, analysed {list(self.analysed)}, "
@@ -41,18 +49,25 @@ def dump_facts(match: DumpMatch | None, ops: pd.DataFrame) -> DumpFacts:
         if key in keys and id(dm) not in seen:
             seen.add(id(dm))
             chosen.append(dm)
-    peaks = [dm.memory.peak_bytes for dm in chosen if dm.memory is not None]
+    reports = [dm.memory for dm in chosen if dm.memory is not None]
+    peak_report = max(reports, key=lambda r: r.peak_bytes, default=None)
+    assignments = [dm.buffers for dm in chosen if dm.buffers is not None]
     allocated: dict[str, int] = {}
     for dm in chosen:
         if dm.buffers is not None:
             for kind, nbytes in dm.buffers.allocations.groupby("kind")["size_bytes"].sum().items():
                 allocated[str(kind)] = max(allocated.get(str(kind), 0), int(nbytes))
+    scratch = [int(a.loc[(a["kind"] == "temp") & ~a["maybe_live_out"], "size_bytes"].sum())
+               for a in (b.allocations for b in assignments)]
     changes = [dump_layout_changes(dm.module) for dm in chosen]
     return DumpFacts(
         modules=match.table,
         analysed=tuple(dm.label for dm in chosen),
-        peak_memory_bytes=float(max(peaks)) if peaks else None,
+        peak_memory_bytes=float(peak_report.peak_bytes) if peak_report is not None else None,
         layout_changes=pd.concat(changes, ignore_index=True) if changes else DumpFacts().layout_changes,
         recomputed_instructions=sum(recomputed_instructions(dm.module) for dm in chosen),
         allocated_bytes=allocated,
+        peak_memory_file=Path(peak_report.source).name if peak_report is not None else "",
+        buffer_assignment_file=Path(assignments[0].source).name if assignments else "",
+        scratch_bytes=max(scratch) if scratch else None,
     )

@@ -187,6 +187,7 @@ def finding_dict(finding) -> dict:
         "fraction_of_step": clean(finding.fraction_of_step),
         "confidence": finding.confidence,
         "lever": finding.lever,
+        "benefit": finding.benefit,
         "related_ops": [{"op": op, "counted_by": key} for op, key in finding.related],
         "ops": [
             {

@@ -20,6 +20,8 @@ from pathlib import Path
 from ..analyzer.analysis import BREAKDOWN_CATEGORIES
 from ..analyzer.collectives import KINDS, TRANSFER_KINDS
 from ..analyzer.tables import OPS
+from ..rules.base import BENEFITS
+from ..rules.hbm_headroom import KINDS as HBM_KINDS
 from ..rules.sharding_intensity import AXIS_KIND_PATTERN
 from .json_out import SCHEMA_VERSION
 
@@ -29,8 +31,9 @@ SCHEMA_FILES = {"report": "report.schema.json"}  # name -> file beside this modu
 
 LEVELS = ["high", "medium", "low"]
 PLATFORMS = ["tpu", "gpu", "cpu", "hlo"]
-# A finding's kind: '' for a rule with one finding, else the transfer kind it is about (exposed-collective).
-FINDING_KINDS = ["", *TRANSFER_KINDS]
+# A finding's kind: '' for a rule with one finding, else the transfer kind it is about (exposed-collective), or
+# hbm-headroom's verdict class.
+FINDING_KINDS = ["", *TRANSFER_KINDS, *HBM_KINDS]
 BOUND_BY = ["compute", "hbm", "host", "ici", "latency", "unknown"]
 # Closed vocabularies of op fields (analyzer/roofline.py, analysis._time_class, hlo_facts); null = unknown.
 OP_ENUMS = {
@@ -122,6 +125,7 @@ def _finding() -> dict:
         "fraction_of_step": NON_NEG,
         "confidence": {"enum": LEVELS},
         "lever": STRING,
+        "benefit": {"enum": list(BENEFITS)},
         "related_ops": _list(_obj({"op": STRING, "counted_by": STRING})),
         "ops": _list(evidence_op),
         "evidence": STRING,

@@ -19,6 +19,7 @@ from ..units import format_bytes, format_percent, format_seconds  # noqa: F401 (
 if TYPE_CHECKING:
     from ..analyzer.analysis import Analysis
 
+BENEFITS = ("step_time", "throughput")
 HIGH_FRACTION = 0.10  # a finding costing >= 10 % of the step is high severity
 MEDIUM_FRACTION = 0.03
 
@@ -66,6 +67,9 @@ class Finding:
     kind: str = ""  # which of the rule's findings: e.g. the transfer kind; '' for a rule with one finding
     main_op: str = ""  # the op a per-op finding is about; '' when the finding sums a class of ops over the step
     lever: str = ""  # what the fix changes, as the saving prices it: 'by <lever>' in the headline
+    # 'step_time': the fix shortens the step as it is; 'throughput': it buys more samples per second (a bigger
+    # batch, lower precision), an estimate to confirm by measuring
+    benefit: str = "step_time"
     claims: tuple[OpClaim, ...] = ()  # every op the cost counts (not only the ten in ``ops``)
     related: tuple[tuple[str, str], ...] = ()  # (op name, key of the finding that counts it): set by rules.claims
 
@@ -145,17 +149,23 @@ def make_finding(
     main_op: str = "",
     lever: str = "",
     claims: tuple[OpClaim, ...] | list[OpClaim] = (),
+    benefit: str = "step_time",
 ) -> Finding:
     """Build a finding with severity and fraction derived the same way for every rule.
 
     The saving is never more than the cost, nor than the time of the ops claimed (when any are)."""
+    if benefit not in BENEFITS:
+        raise ValueError(f"benefit {benefit!r} is not one of {BENEFITS}")
     savings = min(max(est_savings_s_per_step, 0.0), time_s_per_step)
     if claims:
         savings = min(savings, sum(c.s_per_step for c in claims))
     fraction = time_s_per_step / step_s if step_s and step_s > 0 and math.isfinite(step_s) else 0.0
+    severity = severity_for(fraction)
+    if benefit == "throughput" and severity == "high":
+        severity = "medium"  # an option with a numerics or memory trade-off, not a defect of the step
     return Finding(
         rule=rule,
-        severity=severity_for(fraction),
+        severity=severity,
         title=title,
         time_s_per_step=float(time_s_per_step),
         est_savings_s_per_step=float(savings),
@@ -169,4 +179,5 @@ def make_finding(
         main_op=main_op,
         lever=lever,
         claims=tuple(claims),
+        benefit=benefit,
     )

@@ -9,9 +9,14 @@ keeps. "Specific" is about the op itself, most specific first:
 3. ``remat-overhead``: the op is forward work done again; its fix (keep the result) removes it;
 4. ``sharding-intensity``: the op moves more bytes than the matmuls it feeds or follows can hide; its fix
    (more compute per byte) is what lets any schedule hide it;
-5. ``exposed-collective``: the op is not hidden behind compute, which holds for any transfer: the most
+5. ``hbm-headroom``: recomputed ops whose outputs fit in free HBM; the same ops and lever as remat-overhead,
+   which keeps them when both fire (hbm-headroom counts them when remat-overhead is not selected);
+6. ``exposed-collective``: the op is not hidden behind compute, which holds for any transfer: the most
    generic diagnosis, so it counts only what no other finding explains;
-6. ``mxu-padding``: a matmul's padded share; a recomputed dot's time belongs to remat-overhead first.
+7. ``mxu-padding``: a matmul's padded share; a recomputed dot's time belongs to remat-overhead first;
+8. ``materialized-attention``: the score chain's ops;
+9. ``low-precision``: any compute-bound matmul, the most generic matmul diagnosis: it counts only the dots no
+   finding above explains (a padded dot's time belongs to mxu-padding).
 
 A rule not in the list ranks after them. The recoverable total is the sum of the savings that remain.
 """
@@ -23,8 +28,8 @@ from dataclasses import replace
 
 from .base import Finding, format_seconds
 
-PRECEDENCE = ("retiling-copy", "latency-bound-collective", "remat-overhead", "sharding-intensity",
-              "exposed-collective", "mxu-padding", "materialized-attention")
+PRECEDENCE = ("retiling-copy", "latency-bound-collective", "remat-overhead", "sharding-intensity", "hbm-headroom",
+              "exposed-collective", "mxu-padding", "materialized-attention", "low-precision")
 
 
 def _rank(finding: Finding) -> tuple:

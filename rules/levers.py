@@ -17,6 +17,12 @@ MAXTEXT_BASE = "AI-Hypercomputer/maxtext src/MaxText/configs/base.yml"
 MAXTEXT_BASE_INPUT = ("AI-Hypercomputer/maxtext MaxText/configs/base.yml (commit 000e935: dataset_type, "
                       "grain_worker_count, reuse_example_batch; the last also in src/MaxText/configs/base.yml)")
 MAXTEXT_DECODER = "AI-Hypercomputer/maxtext src/MaxText/layers/decoders.py (remat_policy -> checkpoint policy)"
+MAXTEXT_TYPES = "AI-Hypercomputer/maxtext src/MaxText/configs/types.py (QuantizationType, RematPolicy)"
+MAXTEXT_TUNING = ("AI-Hypercomputer/maxtext docs/guides/optimization/benchmark_and_performance.md (Low precision "
+                  "training: use_qwix_quantization, recipes int8 up to v6e, fp8_full on v7x, fp8_gpu NVIDIA, "
+                  "nanoo_fp8 AMD; Scoped Vmem tuning)")
+MAXTEXT_V7X = ("AI-Hypercomputer/maxtext docs/guides/optimization/optimizing_frontier_model_training_on_tpu_v7x.md "
+               "(Memory pipeline tuning: scoped VMEM sets the kernels' tile sizes; SparseCore offload)")
 XLA_DEBUG = "openxla/xla xla/debug_options_flags.cc"
 IRONWOOD = "https://docs.cloud.google.com/tpu/docs/ironwood-performance"
 JAX_TEST_A2A = ("jax-ml/jax tests (path not pinned): a TPU all-to-all test compiles with "
@@ -65,8 +71,10 @@ LEVERS: dict[str, Lever] = {lv.name: lv for lv in [
         "xla_enable_async_all_gather": "run all-gathers asynchronously",
         "xla_enable_async_all_reduce": "run all-reduces asynchronously",
         "xla_enable_async_collective_permute": "run collective-permutes asynchronously",
-        "xla_tpu_host_transfer_overlap_limit": "how many host transfers may be in flight (HOST_OFFLOAD_FLAGS: 24)",
-        "xla_tpu_scoped_vmem_limit_kib": "VMEM (KiB) one op may use; the rest prefetches the next ops' operands"}),
+        "xla_tpu_host_transfer_overlap_limit": "how many host transfers may be in flight (HOST_OFFLOAD_FLAGS: 24)"}),
+    *_levers("libtpu_flag", _TPU + "; at most the chip's VMEM", MAXTEXT_FLAGS + "; " + MAXTEXT_V7X, {
+        "xla_tpu_scoped_vmem_limit_kib": "VMEM (KiB) one op may use; the rest prefetches the next ops' operands "
+                                         "(MaxText's dense setting 98304, MoE 81920)"}),
     *_levers("libtpu_flag", _TPU, JAX_TEST_A2A, {
         "xla_tpu_enable_async_all_to_all": "run all-to-alls asynchronously"}),
     *_levers("libtpu_flag", _SC, MAXTEXT_FLAGS + "; " + IRONWOOD, {
@@ -106,11 +114,17 @@ LEVERS: dict[str, Lever] = {lv.name: lv for lv in [
         "num_experts": "MoE experts per layer",
         "num_experts_per_tok": "experts each token is routed to (sparsity = num_experts / num_experts_per_tok)",
         "attention": "attention kernel: 'dot_product' (materialized), 'flash' (Splash on TPU), 'cudnn_flash_te'",
-        "quantization": "matmul quantization: '' (bf16), 'int8', 'fp8'",
+        "quantization": "matmul quantization recipe: '' (none), 'int8', 'fp8_full', 'fp8_gpu', 'nanoo_fp8', ...",
         "cudnn_flash_te": "attention value: cuDNN flash attention through Transformer Engine (GPU)"}),
     *_levers("jax", "JAX on GPU (cuDNN)", "https://docs.jax.dev/en/latest/_autosummary/jax.nn.dot_product_attention.html", {
         "jax.nn.dot_product_attention": "scaled dot-product attention; implementation='cudnn' runs cuDNN flash attention",
         "implementation": "jax.nn.dot_product_attention argument: 'xla' or 'cudnn'"}),
+    *_levers("maxtext", "MaxText with Qwix quantization; recipe by chip", MAXTEXT_TUNING + "; " + MAXTEXT_TYPES, {
+        "use_qwix_quantization": "true: quantize the matmuls with Qwix, by the `quantization` recipe",
+        "int8": "quantization recipe for v6e and earlier TPUs (int8 MXU rate)",
+        "fp8_full": "quantization recipe for TPU7x (v7x) and later: FP8 forward and backward",
+        "fp8_gpu": "quantization recipe for NVIDIA GPUs (FP8)",
+        "nanoo_fp8": "quantization recipe for AMD GPUs (FP8)"}),
     *_levers("maxtext", "MaxText's input pipeline, any platform", MAXTEXT_BASE_INPUT, {
         "dataset_type": "input pipeline; 'synthetic' feeds generated batches (no loading)",
         "reuse_example_batch": "1: every step reuses the first batch ('for testing TPU performance')",
@@ -172,6 +186,25 @@ def flag(n: str, value) -> str:
 def flags(**values) -> str:
     """Several flags, space separated, in the order given."""
     return " ".join(flag(n, v) for n, v in values.items())
+
+
+# MaxText's scoped-VMEM setting for dense compute-bound models (xla_flags_library.py: 98304 KiB, "experimentally
+# recommended"), which is 3/4 of v6e's 128 MiB: the rest of VMEM prefetches the next ops' operands.
+DENSE_SCOPED_VMEM_KIB = 98304
+_DENSE_SCOPED_VMEM_SHARE = 0.75
+
+
+def scoped_vmem(chip) -> str:
+    """The scoped-VMEM lever for a TPU chip: MaxText's dense setting, scaled down to 3/4 of a smaller VMEM
+    (TPU7x 64 MiB per TensorCore -> 49152); '' for a chip without VMEM."""
+    vmem = getattr(chip, "vmem_bytes", None) or 0
+    if not vmem:
+        return ""
+    kib = int(min(DENSE_SCOPED_VMEM_KIB, _DENSE_SCOPED_VMEM_SHARE * vmem / 1024))
+    return (f"{name('LIBTPU_INIT_ARGS')}: {flag('xla_tpu_scoped_vmem_limit_kib', kib)} (the VMEM one op may use, "
+            f"which bounds the kernel's tile sizes; {chip.name} has {vmem / 2**20:.0f} MiB of VMEM per "
+            f"{'TensorCore' if (chip.tensorcores_per_chip or 1) > 1 or chip.devices_per_chip > 1 else 'chip'}; "
+            f"MaxText's dense setting is {DENSE_SCOPED_VMEM_KIB} KiB of v6e's 128 MiB)")
 
 
 def target(platform: str, chip) -> str:

@@ -16,7 +16,9 @@ How the cost is estimated:
 Fix:
     TPU: MaxText `attention='flash'` (the Splash kernel; Tokamax also ships Splash attention). GPU: MaxText
     `attention='cudnn_flash_te'`, or `jax.nn.dot_product_attention(..., implementation='cudnn')` in your
-    own model. Names checked in MaxText configs/base.yml and the JAX API docs.
+    own model. Names checked in MaxText configs/base.yml and the JAX API docs. On TPU, then tune the
+    kernel's block sizes, which scoped VMEM bounds: `xla_tpu_scoped_vmem_limit_kib` in `LIBTPU_INIT_ARGS`
+    (MaxText's dense 98304 KiB on 128 MiB chips, 3/4 of the VMEM on smaller ones: 49152 on TPU7x).
 Details:
     chains (count): score -> softmax -> context chains found
     score_bytes (bytes): bytes of the largest score matrix (one occurrence)
@@ -32,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import OpEvidence, format_bytes, format_seconds, make_finding, op_claims
-from .levers import name
+from .levers import name, scoped_vmem
 
 RULE_ID = "materialized-attention"
 MIN_SCORE_BYTES = 1 << 20  # a score matrix under 1 MiB fits on chip anyway
@@ -84,6 +86,10 @@ def check(analysis) -> list:
     fix = (tpu_fix if tpu else gpu_fix if gpu else tpu_fix + "; on GPU " + gpu_fix.removeprefix("Use a fused flash "
                                                                                                   "kernel: "))
     fix += f": the score blocks stay on chip and the {format_bytes(per_step)} of scores per step never reach HBM."
+    vmem = scoped_vmem(analysis.chip) if tpu else ""
+    if vmem:  # the guides' next step once Splash runs: its block sizes, which scoped VMEM bounds
+        fix += (" Then tune its block sizes (tune-jax, Tokamax's tuning utilities); larger blocks need more scoped "
+                f"VMEM: {vmem}.")
     return [make_finding(
         rule=RULE_ID,
         title=f"Attention scores materialized in HBM ({format_bytes(largest)} per matrix): "

@@ -20,6 +20,8 @@ _RULE_MODULES = (
     "materialized_attention",
     "sharding_intensity",
     "straggler_host",
+    "hbm_headroom",
+    "low_precision",
 )
 
 RULES: tuple[Rule, ...] = tuple(ModuleRule(import_module(f".{name}", __package__)) for name in _RULE_MODULES)

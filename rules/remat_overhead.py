@@ -55,6 +55,30 @@ def peak_memory_bytes(analysis) -> float | None:
     return analysis.dump.peak_memory_bytes
 
 
+def recomputed_ops(analysis):
+    """The step's recomputed ops with ``time_s`` (measured, else predicted, per step) and ``bytes`` (their outputs
+    per step: what keeping them instead of recomputing needs in HBM)."""
+    ops = analysis.ops
+    remat = ops[ops["in_step"] & ops["is_recomputed"]].copy()
+    remat["time_s"] = remat["measured_s_per_step" if analysis.measured else "predicted_s_per_step"].fillna(0.0)
+    remat["bytes"] = remat["result_bytes"] * remat["occurrences_per_step"].fillna(1.0)
+    return remat
+
+
+def outputs_that_fit(remat, headroom: float | None):
+    """The rows of ``remat`` whose outputs HBM can keep: all of them (``remat`` itself) when they fit or the
+    headroom is unknown, else a greedy pick, most recomputation seconds per byte first."""
+    if headroom is None or float(np.nansum(remat["bytes"])) <= headroom:
+        return remat
+    by_value = remat.assign(rate=remat["time_s"] / remat["bytes"]).sort_values("rate", ascending=False)
+    room, keep = max(headroom, 0.0), []
+    for index, nbytes in by_value["bytes"].items():  # a few hundred ops at most
+        if nbytes == nbytes and nbytes <= room:
+            keep.append(index)
+            room -= nbytes
+    return by_value.loc[keep]
+
+
 def _bound(analysis) -> str:
     b = analysis.breakdown or {}
     buckets = {k: b.get(k, 0.0) for k in ("compute", "memory", "collective", "host_transfer")}
@@ -66,14 +90,11 @@ def check(analysis) -> list:
     if ops.empty:
         return []
     in_step = ops["in_step"]
-    remat = ops[in_step & ops["is_recomputed"]].copy()
+    remat = recomputed_ops(analysis)
     dump_count = analysis.dump.recomputed_instructions
     if remat.empty and not (not analysis.measured and dump_count):
         return []
     measured = analysis.measured
-    time_col = "measured_s_per_step" if measured else "predicted_s_per_step"
-    remat["time_s"] = remat[time_col].fillna(0.0)
-    remat["bytes"] = remat["result_bytes"] * remat["occurrences_per_step"].fillna(1.0)
     time_s = float(remat["time_s"].sum())
     if measured and time_s <= 0:
         return []
@@ -87,17 +108,8 @@ def check(analysis) -> list:
     peak = peak_memory_bytes(analysis)
     headroom = capacity - peak if capacity and peak is not None else None
     bound = _bound(analysis)
-    if headroom is None or extra_bytes <= headroom:
-        savings_s, kept = time_s, remat
-    else:  # greedy: most recomputation seconds per byte first, skipping what no longer fits
-        by_value = remat.assign(rate=remat["time_s"] / remat["bytes"]).sort_values("rate", ascending=False)
-        room, keep = max(headroom, 0.0), []
-        for index, nbytes in by_value["bytes"].items():  # a few hundred ops at most
-            if nbytes == nbytes and nbytes <= room:
-                keep.append(index)
-                room -= nbytes
-        kept = by_value.loc[keep]
-        savings_s = float(kept["time_s"].sum())
+    kept = outputs_that_fit(remat, headroom)
+    savings_s = time_s if kept is remat else float(kept["time_s"].sum())
     confidence = "low" if not measured or bound != "compute" else ("medium" if headroom is None else "high")
 
     share = time_s / step_s if step_s and step_s > 0 else np.nan

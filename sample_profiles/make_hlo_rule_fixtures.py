@@ -12,8 +12,15 @@ holds its one program and nothing else.
   hlo_rules_mlp_same_flops/    gelu(x @ w1) @ w2, x f32[8192,1024], w1 [1024,2048]: the attention's FLOPs
   hlo_rules_fsdp_256_tokens/   FSDP over 8 devices, bf16 2-layer MLP train step, 256 tokens per device
   hlo_rules_fsdp_16k_tokens/   the same with 16,384 tokens per device
+  hlo_rules_matmul_compute_bound/  x bf16[8192,8192] @ w bf16[8192,8192]: compute-bound on v6e and TPU7x
+                               (low-precision flagged); XLA:CPU upcasts the dot to f32, the answers say so
+  hlo_rules_matmul_memory_bound/   x bf16[8192,8192] @ w bf16[8192,256]: HBM-bound (low-precision silent)
+  hlo_rules_hbm_near_full/     a*b+c and a-b over f32[40000,40000]: ~32 GB at peak, 93 % of a v6e's 32 GiB
+                               (hbm-headroom near-full), 31 % of a TPU7x TensorCore's 96 GiB
+  hlo_rules_hbm_remat/         a 4-layer MLP train step under jax.checkpoint (everything recomputed), batch
+                               2048 x 1024: a few hundred MB at peak, large headroom on v6e with remat
 
-Usage: python sample_profiles/make_hlo_rule_fixtures.py [OUT_PARENT]   (default: sample_profiles/)
+Usage: python sample_profiles/make_hlo_rule_fixtures.py [OUT_PARENT [FIXTURE ...]]   (default: sample_profiles/, all)
 """
 
 from __future__ import annotations
@@ -41,6 +48,10 @@ FIXTURES = {
                                   "d_model": 256, "d_ff": 1024, "layers": 2},
     "hlo_rules_fsdp_16k_tokens": {"kind": "fsdp", "devices": 8, "tokens_per_device": 16384, "seq": 256,
                                   "d_model": 256, "d_ff": 1024, "layers": 2},
+    "hlo_rules_matmul_compute_bound": {"kind": "dot", "m": 8192, "k": 8192, "n": 8192, "dtype": "bfloat16"},
+    "hlo_rules_matmul_memory_bound": {"kind": "dot", "m": 8192, "k": 8192, "n": 256, "dtype": "bfloat16"},
+    "hlo_rules_hbm_near_full": {"kind": "elementwise", "shape": [40000, 40000]},
+    "hlo_rules_hbm_remat": {"kind": "remat_mlp", "batch": 2048, "d_model": 1024, "d_ff": 4096, "layers": 4},
 }
 # XLA:CPU's YNNPACK rewriter would swallow dot -> softmax -> dot into one library fusion, which no TPU or
 # GPU compiler does; an empty fusion-type list turns it off (xla.proto: xla_cpu_experimental_ynn_fusion_type,
@@ -66,8 +77,16 @@ def build(spec: dict):
     if spec["kind"] == "dot":
         def projection(x, w):
             return x @ w
-        return jax.jit(projection), (jax.ShapeDtypeStruct((spec["m"], spec["k"]), f32),
-                                     jax.ShapeDtypeStruct((spec["k"], spec["n"]), f32))
+        dtype = jnp.dtype(spec.get("dtype", "float32"))
+        return jax.jit(projection), (jax.ShapeDtypeStruct((spec["m"], spec["k"]), dtype),
+                                     jax.ShapeDtypeStruct((spec["k"], spec["n"]), dtype))
+    if spec["kind"] == "elementwise":
+        def update(a, b, c):
+            return a * b + c, a - b
+        arr = jax.ShapeDtypeStruct(tuple(spec["shape"]), f32)
+        return jax.jit(update), (arr, arr, arr)
+    if spec["kind"] == "remat_mlp":
+        return _remat_mlp(jax, jnp, spec)
     if spec["kind"] == "attention":
         def naive_attention(q, k, v):
             scores = jnp.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(spec["head_dim"])
@@ -81,6 +100,29 @@ def build(spec: dict):
         return jax.jit(mlp), (jax.ShapeDtypeStruct((t, d), f32), jax.ShapeDtypeStruct((d, ff), f32),
                               jax.ShapeDtypeStruct((ff, d), f32))
     return _fsdp(jax, jnp, spec)
+
+
+def _remat_mlp(jax, jnp, spec):
+    """SGD step of a residual GELU MLP stack, each layer under jax.checkpoint with no policy: the backward
+    pass recomputes every layer's activations (``rematted_computation`` in the HLO op names)."""
+    d, ff = spec["d_model"], spec["d_ff"]
+
+    @jax.checkpoint
+    def layer(x, p):
+        return x + jax.nn.gelu(x @ p["w_in"]) @ p["w_out"]
+
+    def loss_fn(params, x):
+        for p in params:
+            x = layer(x, p)
+        return jnp.mean(jnp.square(x))
+
+    def train_step(params, x):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x)
+        return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), loss
+
+    params = [{"w_in": jax.ShapeDtypeStruct((d, ff), jnp.float32), "w_out": jax.ShapeDtypeStruct((ff, d), jnp.float32)}
+              for _ in range(spec["layers"])]
+    return jax.jit(train_step), (params, jax.ShapeDtypeStruct((spec["batch"], d), jnp.float32))
 
 
 def _fsdp(jax, jnp, spec):
@@ -139,7 +181,8 @@ def hlo_facts(text: str) -> dict:
             k = math.prod(lhs[i] for i in contracting)
             dots.append({"name": name, "dtype": dtype, "result": dims, "contracting": k,
                          "flops": 2 * math.prod(dims) * k,
-                         "backward": bool(op_name and "transpose(" in op_name.group(1))})
+                         "backward": bool(op_name and "transpose(" in op_name.group(1)),
+                         "rematted": bool(op_name and "rematted_computation" in op_name.group(1))})
         elif opcode in COLLECTIVES:
             collectives.append({"name": name, "opcode": opcode, "shape": shape_text.split("{")[0] if len(arrays) == 1 else shape_text,
                                 "result_bytes": sum(math.prod(d) * _BYTES.get(t, 4) for t, d in arrays)})
@@ -154,6 +197,11 @@ def answers_for(name: str, spec: dict, facts: dict) -> dict:
         out.update({"flops": 2 * m * k * n,
                     "padded_flops_fraction": {chips: round(padded_fraction(k, n, t), 4) for chips, t in MXU.items()},
                     "expect": "mxu-padding flagged" if k % 256 or n % 256 else "mxu-padding not flagged (control)"})
+        if "dtype" in spec:
+            out.update(_precision_answers(facts, m, k, n))
+    elif spec["kind"] in ("elementwise", "remat_mlp"):
+        out.update({"expect": "hbm-headroom: see memory_usage_total_bytes against the chip's HBM capacity",
+                    "remat_dots": sum(1 for d in facts["dots"] if d["rematted"])})
     elif spec["kind"] == "attention":
         b, h, s, dh = spec["batch"], spec["heads"], spec["seq"], spec["head_dim"]
         out.update({"score_matrix": [b, h, s, s], "score_matrix_bytes_f32": b * h * s * s * 4,
@@ -187,6 +235,29 @@ def answers_for(name: str, spec: dict, facts: dict) -> dict:
     return out
 
 
+# Roofline numbers the low-precision answers are checked with (../shared/reference/hardware.md, per device:
+# TPU7x is two devices per chip, so half the chip's 2.307e15 FLOP/s and 7.38e12 B/s).
+RIDGE = {"v6e": {"bf16_flops_per_s": 9.18e14, "hbm_bytes_per_s": 1.638e12, "low_precision_flops_per_s": 1.836e15},
+         "tpu7x": {"bf16_flops_per_s": 2.307e15 / 2, "hbm_bytes_per_s": 7.38e12 / 2,
+                   "low_precision_flops_per_s": 4.614e15 / 2}}
+
+
+def _precision_answers(facts: dict, m: int, k: int, n: int) -> dict:
+    """The dot as the compiled HLO holds it (XLA:CPU upcasts bf16 dots to f32) and its roofline per chip."""
+    (dot,) = facts["dots"]
+    elem = _BYTES[dot["dtype"]]
+    hbm_bytes = (m * k + k * n + m * n) * elem
+    per_chip = {}
+    for chip, r in RIDGE.items():
+        compute_s, memory_s = dot["flops"] / r["bf16_flops_per_s"], hbm_bytes / r["hbm_bytes_per_s"]
+        ratio = r["low_precision_flops_per_s"] / r["bf16_flops_per_s"]
+        per_chip[chip] = {"compute_s": compute_s, "memory_s": memory_s, "compute_bound": compute_s > memory_s,
+                          "peak_ratio": ratio,
+                          "low_precision_savings_s": compute_s * (1 - 1 / ratio) if compute_s > memory_s else 0.0}
+    return {"hlo_dot_dtype": dot["dtype"], "dot_hbm_bytes": hbm_bytes, "roofline": per_chip,
+            "expect_low_precision": {c: v["compute_bound"] for c, v in per_chip.items()}}
+
+
 def compile_one(name: str, out: Path) -> None:
     """Child process: compile one fixture with its own dump folder, write its known answers."""
     spec = FIXTURES[name]
@@ -201,11 +272,15 @@ def compile_one(name: str, out: Path) -> None:
     facts = hlo_facts((out / "hlo" / modules[0]["file"]).read_text())
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    memory = compiled.memory_analysis()
     rec.write_answers(out, {
         "command": "python sample_profiles/make_hlo_rule_fixtures.py",
         "xla_flags": os.environ["XLA_FLAGS"].replace(str(out), "OUT"),
         "fixture": name, "spec": spec, "dump_modules": modules,
         "xla_cost_analysis_flops_per_device": float(cost.get("flops", 0.0)),
+        # jax's view of the same buffer assignment (argument + output + temp - alias = the report's total)
+        "memory_analysis": {f: int(getattr(memory, f)) for f in (
+            "argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes")},
         **answers_for(name, spec, facts),
     }, t0)
 
@@ -215,7 +290,7 @@ def main(argv: list[str]) -> int:
         compile_one(argv[1], Path(argv[2]))
         return 0
     parent = Path(argv[0]) if argv else Path(__file__).resolve().parent
-    for name in FIXTURES:
+    for name in [n for n in FIXTURES if n in argv[1:]] or FIXTURES:  # names after OUT_PARENT: only those
         env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
         subprocess.run([sys.executable, __file__, "--one", name, str(parent / name)], check=True, env=env)
     return 0

@@ -140,7 +140,7 @@ def test_findings_keep_rank_and_fields():
     assert [f["rule"] for f in findings] == ["test-rule", "small"]
     f = findings[0]
     assert set(f) == {"rule", "kind", "key", "severity", "title", "time_s_per_step", "est_savings_s_per_step", "fraction_of_step",
-                      "confidence", "lever", "related_ops", "ops", "evidence", "fix", "details"}
+                      "confidence", "lever", "benefit", "related_ops", "ops", "evidence", "fix", "details"}
     top3 = a.ops[a.ops["in_step"]].head(3)
     assert f["time_s_per_step"] == pytest.approx(top3["measured_s_per_step"].sum())
     assert f["fraction_of_step"] == pytest.approx(top3["measured_s_per_step"].sum() / a.steps.mean_s)

@@ -39,14 +39,18 @@ def sample_findings(tmp_path_factory) -> dict[str, list[Finding]]:
     analyses = {"hosts": analyze(hosts), "tpu": analyze(TPU_SAMPLE), "gpu": analyze(GPU_SAMPLE), "cpu": analyze(CPU_SAMPLE),
                 "hlo": analyze(hlo_dir=HLO_SAMPLE, chip="v6e", program=HLO_PROGRAM),
                 "input": analyze(REPO / "sample_profiles" / "jax_input_bound"),
-                "attention": analyze(hlo_dir=REPO / "sample_profiles" / "hlo_rules_attention_naive", chip="v6e")}
+                "attention": analyze(hlo_dir=REPO / "sample_profiles" / "hlo_rules_attention_naive", chip="v6e"),
+                "memory": analyze(hlo_dir=REPO / "sample_profiles" / "hlo_rules_hbm_near_full", chip="v6e"),
+                "remat": analyze(hlo_dir=REPO / "sample_profiles" / "hlo_rules_hbm_remat", chip="v6e"),
+                "matmul": analyze(hlo_dir=REPO / "sample_profiles" / "hlo_rules_matmul_compute_bound", chip="tpu7x")}
     return {name: run_rules(a) for name, a in analyses.items()}
 
 
 def test_registry_holds_rules_with_unique_ids():
     ids = [r.id for r in RULES]
     assert ids == ["exposed-collective", "remat-overhead", "retiling-copy", "latency-bound-collective",
-                   "input-bound", "mxu-padding", "materialized-attention", "sharding-intensity", "straggler-host"]
+                   "input-bound", "mxu-padding", "materialized-attention", "sharding-intensity", "straggler-host",
+                   "hbm-headroom", "low-precision"]
     assert all(isinstance(r, Rule) for r in RULES)
 
 

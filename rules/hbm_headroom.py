@@ -1,0 +1,151 @@
+"""How full HBM is at the program's peak, and what the free part could buy: lighter remat or a bigger batch.
+
+What it finds:
+    The analysed program's peak device memory, from the HLO dump's memory-usage report (XLA's packed total
+    of the default memory space) or, without one, the sum of its buffer-assignment allocations, against
+    the chip's HBM capacity per device (chip table, or the trace). One finding: `near-full` when the peak
+    is at least 90 % of the capacity (or above it: `over-capacity`), `headroom` when at least 25 % is free.
+    Silent on CPU (host memory is not HBM) and without a memory report.
+Why it costs time:
+    Free HBM is time left on the table when the step recomputes activations (remat) that would fit, or runs a
+    batch smaller than the memory allows (fixed per-step costs such as weight all-gathers and the optimizer
+    update are spread over fewer samples). A nearly full HBM is the opposite warning: the next larger batch
+    or lighter remat policy will not fit, whatever other findings suggest.
+How the cost is estimated:
+    Headroom = capacity - peak. With recomputed ops in the step (the remat-overhead columns): cost = their
+    time per step, savings = the time of those whose outputs fit in the headroom (most seconds per byte
+    first), counted once with remat-overhead (the same ops; remat-overhead keeps them when both fire).
+    Without recomputation the lever is a bigger batch: a throughput lever, not priced (0 s; the profile
+    cannot tell which time scales with the batch), with the batch growth the headroom allows when
+    activations (the buffer assignment's temp allocations that are not live out) scale with it:
+    1 + headroom / temp bytes.
+    Near-full and over-capacity findings cost and save nothing: they are warnings.
+Fix:
+    Headroom with remat: a lighter MaxText `remat_policy` (full -> save_qkv_proj -> save_dot_except_mlp ->
+    save_dot_with_context_except_mlp -> minimal), or a `jax.checkpoint` policy that saves more; then a
+    larger `per_device_batch_size` with what is left. Headroom without remat: raise `per_device_batch_size`
+    (keep it a multiple of the MXU rows' needs) and measure throughput. Near-full: do not raise the batch or
+    lighten remat; to make room shard more (`ici_fsdp_parallelism`), recompute more
+    (`remat_policy`='full') or offload (`minimal_offloaded`).
+Details:
+    verdict (text): `headroom`, `near-full` or `over-capacity`
+    peak_memory_bytes (bytes): the program's peak device memory per device
+    peak_source (text): where the peak comes from: `memory-usage report <file>` or `buffer assignment <file>`
+    hbm_capacity_bytes (bytes): HBM per device
+    capacity_source (text): where the capacity comes from (chip table and its source, the trace, a user file)
+    used_fraction (fraction): peak over capacity, at most 1 (`over-capacity` says when the peak exceeds it)
+    headroom_bytes (bytes): capacity minus peak, 0 when over capacity
+    remat_s_per_step (s): seconds per step of the recomputed ops (0 without remat)
+    remat_extra_hbm_bytes (bytes): HBM their outputs need to be kept instead
+    remat_s_freed_per_step (s): seconds per step of the recomputed ops whose outputs fit in the headroom
+    temp_bytes (bytes or null): the buffer assignment's temp allocations that are not live out (activations and
+        scratch); null without a buffer assignment
+    batch_growth_limit (count or null): 1 + headroom / temp bytes: how many times the batch could grow if the temp
+        bytes scale with it; null without a buffer assignment
+    times_are (text): `measured` or `predicted`
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding, op_claims
+from .levers import name
+from .remat_overhead import REMAT_LADDER, outputs_that_fit, recomputed_ops
+
+RULE_ID = "hbm-headroom"
+NEAR_FULL = 0.90  # at or above: no room for a bigger batch or a lighter remat policy
+LARGE_HEADROOM = 0.25  # at least this share of HBM free: worth spending
+KINDS = ("near-full", "headroom")  # the finding's kind (over-capacity is a near-full one)
+
+
+def _peak(dump) -> tuple[float | None, str]:
+    """Peak bytes and where they come from: the memory-usage report, else the buffer assignment's allocations."""
+    if dump.peak_memory_bytes is not None:
+        return float(dump.peak_memory_bytes), f"memory-usage report {dump.peak_memory_file}".strip()
+    if dump.allocated_bytes:
+        return float(sum(dump.allocated_bytes.values())), f"buffer assignment {dump.buffer_assignment_file}".strip()
+    return None, ""
+
+
+def check(analysis) -> list:
+    chip = analysis.chip
+    capacity = chip.hbm_capacity_bytes
+    peak, peak_source = _peak(analysis.dump)
+    if chip.vendor == "cpu" or not capacity or peak is None or analysis.ops.empty:
+        return []
+    used = peak / capacity
+    headroom = max(capacity - peak, 0.0)
+    if NEAR_FULL > used > 1 - LARGE_HEADROOM:
+        return []
+    capacity_source = chip.number_sources.get("hbm_capacity_bytes", "chip table")
+    measured = analysis.measured
+    remat = recomputed_ops(analysis)
+    remat_s = float(remat["time_s"].sum())
+    remat_bytes = float(np.nansum(remat["bytes"]))
+    fit = outputs_that_fit(remat, headroom)
+    freed_s = float(fit["time_s"].sum())
+    temp = analysis.dump.scratch_bytes
+    growth = 1.0 + headroom / temp if temp else None  # no scratch at all: the batch is not what fills HBM
+    memory_text = (f"The program's peak is {format_bytes(peak)} per device ({peak_source}) of {chip.name}'s "
+                   f"{format_bytes(capacity)} ({capacity_source}): {format_percent(min(used, 1.0))} used")
+
+    verdict, kind = ("over-capacity", "near-full") if used > 1 else ("near-full", "near-full") if used >= NEAR_FULL \
+        else ("headroom", "headroom")
+    claims, lever, benefit, time_s, savings_s = (), "", "step_time", 0.0, 0.0
+    ops: tuple = ()
+    if verdict == "over-capacity":
+        title = f"The program needs {format_bytes(peak)} per device, more than {chip.name}'s {format_bytes(capacity)} of HBM"
+        evidence = (f"The program's peak is {format_bytes(peak)} per device ({peak_source}), {used:.0%} of {chip.name}'s "
+                    f"{format_bytes(capacity)} ({capacity_source}): {format_bytes(peak - capacity)} over.")
+        fix = (f"It does not fit on {chip.name} as compiled: shard it over more devices (MaxText "
+               f"{name('ici_fsdp_parallelism')}), recompute more ({name('remat_policy')}='{name('full')}') or offload "
+               f"activations ({name('remat_policy')}='{name('minimal_offloaded')}'), or lower "
+               f"{name('per_device_batch_size')}.")
+    elif verdict == "near-full":
+        title = f"HBM is {format_percent(used)} full at the program's peak: no room for a bigger batch or lighter remat"
+        evidence = memory_text + f", {format_bytes(headroom)} free."
+        fix = (f"Do not raise {name('per_device_batch_size')} or lighten {name('remat_policy')} as they are: the step would "
+               f"run out of HBM. To make room first: shard more (MaxText {name('ici_fsdp_parallelism')}), recompute more "
+               f"({name('remat_policy')}='{name('full')}') or offload activations to host memory "
+               f"('{name('minimal_offloaded')}').")
+    elif len(remat):
+        time_s, savings_s, benefit = remat_s, freed_s, "step_time"
+        lever = ("a lighter remat policy that keeps the recomputed outputs in the free HBM" if len(fit) == len(remat)
+                 else f"keeping the outputs of the {len(fit)} recomputed ops that fit in the free HBM")
+        claims = op_claims(remat, remat["time_s"])
+        ops = tuple(OpEvidence(str(r.op_name), float(r.time_s), None) for r in
+                    remat.sort_values("time_s", ascending=False).head(10).itertuples())
+        title = (f"{format_bytes(headroom)} of HBM free ({format_percent(1 - used)}) while the step recomputes "
+                 f"{format_seconds(remat_s)} of activations")
+        evidence = (memory_text + f", {format_bytes(headroom)} free. {len(remat)} recomputed ops take "
+                    f"{format_seconds(remat_s)} per step ({'measured' if measured else 'predicted: no trace'}); keeping "
+                    f"their outputs needs {format_bytes(remat_bytes)}, and those of {len(fit)} of them "
+                    f"({format_seconds(freed_s)} per step) fit in the headroom.")
+        ladder = " -> ".join(name(p) for p in REMAT_LADDER)
+        fix = (f"Spend the headroom on recomputation first: MaxText {name('remat_policy')} {ladder}, stopping at the "
+               f"first that fits (with {name('jax.checkpoint')}, a policy that saves more); then raise "
+               f"{name('per_device_batch_size')} with what is left and measure the throughput.")
+    else:
+        benefit = "throughput"
+        lever = "a bigger per_device_batch_size (more samples per step; not priced)"
+        title = (f"{format_bytes(headroom)} of HBM free ({format_percent(1 - used)}): room for a bigger batch "
+                 "(throughput lever)")
+        growth_text = (f"; the activations and scratch (buffer assignment temp: {format_bytes(temp)}) could grow "
+                       f"{growth:.1f}x if they scale with the batch" if growth else "")
+        evidence = (memory_text + f", {format_bytes(headroom)} free, and nothing is recomputed{growth_text}. A bigger "
+                    "batch buys throughput, not a shorter step: its gain depends on the per-step time that does not "
+                    "scale with the batch, which one profile cannot separate, so it is not priced.")
+        fix = (f"Raise MaxText {name('per_device_batch_size')} (in other code, the per-device batch)"
+               + (f" up to ~{growth:.1f}x" if growth else "") + ", keeping the rows a multiple of 128 (else 8), and "
+               "compare tokens per second per device before and after.")
+    return [make_finding(
+        rule=RULE_ID, kind=kind, title=title, time_s_per_step=time_s, est_savings_s_per_step=savings_s,
+        step_s=analysis.step_s, confidence="high" if verdict != "headroom" else ("medium" if measured else "low"),
+        ops=ops, evidence=evidence, fix=fix, lever=lever, benefit=benefit, claims=claims,
+        details={"verdict": verdict, "peak_memory_bytes": peak, "peak_source": peak_source,
+                 "hbm_capacity_bytes": float(capacity), "capacity_source": capacity_source,
+                 "used_fraction": float(min(used, 1.0)), "headroom_bytes": headroom, "remat_s_per_step": remat_s,
+                 "remat_extra_hbm_bytes": remat_bytes, "remat_s_freed_per_step": freed_s,
+                 "temp_bytes": None if temp is None else float(temp), "batch_growth_limit": growth,
+                 "times_are": "measured" if measured else "predicted"})]
