@@ -126,7 +126,10 @@ def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
     if findings:
         top = findings[0]
         lever = f" by {top.lever}" if top.lever and top.est_savings_s_per_step > 0 else ""
-        head += f"; biggest fix: {top.title} (saves ~{format_seconds(top.est_savings_s_per_step)} per step{lever})"
+        if top.est_savings_s_per_step > 0:
+            head += f"; biggest fix: {top.title} (saves ~{format_seconds(top.est_savings_s_per_step)} per step{lever})"
+        else:  # nothing priced (a warning, an unpriced throughput lever): not a "fix that saves 0 s"
+            head += f"; top finding: {top.title} (no step time priced)"
         total = recoverable_s_per_step(findings, step)
         share = f", {format_percent(total / step)} of the step" if step and step > 0 else ""
         head += f"; recoverable ~{format_seconds(total)} per step{share}, each op counted once"

@@ -164,8 +164,9 @@ def _arrays(shape_text: str) -> list[tuple[str, list[int]]]:
 
 
 def hlo_facts(text: str) -> dict:
-    """Dots (shape, contracting size, FLOPs, forward or not) and collectives (kind, bytes) of the module."""
-    shapes, dots, collectives = {}, [], []
+    """Dots (shape, contracting size, FLOPs, forward or not), collectives (kind, bytes) and the number of dots
+    under jax.checkpoint recomputation of the module."""
+    shapes, dots, collectives, rematted = {}, [], [], 0
     for line in text.splitlines():
         m = _INSTR.match(line)
         if not m:
@@ -181,12 +182,12 @@ def hlo_facts(text: str) -> dict:
             k = math.prod(lhs[i] for i in contracting)
             dots.append({"name": name, "dtype": dtype, "result": dims, "contracting": k,
                          "flops": 2 * math.prod(dims) * k,
-                         "backward": bool(op_name and "transpose(" in op_name.group(1)),
-                         "rematted": bool(op_name and "rematted_computation" in op_name.group(1))})
+                         "backward": bool(op_name and "transpose(" in op_name.group(1))})
+            rematted += bool(op_name and "rematted_computation" in op_name.group(1))
         elif opcode in COLLECTIVES:
             collectives.append({"name": name, "opcode": opcode, "shape": shape_text.split("{")[0] if len(arrays) == 1 else shape_text,
                                 "result_bytes": sum(math.prod(d) * _BYTES.get(t, 4) for t, d in arrays)})
-    return {"dots": dots, "collectives": collectives}
+    return {"dots": dots, "collectives": collectives, "rematted_dots": rematted}
 
 
 def answers_for(name: str, spec: dict, facts: dict) -> dict:
@@ -201,7 +202,7 @@ def answers_for(name: str, spec: dict, facts: dict) -> dict:
             out.update(_precision_answers(facts, m, k, n))
     elif spec["kind"] in ("elementwise", "remat_mlp"):
         out.update({"expect": "hbm-headroom: see memory_usage_total_bytes against the chip's HBM capacity",
-                    "remat_dots": sum(1 for d in facts["dots"] if d["rematted"])})
+                    "remat_dots": facts["rematted_dots"]})
     elif spec["kind"] == "attention":
         b, h, s, dh = spec["batch"], spec["heads"], spec["seq"], spec["head_dim"]
         out.update({"score_matrix": [b, h, s, s], "score_matrix_bytes_f32": b * h * s * s * 4,
