@@ -102,6 +102,18 @@ def test_baseline_leaves_out_exactly_its_keys_and_the_gate_follows(cpu, full, tm
     assert [f["key"] for f in json.loads((tmp_path / "c.json").read_text())["findings"]] == [newest.key]
 
 
+def test_the_severity_gate_follows_the_selection(full, tmp_path):
+    high = sorted({f.rule for f in full.findings if f.severity == "high"})
+    assert high and any(f.severity != "high" for f in full.findings)
+    out = tmp_path / "r.json"
+    assert run(CPU_SAMPLE, "-q", "--format", "json", "-o", out, "--fail-on", "high").exit_code == 3
+    kept = run(CPU_SAMPLE, "-q", "--format", "json", "-o", out, "--fail-on", "high", "--ignore", ",".join(high))
+    assert kept.exit_code == 0, kept.stderr
+    data = json.loads(out.read_text())
+    assert data["findings"] and all(f["severity"] != "high" for f in data["findings"])
+    assert run(CPU_SAMPLE, "-q", "--format", "json", "-o", out, "--fail-on", "high", "--select", high[0]).exit_code == 3
+
+
 def test_a_json_report_is_a_baseline(full, tmp_path):
     path = tmp_path / "report.json"
     full.to_json(path)
