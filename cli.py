@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -124,6 +125,11 @@ def _location(value: str | None):
     return value if is_remote(value) else Path(value.removeprefix("file://"))
 
 
+def _colour_wanted() -> bool:
+    """ANSI colour only for a person at a terminal: stdout a TTY, NO_COLOR unset or empty (no-color.org), TERM not dumb."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
 def _default_output(path, hlo_dir, fmt: str) -> Path:
     ext = FORMATS[fmt].extension
     base = path if path is not None else hlo_dir
@@ -169,7 +175,8 @@ def _topology(value: str | None) -> str | None:
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="html", show_default=True,
               help="Report format (see Formats below).")
 @click.option("-o", "--output", metavar="PATH",
-              help="Where to write the report; '-' for stdout. Default: <profile dir>/xladiag_report.<ext>.")
+              help="Where to write the report; '-' for stdout. Default: <profile dir>/xladiag_report.<ext> "
+                   "(text: stdout).")
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]),
               help="Exit 3 when any finding has at least this severity (high: costs >= 10% of the step, medium: >= 3%).")
 @click.option("--max-exposed-collective", metavar="SHARE", callback=_share,
@@ -217,7 +224,8 @@ def main(path, run, hlo_dir, program, step_range, host, chip, chip_file, topolog
     if not debug and any(isinstance(where, str) for where in (path, hlo_dir)):  # remote: see _STORAGE_LOGGERS
         for name in _STORAGE_LOGGERS:
             logging.getLogger(name).setLevel(logging.CRITICAL)
-    to_stdout = output == "-"
+    terminal = FORMATS[fmt].terminal  # a terminal format goes to stdout unless -o names a file
+    to_stdout = output == "-" or (output is None and terminal)
     out = None if to_stdout else output if output else str(_default_output(path, hlo_dir, fmt))
     if isinstance(path, Path) and not path.exists():  # before the output check: the default output lives there
         raise InputError(f"{path}: no such file or directory")
@@ -232,7 +240,7 @@ def main(path, run, hlo_dir, program, step_range, host, chip, chip_file, topolog
                           config=load_project_config(), steps=step_range, host=host, workers=workers, scheduler=scheduler)
         report = report.with_gates(fail_on=fail_on, max_exposed_collective=max_exposed_collective,
                                    max_exposed_host_transfer=max_exposed_host_transfer, min_mfu=min_mfu)
-        text = report.render(fmt)
+        text = report.render(fmt, color=to_stdout and _colour_wanted())
     finally:
         progress.done()
 
@@ -243,7 +251,7 @@ def main(path, run, hlo_dir, program, step_range, host, chip, chip_file, topolog
     if write_baseline is not None:
         write_report(write_baseline, baseline_text(baseline_keys(report)))
 
-    if not quiet:
+    if not quiet and not (terminal and to_stdout):  # the terminal report already holds them
         for warning in report.analysis.warnings:
             _say(f"diagnose: warning: {warning}")
         _say(report.headline)

@@ -7,6 +7,7 @@ renderers in this package only read it. ``render``/``to_<fmt>`` are conveniences
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..text_safety import terminal_line
@@ -105,6 +106,9 @@ class Report(Renderable):
             "recoverable_s_per_step": self.recoverable_s_per_step,
             "headline": self.headline,
         }
+
+    def to_text(self, path: str | Path | None = None) -> str:
+        return self.render("text", path)
 
     def to_dict(self) -> dict:
         """The JSON report as plain Python objects."""

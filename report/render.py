@@ -17,35 +17,44 @@ from ..errors import UsageError
 from ..text_safety import visible_controls
 
 
-def lazy(module: str, function: str) -> Callable[[object], str]:
+def lazy(module: str, function: str) -> Callable[..., str]:
     """The renderer ``function`` of ``report.<module>``, imported on its first call."""
-    def call(obj) -> str:
-        return getattr(import_module(f"{__package__}.{module}"), function)(obj)
+    def call(obj, **options) -> str:
+        return getattr(import_module(f"{__package__}.{module}"), function)(obj, **options)
 
     return call
 
 
 @dataclass(frozen=True)
 class Format:
-    renderer: Callable[[object], str]
+    renderer: Callable[..., str]
     extension: str
     description: str
+    # For a terminal: written to stdout unless -o says otherwise, coloured (renderer's color=True) on a TTY.
+    terminal: bool = False
 
 
 FORMATS: dict[str, Format] = {
     "html": Format(lazy("html", "render_html"), "html", "one self-contained page with charts"),
     "markdown": Format(lazy("markdown", "render_markdown"), "md", "GitHub-flavoured, for a PR comment or step summary"),
     "json": Format(lazy("json_out", "render_json"), "json", "the versioned contract in docs/json_schema.md"),
+    "text": Format(lazy("text", "render_text"), "txt", "for a terminal (stdout by default): verdict, fixes, top ops",
+                   terminal=True),
 }
 
 
-def render(report, fmt: str, formats: dict[str, Format] = FORMATS) -> str:
+def render(report, fmt: str, formats: dict[str, Format] = FORMATS, *, color: bool = False) -> str:
     """The report (or comparison) as text in ``fmt`` of ``formats``. No control or bidi character from the
-    profile survives raw (a last guard for ``-o -`` on a terminal; renderers already escape their own syntax)."""
+    profile survives raw (a last guard for ``-o -`` on a terminal; renderers already escape their own syntax).
+    ``color``: ANSI colour for a terminal format (ignored by the others)."""
     try:
         entry = formats[fmt]
     except KeyError:
         raise UsageError(f"unknown report format {fmt!r}; one of: {', '.join(formats)}") from None
+    if color and entry.terminal:
+        from .text import guard_keeping_sgr
+
+        return guard_keeping_sgr(entry.renderer(report, color=True))
     return visible_controls(entry.renderer(report), keep="\n\t")
 
 
@@ -54,12 +63,13 @@ class Renderable:
 
     formats: ClassVar[dict[str, Format]] = FORMATS
 
-    def render(self, fmt: str, path: str | Path | None = None) -> str:
-        """The text in ``fmt`` (a key of ``formats``), also written to ``path``.
+    def render(self, fmt: str, path: str | Path | None = None, *, color: bool = False) -> str:
+        """The text in ``fmt`` (a key of ``formats``), also written to ``path``. ``color``: ANSI colour, for a
+        terminal format shown on a terminal.
 
         Raises ``UsageError`` (an ``XladiagError``) for an unknown format or a path that cannot be written.
         """
-        text = render(self, fmt, self.formats)
+        text = render(self, fmt, self.formats, color=color)
         if path is not None:
             from ..writer import write_report
 

@@ -95,3 +95,13 @@ def test_mutated_reports_fail(name):
     assert errors(data) == []
     passed = [what for what, bad in _mutations(data) if not errors(bad)]
     assert passed == [], f"the schema accepts these mistakes: {passed}"
+
+
+def test_report_with_gates_validates():
+    report = diagnose(SAMPLES / "cpu_jax_train_step").with_gates(fail_on="high", min_mfu=0.5,
+                                                                 max_exposed_collective=0.1)
+    data = json.loads(report.to_json())
+    assert len(data["gates"]) == 3 and any(g["tripped"] for g in data["gates"])
+    assert errors(data) == []
+    data["gates"][0]["tripped"] = "yes"
+    assert errors(data)

@@ -1,0 +1,218 @@
+"""The terminal report (``--format text``): the verdict, the ranked fixes and the top ops.
+
+Every line fits :data:`WIDTH` terminal columns (wide characters count two): prose is wrapped, names
+are cut with an ellipsis. Text from the profile goes through :func:`.text_safety.visible_controls`
+before layout, so it cannot move the cursor or recolour the terminal. Colour (ANSI SGR) is added only
+when asked (the CLI asks on a TTY without ``NO_COLOR``); :func:`guard_keeping_sgr` is the last guard
+that keeps exactly those codes. Reads the same dict as the JSON report, so the numbers agree.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+import unicodedata
+
+from ..text_safety import visible_controls
+from ..units import format_percent, format_ratio, format_seconds, format_si
+from .json_out import report_to_dict
+from .svg import CLASS_LABELS, CLASS_ORDER
+
+WIDTH = 100
+N_OPS = 10  # top ops listed
+N_FINDING_OPS = 3  # ops named under each fix
+FIX_LINES = 6  # lines of a fix before it is cut (the JSON/HTML report has it whole)
+
+_SGR = {"bold": "1", "dim": "2", "red": "31", "yellow": "33", "cyan": "36", "green": "32"}
+_SEVERITY_STYLE = {"high": "red", "medium": "yellow", "low": "cyan"}
+_SGR_RE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def columns(text: str) -> int:
+    """Terminal columns ``text`` takes: East Asian wide/full-width characters 2, combining marks 0."""
+    n = 0
+    for ch in text:
+        if unicodedata.combining(ch):
+            continue
+        n += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return n
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` cut to ``width`` columns, ending in an ellipsis when cut."""
+    if columns(text) <= width:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = columns(ch)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…"
+
+
+def clean_text(value) -> str:
+    """Profile text as one visible line: controls written as \\uXXXX, newlines and runs of space folded."""
+    s = "" if value is None else str(value)
+    return visible_controls(re.sub(r"\s+", " ", s).strip())
+
+
+class _Out:
+    def __init__(self, color: bool, width: int):
+        self.color, self.width, self.lines = color, width, []
+
+    def style(self, text: str, *styles: str) -> str:
+        if not self.color or not styles or not text:
+            return text
+        return f"\x1b[{';'.join(_SGR[s] for s in styles)}m{text}\x1b[0m"
+
+    def line(self, text: str = "", *styles: str) -> None:
+        self.lines.append(self.style(fit(text, self.width), *styles))
+
+    def wrap(self, text: str, indent: str = "", first: str | None = None, max_lines: int | None = None) -> None:
+        """Wrapped prose; long unbreakable words (op names, paths) are cut rather than overflowing."""
+        first = indent if first is None else first
+        width = self.width - max(columns(indent), columns(first))
+        lines = textwrap.wrap(text, width=max(width, 20), break_long_words=True, break_on_hyphens=False) or [""]
+        if max_lines is not None and len(lines) > max_lines:
+            lines = lines[:max_lines]
+            lines[-1] = fit(lines[-1] + " …", width) if columns(lines[-1]) + 2 <= width else fit(lines[-1], width - 1) + "…"
+        for i, chunk in enumerate(lines):
+            self.line((first if i == 0 else indent) + chunk)
+
+    def row(self, cells: list[str], widths: list[int], align: str) -> str:
+        parts = []
+        for cell, w, a in zip(cells, widths, align):
+            cell = fit(cell, w)
+            pad = " " * (w - columns(cell))
+            parts.append(pad + cell if a == "r" else cell + pad)
+        return "  ".join(parts).rstrip()
+
+
+def _verdict(out: _Out, data: dict) -> None:
+    measured = data["measured"]
+    steps, rec, chip = data["steps"], data["recoverable"], data["chip"]
+    out.line("Verdict", "bold")
+    step_note = f"measured, mean of {steps['count']} steps" if measured else "predicted: sum of per-op rooflines"
+    mfu = format_percent(data["mfu"]) if data["mfu"] is not None else "n/a"
+    share = f", {format_percent(rec['fraction_of_step'])} of the step" if rec["fraction_of_step"] is not None else ""
+    rows = [
+        ("Step time", f"{format_seconds(data['step_s'])} ({step_note})"),
+        ("MFU", f"{mfu} (peak {format_si(chip['peak_flops_per_s'], 'FLOP/s')}, {clean_text(chip['name'])})"),
+        ("Recoverable", f"{format_seconds(rec['s_per_step'])} per step{share} (each op counted by one finding)"),
+        ("Roofline ideal", format_seconds(data["ideal_step_s"]) if data["ideal_step_s"] is not None
+         else "n/a (no op has FLOPs or bytes: pass --hlo-dir)"),
+    ]
+    for label, value in rows:
+        out.wrap(value, indent=" " * 18, first=f"  {label:<16}")
+    total = sum(v or 0.0 for v in data["breakdown"].values())
+    if total > 0:
+        parts = [f"{CLASS_LABELS[k]} {format_percent((data['breakdown'].get(k) or 0.0) / total)}"
+                 for k in CLASS_ORDER if (data["breakdown"].get(k) or 0.0) > 0]
+        out.wrap(" · ".join(parts), indent=" " * 18, first=f"  {'Step goes to':<16}")
+    out.line()
+
+
+def _fixes(out: _Out, data: dict) -> None:
+    findings = data["findings"]
+    out.line("Ranked fixes", "bold")
+    if not findings:
+        out.line("  No rule fired on this capture.")
+        out.line()
+        return
+    measured = data["measured"]
+    for i, f in enumerate(findings, 1):
+        sev = f["severity"]
+        head = f"{i:>2}. {sev.upper():<6} "
+        title = textwrap.wrap(clean_text(f["title"]), width=out.width - len(head)) or [""]
+        out.lines.append(out.style(f"{i:>2}. ", "bold") + out.style(f"{sev.upper():<6}", _SEVERITY_STYLE.get(sev, "bold"))
+                         + " " + out.style(fit(title[0], out.width - len(head)), "bold"))
+        if len(title) > 1:
+            out.line(" " * len(head) + " ".join(title[1:]), "bold")
+        out.line(" " * len(head) + f"saves ~{format_seconds(f['est_savings_s_per_step'])}/step · costs "
+                 f"{format_percent(f['fraction_of_step'])} of step · confidence {f['confidence']} · "
+                 f"{clean_text(f['rule'])}", "dim")
+        out.wrap(clean_text(f["fix"]), indent=" " * len(head), first=" " * (len(head) - 5) + "Fix: ",
+                 max_lines=FIX_LINES)
+        for j, op in enumerate(f["ops"][:N_FINDING_OPS]):
+            when = op["measured_s_per_step"] if measured else op["predicted_s_per_step"]
+            detail = f" · {clean_text(op['detail'])}" if op.get("detail") else ""
+            out.line(f"{'Ops: ' if j == 0 else '':>11}{clean_text(op['name'])}: {format_seconds(when)}/step{detail}")
+        if len(f["ops"]) > N_FINDING_OPS:
+            out.line(f"{'':11}… {len(f['ops']) - N_FINDING_OPS} more ops (--format json lists them)", "dim")
+    out.line()
+
+
+def _left_out(out: _Out, selection: dict | None) -> None:
+    """Findings --select/--ignore/--baseline (or [tool.xladiag]) left out: counted, so none is silently gone."""
+    dropped = (selection or {}).get("ignored_findings") or []
+    if not dropped:
+        return
+    whys = sorted({clean_text(d["why"]) for d in dropped})
+    out.wrap(f"{len(dropped)} finding{'s' if len(dropped) > 1 else ''} left out: " + "; ".join(whys),
+             indent="  ", first="  ", max_lines=3)
+    out.line()
+
+
+def _gates(out: _Out, gates: list[dict]) -> None:
+    """The CI thresholds given, tripped ones first."""
+    if not gates:
+        return
+    out.line("Gates", "bold")
+    for g in sorted(gates, key=lambda g: not g["tripped"]):
+        mark = out.style("TRIPPED", "red", "bold") if g["tripped"] else out.style("passed ", "green")
+        out.lines.append(f"  {mark} " + fit(clean_text(g["message"]), out.width - 10))
+    out.line()
+
+
+def _top_ops(out: _Out, data: dict) -> None:
+    measured = data["measured"]
+    key = "measured_s_per_step" if measured else "predicted_s_per_step"
+    ops = sorted((o for o in data["ops"] if o["in_step"]), key=lambda o: -(o[key] or 0.0))
+    out.line(f"Top ops by {'measured' if measured else 'predicted'} time per step", "bold")
+    if not ops:
+        out.line("  No op ran inside the measured steps.")
+        return
+    header = ["time/step", "% step", "efficiency" if measured else "FLOPs", "bound", "category"]
+    widths = [10, 7, 10, 8, 18]
+    name_w = out.width - 2 - sum(widths) - 2 * len(widths)
+    out.line("  " + out.row(["op", *header], [name_w, *widths], "lrrrll"), "dim")
+    step = data["step_s"] or 0.0
+    for o in ops[:N_OPS]:
+        share = o["share_of_step"] if measured else ((o[key] or 0.0) / step if step > 0 else None)
+        third = format_ratio(o["efficiency"]) if measured else format_si(o["flops"], "")
+        cells = [clean_text(o["name"]), format_seconds(o[key]), format_percent(share), third,
+                 clean_text(o["bound_by"]) or "n/a", clean_text(o["category"]) or "—"]
+        out.line("  " + out.row(cells, [name_w, *widths], "lrrrll"))
+    if len(ops) > N_OPS:
+        out.line(f"  … {len(ops) - N_OPS} more ops (--format json or html lists them all)", "dim")
+
+
+def render_text(report, *, color: bool = False, width: int = WIDTH) -> str:
+    data = report_to_dict(report)
+    out = _Out(color, width)
+    title = data["run"]["name"] or data["chip"]["name"]
+    out.line(f"xladiag · {clean_text(title)}", "bold")
+    out.wrap(clean_text(data["headline"]))
+    if data.get("capture_scope"):
+        out.wrap(clean_text(data["capture_scope"]), indent="  ", first="! ")
+    for w in data["warnings"][:10]:
+        out.wrap(clean_text(w), indent="  ", first="! ", max_lines=3)
+    if len(data["warnings"]) > 10:
+        out.line(f"! … {len(data['warnings']) - 10} more warnings in the JSON report")
+    out.line()
+    _verdict(out, data)
+    _fixes(out, data)
+    _left_out(out, data.get("selection"))
+    _gates(out, data.get("gates") or [])
+    _top_ops(out, data)
+    return "\n".join(out.lines) + "\n"
+
+
+def guard_keeping_sgr(text: str) -> str:
+    """Every control character written visibly except newlines, tabs and the SGR colour codes themselves
+    (profile text was made visible before it was coloured, so no SGR here came from the capture)."""
+    pieces = _SGR_RE.split(text)
+    codes = _SGR_RE.findall(text) + [""]
+    return "".join(visible_controls(p, keep="\n\t") + c for p, c in zip(pieces, codes))
