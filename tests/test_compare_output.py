@@ -71,3 +71,24 @@ def test_html_is_self_contained_and_escapes_profile_text(hostile_pair):
     for element_id in ("breakdown-base", "breakdown-new", "op-waterfall", "step-strip", "ops-table"):
         assert f'id="{element_id}"' in html
     assert "&lt;script&gt;alert" in html
+
+
+def test_html_renders_in_chromium_offline(hostile_pair, tmp_path):
+    import test_browser
+
+    if test_browser.CHROMIUM is None:
+        pytest.skip("headless Chromium not found on PATH (Debian: apt-get install chromium)")
+    page = tmp_path / "compare.html"
+    hostile_pair.to_html(page)
+    log = tmp_path / "net.json"
+    test_browser.ARTIFACTS.mkdir(exist_ok=True)
+    result = test_browser.chromium(page, tmp_path, f"--log-net-log={log}", "--dump-dom",
+                                   f"--screenshot={test_browser.ARTIFACTS / 'compare.png'}", "--window-size=1280,2200")
+    dom = result.stdout
+    assert "</html>" in dom, result.stderr[-2000:]
+    assert test_browser.page_requests(log) == []
+    for chart in ("breakdown-base", "breakdown-new", "op-waterfall", "step-strip"):
+        assert re.search(rf'<svg id="{chart}" class="chart', dom)
+    rows = re.findall(r'<tr class="st-row"><td class="st-(\w+)">', dom)
+    assert rows == list(hostile_pair.ops["status"])
+    assert "<script" not in dom  # the crafted op name stayed text
