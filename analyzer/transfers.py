@@ -56,12 +56,20 @@ def _op_ids(ops: pd.DataFrame, module, program_id, name) -> np.ndarray:
     step = ops[ops["op_id"] >= 0]
     keys = ["program_id", "op_name"] if module is None else ["module", "program_id", "op_name"]
     table = step[keys + ["op_id"]].astype({k: str for k in keys}).drop_duplicates(keys)
-    query = pd.DataFrame({"program_id": pd.Series(program_id).astype(object).fillna("").astype(str).to_numpy(),
-                          "op_name": pd.Series(name).astype(str).to_numpy()})
-    if module is not None:
-        query["module"] = pd.Series(module).astype(str).to_numpy()
+    # The query's distinct keys are joined (a few hundred), then spread back over its rows (spans: 100ks).
+    raw = {"program_id": program_id, "op_name": name, **({} if module is None else {"module": module})}
+    codes, uniques = zip(*(pd.factorize(pd.Series(v).to_numpy(), use_na_sentinel=False) for v in raw.values()))
+    combined = np.zeros(len(codes[0]), np.int64)
+    for c, u in zip(codes, uniques):
+        combined = combined * len(u) + c
+    distinct, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+    query = pd.DataFrame({k: u[c[first]] for k, c, u in zip(raw, codes, uniques)})
+    query["program_id"] = pd.Series(query["program_id"]).astype(object).fillna("").astype(str).to_numpy()
+    for k in raw:
+        if k != "program_id":
+            query[k] = pd.Series(query[k]).astype(str).to_numpy()
     joined = query.merge(table, on=keys, how="left")
-    return joined["op_id"].fillna(-1).to_numpy(np.int64)
+    return joined["op_id"].fillna(-1).to_numpy(np.int64)[inverse.reshape(-1)]
 
 
 def _by_op(op_ids: np.ndarray, values: np.ndarray, ops: pd.DataFrame) -> np.ndarray:

@@ -1,21 +1,31 @@
-"""Speed and memory of ``diagnose`` against xprof's own converter on a ~1M-event TPU capture.
+"""``diagnose`` against xprof's ``hlo_stats`` converter: wall time, peak memory and CPU, as one markdown table.
 
-    python benchmarks/bench_diagnose.py                  # build into a temp dir, 3 runs per row
-    python benchmarks/bench_diagnose.py --keep /tmp/big  # keep (and reuse) the capture there
-    python benchmarks/bench_diagnose.py --events 200000 --repeat 1 --json results.json
+    python benchmarks/bench_diagnose.py                          # 1M, 5M and 16 hosts x 304k; 3 runs each
+    python benchmarks/bench_diagnose.py --captures /tmp/xbench   # build the captures there once, reuse them
+    python benchmarks/bench_diagnose.py --rows 1M,5M,10M,16x304k # any of these (10M: xprof needs ~12 GB)
+    python benchmarks/bench_diagnose.py --readme README.md       # also rewrite the README's summary
+    python benchmarks/bench_diagnose.py --smoke                  # tiny captures, one run (the CI check)
 
-Every measurement runs as ``python <wrapper> <command>``: the wrapper starts the command, waits for it and
-reads ``getrusage(RUSAGE_CHILDREN)``, so each peak RSS belongs to that one command (and whatever it waited
-for) and never mixes with another row's children. Wall time includes interpreter start and imports on both
-sides, because that is what a user waits for.
+Each run is one command in a fresh wrapper process that starts it, samples the summed RSS of its whole
+process tree (psutil, every 20 ms) and, once it exits, reads ``getrusage(RUSAGE_CHILDREN)``: wall time, CPU
+time (user + system of every process it waited for) and the largest single-process peak. A row's peak
+memory is the larger of the tree-sum samples and that single-process peak (exact for one process).
+Wall time includes interpreter start and imports on both sides: a user waits for those too.
+
+Runs are interleaved (xprof, diagnose JSON, diagnose HTML, then again), the table gives each median, and
+xprof's cached ``*.op_stats*.pb`` is deleted before every run (with ``use_saved_result`` off), else a
+second xprof run would only read its own cache back. The ratios divide medians of the same interleaved
+runs, so load from other jobs on the machine shifts both sides alike; absolute times are only as quiet as
+the machine.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
+import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -26,120 +36,227 @@ from pathlib import Path
 
 _REPO = Path(__file__).resolve().parents[1]
 
+# (label, hosts, events per host) by row name; "NxK" rows are N hosts of K events each.
+_ROWS = {"1M": (1, 1_000_000), "5M": (1, 5_000_000), "10M": (1, 10_000_000), "16x304k": (16, 304_000)}
+_SMOKE_ROWS = {"20k": (1, 20_000), "2x10k": (2, 10_000)}
+
 _WRAPPER = r"""
 import json, resource, subprocess, sys, time
+import psutil
 cmd = json.loads(sys.argv[1])
 t0 = time.perf_counter()
-proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+root = psutil.Process(proc.pid)
+peak = 0
+while proc.poll() is None:
+    try:
+        tree = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        tree = []
+    total = 0
+    for p in tree:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    peak = max(peak, total)
+    time.sleep(0.02)
+err = proc.stderr.read()
+proc.wait()
 wall_s = time.perf_counter() - t0
 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-lines = [ln for ln in proc.stderr.decode(errors="replace").splitlines() if ln.strip()]
-print(json.dumps({"rc": proc.returncode, "wall_s": wall_s, "max_rss_bytes": usage.ru_maxrss * 1024,
-                  "cpu_s": usage.ru_utime + usage.ru_stime, "last_stderr": lines[-1] if lines else ""}))
+lines = [ln for ln in err.decode(errors="replace").splitlines() if ln.strip()]
+print(json.dumps({"rc": proc.returncode, "wall_s": wall_s, "cpu_s": usage.ru_utime + usage.ru_stime,
+                  "peak_rss_bytes": max(peak, usage.ru_maxrss * 1024), "tree_sampled_bytes": peak,
+                  "last_stderr": lines[-1] if lines else ""}))
 """
 
 _XPROF = (
     "import sys\n"
     "from xprof.convert import raw_to_tool_data as r\n"
-    "data, _ = r.xspace_to_tool_data([sys.argv[1]], 'hlo_stats', {'use_saved_result': False})\n"
+    "data, _ = r.xspace_to_tool_data(sys.argv[1:], 'hlo_stats', {'use_saved_result': False})\n"
     "assert data, 'xprof returned no hlo_stats'\n"
 )
 
-_PARSE_ONLY = "import sys\nfrom xladiag.parsers.xplane import read_xspace\nread_xspace(sys.argv[1])\n"
-
 
 def measure(cmd: list[str]) -> dict:
-    """One run of ``cmd`` in a fresh wrapper process: wall seconds, peak RSS bytes, exit code."""
+    """One run of ``cmd`` in a fresh wrapper process: wall and CPU seconds, peak RSS bytes, exit code."""
     out = subprocess.run([sys.executable, "-c", _WRAPPER, json.dumps(cmd)], capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def build_capture(logdir: Path, num_events: int) -> Path:
+def build_capture(root: Path, name: str, hosts: int, events: int) -> tuple[Path, list[Path]]:
+    """The log dir of row ``name`` under ``root`` (built once, reused) and its host files."""
     sys.path.insert(0, str(_REPO / "tests"))
     from builders import large_capture  # noqa: E402  (test fixture module, not part of the package)
 
-    existing = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
-    if existing:
-        print(f"reusing {existing[0]}", file=sys.stderr)
-        return existing[0]
-    t0 = time.perf_counter()
-    path = large_capture.large_capture(logdir, num_events=num_events)
-    print(f"built {path} ({path.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t0:.1f} s",
-          file=sys.stderr)
-    return path
-
-
-def diagnose_cmd(logdir: Path, out_json: Path) -> list[str]:
-    exe = shutil.which("diagnose")
-    head = [exe] if exe else [sys.executable, "-c", "import sys; from xladiag.cli import main; sys.exit(main())"]
-    return head + [str(logdir), "--format", "json", "-o", str(out_json), "--quiet"]
-
-
-def _clear_xprof_cache(xplane: Path) -> None:
-    # xprof caches op stats next to the capture (ALL_HOSTS.op_stats_v2.pb); a cached run measures nothing.
-    for cached in xplane.parent.glob("*.op_stats*.pb"):
-        cached.unlink()
-
-
-def run_rows(logdir: Path, xplane: Path, work: Path, repeat: int) -> list[dict]:
-    rows = [("diagnose (ours, end to end)", lambda: diagnose_cmd(logdir, work / "out.json"))]
-    if importlib.util.find_spec("xladiag.parsers.xplane") is not None:
-        rows.append(("read_xspace (ours, parse only)", lambda: [sys.executable, "-c", _PARSE_ONLY, str(xplane)]))
-    rows.append(("xprof hlo_stats", lambda: [sys.executable, "-c", _XPROF, str(xplane)]))
-    results = []
-    for label, make_cmd in rows:
-        runs = []
-        for _ in range(repeat):
-            _clear_xprof_cache(xplane)
-            runs.append(measure(make_cmd()))
-        failed = [r for r in runs if r["rc"] != 0]
-        row = {"label": label, "runs": runs}
-        if failed:
-            row["error"] = f"{label.split()[0]} failed: {failed[-1]['last_stderr'] or 'exit ' + str(failed[-1]['rc'])}"
+    logdir = root / name
+    files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
+    if len(files) != hosts:
+        shutil.rmtree(logdir, ignore_errors=True)
+        t0 = time.perf_counter()
+        if hosts == 1:
+            large_capture.large_capture(logdir, num_events=events)
         else:
-            row["wall_s"] = statistics.median(r["wall_s"] for r in runs)
-            row["wall_min_s"] = min(r["wall_s"] for r in runs)
-            row["max_rss_bytes"] = max(r["max_rss_bytes"] for r in runs)
-        results.append(row)
-    _clear_xprof_cache(xplane)
-    return results
+            large_capture.multi_host_capture(logdir, hosts=hosts, events_per_host=events)
+        files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
+        print(f"built {name}: {len(files)} file(s), {_size(files) / 1e6:.1f} MB in {time.perf_counter() - t0:.0f} s",
+              file=sys.stderr)
+    return logdir, files
 
 
-def render(results: list[dict], xplane: Path, num_events: int) -> str:
-    ref = next((r for r in results if r["label"].startswith("xprof") and "error" not in r), None)
-    lines = [f"capture: {xplane} ({xplane.stat().st_size / 1e6:.1f} MB, ~{num_events:,} XLA Ops events); "
-             f"{os.cpu_count()} CPUs",
-             f"{'row':32} {'wall s (median)':>16} {'min s':>8} {'peak RSS MB':>12} {'time / xprof':>13} "
-             f"{'RSS / xprof':>12}"]
-    for r in results:
-        if "error" in r:
-            lines.append(f"{r['label']:32} {r['error']}")
+def _size(files: list[Path]) -> int:
+    return sum(f.stat().st_size for f in files)
+
+
+def _clear_xprof_cache(files: list[Path]) -> None:
+    # xprof caches op stats next to the capture (ALL_HOSTS.op_stats_v2.pb); a cached run measures nothing.
+    for folder in {f.parent for f in files}:
+        for cached in folder.glob("*.op_stats*.pb"):
+            cached.unlink()
+
+
+def commands(logdir: Path, files: list[Path], out: Path) -> dict[str, list[str]]:
+    # python -m, not a `diagnose` on PATH: the code measured is the one importable here (PYTHONPATH).
+    ours = [sys.executable, "-m", "xladiag.cli", str(logdir), "--quiet"]
+    return {
+        "xprof": [sys.executable, "-c", _XPROF, *map(str, files)],
+        "json": ours + ["--format", "json", "-o", str(out / "report.json")],
+        "html": ours + ["--format", "html", "-o", str(out / "report.html")],
+    }
+
+
+def run_row(logdir: Path, files: list[Path], work: Path, repeat: int) -> dict:
+    """Interleaved runs of the three commands on one capture; per command its runs and medians."""
+    cmds = commands(logdir, files, work)
+    runs: dict[str, list[dict]] = {k: [] for k in cmds}
+    for _ in range(repeat):
+        for key, cmd in cmds.items():
+            _clear_xprof_cache(files)
+            runs[key].append(measure(cmd))
+            print(f"  {key}: {runs[key][-1]['wall_s']:.2f} s, {runs[key][-1]['peak_rss_bytes'] / 2**20:.0f} MB",
+                  file=sys.stderr)
+    _clear_xprof_cache(files)
+    out = {}
+    for key, rs in runs.items():
+        failed = [r for r in rs if r["rc"] != 0]
+        if failed:
+            out[key] = {"error": failed[-1]["last_stderr"] or f"exit {failed[-1]['rc']}", "runs": rs}
             continue
-        t_ratio = f"{r['wall_s'] / ref['wall_s']:.2f}" if ref else "-"
-        m_ratio = f"{r['max_rss_bytes'] / ref['max_rss_bytes']:.2f}" if ref else "-"
-        lines.append(f"{r['label']:32} {r['wall_s']:16.2f} {r['wall_min_s']:8.2f} "
-                     f"{r['max_rss_bytes'] / 2**20:12.0f} {t_ratio:>13} {m_ratio:>12}")
+        out[key] = {"wall_s": statistics.median(r["wall_s"] for r in rs),
+                    "peak_rss_bytes": statistics.median(r["peak_rss_bytes"] for r in rs),
+                    "cpu_per_wall": statistics.median(r["cpu_s"] / r["wall_s"] for r in rs), "runs": rs}
+    return out
+
+
+def machine() -> str:
+    """One line naming the machine the numbers come from."""
+    model = ""
+    try:
+        model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                      if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        import psutil
+
+        ram = f", {psutil.virtual_memory().total / 2**30:.0f} GiB RAM"
+    except ImportError:
+        ram = ""
+    try:
+        from importlib.metadata import version
+
+        xprof = f", xprof {version('xprof')}"
+    except Exception:  # noqa: BLE001 (not installed: the xprof column says so)
+        xprof = ""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"{cores} cores ({model or platform.machine()}){ram}, Python {platform.python_version()}{xprof}; "
+            f"load average {load:.1f} at the end")
+
+
+def _cell(r: dict) -> str:
+    if "error" in r:
+        return f"failed: {r['error'][:60]}"
+    return f"{r['wall_s']:.2f} s / {r['peak_rss_bytes'] / 2**20:.0f} MB"
+
+
+def _ratio(r: dict, ref: dict) -> str:
+    if "error" in r or "error" in ref:
+        return "-"
+    return f"{r['wall_s'] / ref['wall_s']:.2f} / {r['peak_rss_bytes'] / ref['peak_rss_bytes']:.2f}"
+
+
+def render(results: list[dict], repeat: int) -> str:
+    """The markdown table (one row per capture) and the machine line under it."""
+    lines = ["| capture | xprof `hlo_stats` wall / RSS | `diagnose` JSON wall / RSS | `diagnose` HTML wall / RSS "
+             "| ratio JSON time / memory | ratio HTML time / memory | CPU/wall xprof, JSON, HTML |",
+             "|---|---|---|---|---|---|---|"]
+    for row in results:
+        x, j, h = row["xprof"], row["json"], row["html"]
+        cpu = ", ".join("-" if "error" in r else f"{r['cpu_per_wall']:.2f}" for r in (x, j, h))
+        lines.append(f"| {row['label']} | {_cell(x)} | {_cell(j)} | {_cell(h)} | {_ratio(j, x)} | {_ratio(h, x)} "
+                     f"| {cpu} |")
+    lines += ["", f"Medians of {repeat} interleaved run{'s' if repeat != 1 else ''} per command, xprof's cache "
+              "removed before each; RSS: peak of the summed process tree. Machine: " + machine() + "."]
     return "\n".join(lines)
+
+
+def _label(name: str, hosts: int, events: int, files: list[Path]) -> str:
+    size = f"{_size(files) / 1e6:.1f} MB"
+    if hosts == 1:
+        return f"{events / 1e6:g}M events, {size}" if events >= 1e6 else f"{events / 1e3:g}k events, {size}"
+    return f"{hosts} hosts × {events / 1e3:g}k events, {size}"
+
+
+_README_START, _README_END = "<!-- benchmark:start -->", "<!-- benchmark:end -->"
+
+
+def update_readme(readme: Path, table: str) -> None:
+    """Replace the text between the benchmark markers of ``readme`` with ``table``."""
+    text = readme.read_text()
+    pattern = re.compile(re.escape(_README_START) + ".*?" + re.escape(_README_END), re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"{readme}: no {_README_START} ... {_README_END} section to replace")
+    block = (f"{_README_START}\n<!-- generated by `python benchmarks/bench_diagnose.py --readme README.md`; "
+             f"do not edit by hand -->\n{table}\n{_README_END}")
+    readme.write_text(pattern.sub(lambda _: block, text))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--keep", type=Path, help="log dir to build the capture into and keep (reused if present)")
-    ap.add_argument("--events", type=int, default=1_000_000, help="XLA Ops events in the capture")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per row (median wall time, max RSS)")
-    ap.add_argument("--json", type=Path, help="also write the raw results here")
+    ap.add_argument("--captures", type=Path, help="folder to build the captures into and keep (reused if present)")
+    ap.add_argument("--rows", default="1M,5M,16x304k", help=f"comma-separated, of {', '.join(_ROWS)}")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved runs per command (medians)")
+    ap.add_argument("--smoke", action="store_true", help="tiny captures, one run: checks the benchmark works")
+    ap.add_argument("--json", type=Path, help="also write every run's numbers here")
+    ap.add_argument("--readme", type=Path, help="rewrite this README's benchmark section with the table")
     args = ap.parse_args(argv)
+    table = _SMOKE_ROWS if args.smoke else _ROWS
+    names = list(_SMOKE_ROWS) if args.smoke else [n.strip() for n in args.rows.split(",") if n.strip()]
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        ap.error(f"unknown rows {unknown}; choose from {', '.join(table)}")
+    repeat = 1 if args.smoke else args.repeat
 
     with tempfile.TemporaryDirectory(prefix="xladiag_bench_") as tmp:
         work = Path(tmp)
-        logdir = args.keep or work / "logdir"
-        xplane = build_capture(logdir, args.events)
-        results = run_rows(logdir, xplane, work, args.repeat)
-        print(render(results, xplane, args.events))
+        root = args.captures or work / "captures"
+        results = []
+        for name in names:
+            hosts, events = table[name]
+            logdir, files = build_capture(root, name, hosts, events)
+            print(f"{name}: {len(files)} file(s)", file=sys.stderr)
+            row = run_row(logdir, files, work, repeat)
+            row["label"] = _label(name, hosts, events, files)
+            results.append(row)
+        out = render(results, repeat)
+        print(out)
         if args.json:
-            args.json.write_text(json.dumps({"capture": str(xplane), "events": args.events,
-                                             "cpus": os.cpu_count(), "results": results}, indent=2))
+            args.json.write_text(json.dumps({"machine": machine(), "repeat": repeat, "rows": results}, indent=2))
+        if args.readme:
+            update_readme(args.readme, out)
     return 0
 
 

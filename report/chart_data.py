@@ -62,6 +62,10 @@ def representative_step_events(analysis, max_devices: int = MAX_TIMELINE_DEVICES
         note += f"; first {max_devices} of {len(devices)} devices shown"
         devices = devices[:max_devices]
     chosen = chosen[chosen["device"].isin(devices)][["device", "step", "start_ps", "duration_ps"]]
+    # The chosen device-steps' events first (one integer key), so the merge sees thousands of rows, not millions.
+    width = int(max(so["step"].max(), chosen["step"].max())) + 1
+    key = so["device"].to_numpy(np.int64) * width + so["step"].to_numpy(np.int64)
+    so = so[np.isin(key, chosen["device"].to_numpy(np.int64) * width + chosen["step"].to_numpy(np.int64))]
     ev = so.merge(chosen.rename(columns={"start_ps": "step_start_ps", "duration_ps": "step_ps"}), on=["device", "step"])
     ops = analysis.ops
     time_class = ops.loc[ops["op_id"] >= 0].drop_duplicates("op_id").set_index("op_id")["time_class"]

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from builders import scenarios
 from builders.xspace_encoder import _field_bytes as _field, _varint_bytes as _varint  # the builder's encoder
 from xladiag.cli import main
-from xladiag.parsers import xplane
+from xladiag.parsers import xplane_planes
 from xladiag.parsers.xevent_columns import read_line_events
 from xladiag.parsers.xplane import XPlaneError, read_xspace
 from xladiag.parsers.xspace_schema import XPlane
@@ -99,7 +99,7 @@ def test_out_of_memory_is_an_input_error(tmp_path, monkeypatch):
     def no_memory(data):
         raise MemoryError
 
-    monkeypatch.setattr(xplane, "parse_plane_raw_events", no_memory)
+    monkeypatch.setattr(xplane_planes, "parse_plane_raw_events", no_memory)  # where planes are decoded
     with pytest.raises(XPlaneError, match="not enough memory") as err:
         read_xspace(path)
     assert str(path) in str(err.value)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from xladiag.parsers.xplane import XPlaneError, parse_xspace_bytes, read_xspace
-from xladiag.parsers.xspace_schema import MemoryAccessBreakdown, XSpace
+from xladiag.parsers.xspace_schema import MemoryAccessBreakdown, XPlane, XSpace
 
 
 def _hand_space() -> XSpace:
@@ -166,3 +167,30 @@ def _varint(n: int) -> bytes:
         out.append(byte | (0x80 if n else 0))
         if not n:
             return bytes(out)
+
+
+@pytest.mark.parametrize("capture", ["tpu_xplane", "gpu_xplane"])
+def test_planes_decoded_in_worker_processes_give_the_same_tables(request, capture):
+    """Two processes (this one and a forked worker) decode the planes: every table is the one-process one."""
+    path = request.getfixturevalue(capture)
+    one, two = read_xspace(path, workers=1), read_xspace(path, workers=2)
+    for name in ("planes", "lines", "events", "event_stats", "event_metadata"):
+        pd.testing.assert_frame_equal(getattr(one, name), getattr(two, name), check_exact=True)
+    assert one.plane_stats == two.plane_stats and one.hlo_protos == two.hlo_protos
+    assert one.anomalies == two.anomalies and one.fingerprint == two.fingerprint
+
+
+def test_a_corrupt_plane_in_a_worker_is_one_line_naming_the_file(tmp_path):
+    """A plane whose events are damaged fails the same way whichever process decodes it."""
+    good = XPlane(id=1, name=b"/device:TPU:0")
+    bad = XPlane(id=2, name=b"/device:TPU:1")
+    bad.lines.add(name=b"XLA Ops").events.add(metadata_id=1, offset_ps=5, duration_ps=3)
+    space = XSpace()
+    space.planes.extend([good, bad])
+    data = space.SerializeToString().replace(b"\x10\x05\x18\x03", b"\x10\xff\x18\x03")  # offset varint cut
+    path = tmp_path / "bad.xplane.pb"
+    path.write_bytes(data)
+    for workers in (1, 2):
+        with pytest.raises(XPlaneError, match="bad.xplane.pb: .*corrupt") as err:
+            read_xspace(path, workers=workers)
+        assert "\n" not in str(err.value)

@@ -1,0 +1,290 @@
+"""One XPlane of an XSpace decoded into columns: the part of the parse that runs per plane, in this process or
+in a worker process (:func:`decode_planes`), so the planes of one big host file are read on every core.
+
+A plane's result numbers its lines and events from 0; ``xplane`` offsets them when it joins the planes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from google.protobuf.message import DecodeError
+
+from . import event_stat_values
+from .xevent_columns import parse_plane_raw_events, read_line_events
+from .xspace_schema import MemoryAccessBreakdown
+
+
+class PlaneError(Exception):
+    """A plane that cannot be decoded; the message is the reason, without the file (added by the caller)."""
+
+
+# Per-event stats kept as columns (everything else is dropped while decoding).
+EVENT_STAT_NAMES = (
+    "hlo_op",
+    "hlo_module",
+    "program_id",
+    "correlation_id",
+    "run_id",
+    "device_ordinal",
+    "step_num",  # jax.profiler.StepTraceAnnotation: the user's step, on the host thread that ran it
+)
+_INT_EVENT_STATS = {"correlation_id", "run_id", "device_ordinal", "step_num"}
+# On TPU captures the host threads' stats are read column-wise, integers only: the user's steps and
+# which program execution each host event launched (run_id, device_ordinal match the XLA Modules line).
+_TPU_HOST_INT_STATS = ("step_num", "run_id", "device_ordinal")
+
+# Per-op metadata stats written by XLA on TPU (and some GPU) captures.
+METADATA_STAT_NAMES = (
+    "hlo_category",
+    "program_id",
+    "flops",
+    "model_flops",
+    "bytes_accessed",
+    "raw_bytes_accessed",
+    "shape_with_layout",
+    "tf_op",
+    "source",
+    "deduplicated_name",
+)
+_NUMERIC_METADATA_STATS = {"flops", "model_flops", "bytes_accessed", "raw_bytes_accessed"}
+
+# Lines whose per-event stats we never need (the hot, op-per-event lines on accelerators).
+_LINES_WITHOUT_EVENT_STATS = {"XLA Ops", "XLA TraceMe", "Sparse Core Ops", "Overlay"}
+
+_MEMORY_SPACE_HBM = 1
+_TPU_DEVICE_PLANE = re.compile(r"^/device:TPU:\d+$")
+
+# TPU op events carry the device's own measurement. The host-timeline duration of an event
+# is sometimes clipped to 0 and its time given to a neighbouring op (45 of 1504 events on one
+# core of the real v6e sample, and others stretched); xprof reads device_duration_ps, and so
+# do we for what an op costs. The timeline itself (start, span) stays the host one,
+# consistent with module and step events (device_offset_ps is not on the same clock).
+_DEVICE_DURATION_STAT = "device_duration_ps"
+
+
+# Longer strings are damage (the longest real ones are HLO instruction texts of a few KB): cut, so
+# that a garbage length never turns into a str many times its size.
+_MAX_TEXT_BYTES = 1 << 20
+
+
+def _text(raw: bytes) -> str:
+    return raw[:_MAX_TEXT_BYTES].decode("utf-8", errors="replace")
+
+
+
+def _text(raw: bytes) -> str:
+    return raw[:_MAX_TEXT_BYTES].decode("utf-8", errors="replace")
+
+
+def _stat_value(stat, stat_names: dict[int, str]):
+    kind = stat.WhichOneof("value")
+    if kind is None:
+        return None
+    value = getattr(stat, kind)
+    if kind == "ref_value":
+        return stat_names.get(value)
+    if kind == "str_value":
+        return _text(value)
+    return value  # numbers; bytes_value stays bytes
+
+
+def _stats_dict(stats, stat_names: dict[int, str]) -> dict:
+    return {stat_names.get(s.metadata_id, f"#{s.metadata_id}"): _stat_value(s, stat_names) for s in stats}
+
+
+def _hbm_bytes(breakdown: bytes | None) -> float:
+    """HBM bytes read+written from the ``memory_access_breakdown`` stat; NaN when absent/empty."""
+    if not breakdown:
+        return np.nan
+    msg = MemoryAccessBreakdown()
+    try:
+        msg.ParseFromString(breakdown)
+    except DecodeError:
+        return np.nan
+    total = sum(m.bytes for m in msg.memory_accessed if m.memory_space == _MEMORY_SPACE_HBM)
+    return float(total) if msg.memory_accessed else np.nan
+
+
+_METADATA_PLANE = "/host:metadata"
+_HLO_PROTO_STAT = "Hlo Proto"
+_PROGRAM_NAME = re.compile(r"^(.*)\((\d+)\)$")
+
+
+def _program_entry(name: str, stats: dict) -> tuple[str, str, bytes]:
+    """(program id, program name, HloProto bytes); the id from the stat, else from 'name(<id>)'."""
+    m = _PROGRAM_NAME.match(name)
+    program = stats.get("program_id")
+    program_id = str(program % 2**64) if isinstance(program, int) else (m.group(2) if m else "")
+    return program_id, m.group(1) if m else name, stats[_HLO_PROTO_STAT]
+
+
+@dataclass
+class PlaneTables:
+    """One plane's rows; ``line`` values and ``stat_rows`` / ``int_stats["event"]`` count from 0 in this plane."""
+
+    plane_row: tuple
+    plane_stats: dict
+    meta_rows: list = field(default_factory=list)
+    hlo_protos: list = field(default_factory=list)
+    line_rows: list = field(default_factory=list)  # (line, line_id, name, display_name, timestamp_ns)
+    events: dict = field(default_factory=dict)  # line, metadata_id, start_ps, span_ps, duration_ps
+    stat_rows: list = field(default_factory=list)  # per named line: event rows that carry a wanted stat
+    stat_parts: dict = field(default_factory=dict)  # per stat name: its values on those rows, line by line
+    int_stats: list = field(default_factory=list)  # integer stats read column-wise (TPU host threads)
+    unrepresentable_starts: int = 0
+
+
+def decode_plane(plane_idx: int, plane_name: str, data: bytes, tpu_capture: bool) -> PlaneTables:
+    """Decode one serialized plane; raise :class:`PlaneError` (one line) when it is corrupt.
+
+    ``tpu_capture``: on TPU captures op identity lives in the device planes' metadata; the host threads'
+    per-event stats are never read (decoding them would be the slowest part of the parse)."""
+    try:
+        plane = parse_plane_raw_events(data)
+    except DecodeError as exc:
+        raise PlaneError(f"not a readable XSpace protobuf (truncated or corrupt): {exc}") from None
+    del data  # its bytes are in the message now
+    is_host_plane = plane_name.startswith("/host:")
+    stat_names = {k: _text(v.name) for k, v in plane.stat_metadata.items()}
+    out = PlaneTables((plane_idx, plane.id, plane_name), _stats_dict(plane.stats, stat_names))
+
+    is_metadata_plane = plane_name == _METADATA_PLANE
+    for md_id, md in plane.event_metadata.items():
+        stats = _stats_dict(md.stats, stat_names)
+        if is_metadata_plane and isinstance(stats.get(_HLO_PROTO_STAT), bytes):
+            out.hlo_protos.append(_program_entry(_text(md.name), stats))
+            continue
+        row = {
+            "plane": plane_idx,
+            "metadata_id": md_id,
+            "name": _text(md.name),
+            "display_name": _text(md.display_name),
+            "hbm_bytes": _hbm_bytes(stats.get("memory_access_breakdown")),
+        }
+        for key in METADATA_STAT_NAMES:
+            value = stats.get(key)
+            if isinstance(value, bytes):
+                value = _text(value)
+            elif key == "program_id" and value is not None:
+                value = str(value)
+            row[key] = value
+        out.meta_rows.append(row)
+
+    wanted_stats = set(EVENT_STAT_NAMES)
+    wanted_ids = {k for k, v in stat_names.items() if v in wanted_stats}
+    device_duration_id = next((k for k, v in stat_names.items() if v == _DEVICE_DURATION_STAT), None)
+    columns: dict[str, list] = {k: [] for k in ("line", "metadata_id", "start_ps", "span_ps", "duration_ps")}
+    num_events = 0
+    for line in plane.lines:
+        line_idx = len(out.line_rows)
+        line_name = _text(line.name)
+        out.line_rows.append((line_idx, line.id, line_name, _text(line.display_name), line.timestamp_ns))
+        raw_events = line.events  # serialized XEvent payloads (see xevent_columns)
+        n = len(raw_events)
+        if n == 0:
+            continue
+        want_duration = device_duration_id is not None and line_name == "XLA Ops"
+        wanted_ints = {_DEVICE_DURATION_STAT: device_duration_id} if want_duration else {}
+        if tpu_capture and is_host_plane:
+            wanted_ints = {k: v for v, k in stat_names.items() if k in _TPU_HOST_INT_STATS}
+        value_ids: dict[str, list] = {}
+        if line_name not in _LINES_WITHOUT_EVENT_STATS and wanted_ids and not (tpu_capture and is_host_plane):
+            for k in wanted_ids:
+                value_ids.setdefault(stat_names[k], []).append(k)
+        try:
+            cols = read_line_events(raw_events, line.timestamp_ns, wanted_ints, value_ids)
+        except ValueError as exc:
+            raise PlaneError(f"corrupt event on line {line_name!r}: {exc}") from None
+        valid = cols.pop("start_valid")
+        values = cols.pop("stat_values", None)
+        kept = np.cumsum(valid) - 1  # each event's row among the kept ones of this line
+        if not valid.all():  # a start past the int64 range (damaged timestamp or offset): dropped
+            out.unrepresentable_starts += int(n - kept[-1] - 1)
+            cols = {key: column[valid] for key, column in cols.items()}  # stat values: rows chosen below
+        span = cols["duration_ps"]
+        duration = np.where(cols[_DEVICE_DURATION_STAT] >= 0, cols[_DEVICE_DURATION_STAT], span) if want_duration else span
+        for key, column in (("line", np.full(len(span), line_idx, np.int32)), ("metadata_id", cols["metadata_id"]),
+                            ("start_ps", cols["start_ps"]), ("span_ps", span), ("duration_ps", duration)):
+            columns[key].append(column)
+        if tpu_capture and is_host_plane and wanted_ints:
+            host_ints = {k: cols[k] for k in wanted_ints}
+            has = np.zeros(len(span), bool)
+            for k in ("step_num", "run_id"):
+                has |= host_ints.get(k, np.full(len(span), -1)) >= 0
+            if has.any():
+                out.int_stats.append(pd.DataFrame(
+                    {"event": num_events + np.flatnonzero(has),
+                     **{k: pd.Series(v[has], dtype="Int64").where(v[has] >= 0)  # -1: absent
+                        for k, v in host_ints.items()}}))
+        if value_ids:
+            # Names (hlo_op, hlo_module) are strings or references: decoded column-wise, converted once
+            # per distinct value (event_stat_values).
+            kinds = np.stack([values[name].kind for name in value_ids])
+            has = np.flatnonzero((kinds != 0).any(axis=0) & valid)
+            out.stat_rows.append(num_events + kept[has])
+            for name in EVENT_STAT_NAMES:
+                v = values.get(name)
+                if name in _INT_EVENT_STATS:
+                    part = (event_stat_values.int_values(v, has) if v is not None
+                            else (np.zeros(has.size, np.int64), np.zeros(has.size, bool)))
+                else:
+                    part = (event_stat_values.text_values(v, has, stat_names) if v is not None
+                            else np.full(has.size, None, object))
+                out.stat_parts.setdefault(name, []).append(part)
+        num_events += len(span)
+    out.events = {k: np.concatenate(v) if v else np.zeros(0, np.int32 if k == "line" else np.int64)
+                  for k, v in columns.items()}
+    return out
+
+
+# The planes of the file being read, for forked workers (inherited, not pickled): see decode_planes.
+_PLANES: list = []
+
+
+def _decode_inherited(index: int, tpu_capture: bool) -> PlaneTables:
+    name, data = _PLANES[index]
+    return decode_plane(index, name, data, tpu_capture)
+
+
+def decode_planes(planes: list[tuple[str, bytes]], tpu_capture: bool, workers: int) -> list[PlaneTables]:
+    """Every plane decoded, in order. With ``workers`` > 1 (Linux) forked processes decode the largest planes
+    while this one decodes the rest; the planes' bytes are dropped from ``planes`` once decoded here."""
+    big = sorted(range(len(planes)), key=lambda i: -len(planes[i][1]))
+    results: dict[int, PlaneTables] = {}
+    pool = _pool(workers) if workers > 1 and len(planes) > 1 else None
+    if pool is None:
+        for i in range(len(planes)):
+            results[i] = decode_plane(i, planes[i][0], planes[i][1], tpu_capture)
+            planes[i] = (planes[i][0], b"")
+        return [results[i] for i in range(len(planes))]
+    global _PLANES
+    _PLANES = planes
+    try:
+        with pool:
+            # Largest first, alternating: this process takes every ``workers``-th plane, the workers the others.
+            mine = big[::workers]
+            futures = {i: pool.submit(_decode_inherited, i, tpu_capture) for i in big if i not in mine}
+            for i in futures:  # the workers were forked with these bytes: this process needs them no more
+                planes[i] = (planes[i][0], b"")
+            for i in mine:
+                results[i] = decode_plane(i, planes[i][0], planes[i][1], tpu_capture)
+                planes[i] = (planes[i][0], b"")
+            for i, future in futures.items():
+                results[i] = future.result()
+    finally:
+        _PLANES = []
+    return [results[i] for i in range(len(planes))]
+
+
+def _pool(workers: int):
+    """A pool of ``workers - 1`` forked processes, or None where fork is unavailable."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    return ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("fork"))

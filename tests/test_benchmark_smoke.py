@@ -1,0 +1,49 @@
+"""The benchmark's smoke mode (CI): every command runs, the table has its rows, and loose bounds hold.
+
+The real table (1M, 5M, 16 hosts) runs outside CI: ``python benchmarks/bench_diagnose.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("psutil")
+pytest.importorskip("xprof")
+
+_BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_diagnose.py"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_diagnose", _BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_smoke_benchmark_prints_the_table_within_loose_bounds(tmp_path, capsys):
+    bench = _bench()
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\n<!-- benchmark:start -->\nold\n<!-- benchmark:end -->\n\nafter\n")
+    assert bench.main(["--smoke", "--json", str(tmp_path / "r.json"), "--captures", str(tmp_path / "c"),
+                       "--readme", str(readme)]) == 0
+    table = capsys.readouterr().out
+    assert table.splitlines()[0].startswith("| capture | xprof")
+    assert "20k events" in table and "2 hosts × 10k events" in table and "Machine: " in table
+    rows = json.loads((tmp_path / "r.json").read_text())["rows"]
+    for row in rows:
+        for key in ("xprof", "json", "html"):
+            assert "error" not in row[key], (row["label"], key, row[key])
+            assert row[key]["wall_s"] > 0 and row[key]["peak_rss_bytes"] > 10 * 2**20
+        # Loose: on captures this small interpreter start-up dominates both sides.
+        for key in ("json", "html"):
+            assert row[key]["peak_rss_bytes"] < 4 * row["xprof"]["peak_rss_bytes"]
+            assert row[key]["wall_s"] < 60
+    assert (tmp_path / "report.json").exists() is False  # outputs stay in the benchmark's temp folder
+    text = readme.read_text()
+    assert "old" not in text and table.strip().splitlines()[0] in text and text.endswith("after\n")
+    # xprof's cache never stays behind in the capture folders.
+    assert not list((tmp_path / "c").glob("*/plugins/profile/*/*.op_stats*.pb"))
