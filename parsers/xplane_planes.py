@@ -13,13 +13,14 @@ import numpy as np
 import pandas as pd
 from google.protobuf.message import DecodeError
 
+from ..errors import InputError
 from . import event_stat_values
 from .xevent_columns import parse_plane_raw_events, read_line_events
 from .xspace_schema import MemoryAccessBreakdown
 
 
-class PlaneError(Exception):
-    """A plane that cannot be decoded; the message is the reason, without the file (added by the caller)."""
+class PlaneError(InputError):
+    """A plane that cannot be decoded; the message is the reason, without the file (``xplane`` adds it)."""
 
 
 # Per-event stats kept as columns (everything else is dropped while decoding).
