@@ -149,7 +149,7 @@ def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, wo
     if len(paths) == 1:
         if progress:
             progress(f"reading {files.xplane_files[0].name} (1/1 hosts)")
-        return _single([read_xspace(paths[0])], progress, choice)
+        return _single([read_xspace(paths[0], workers=workers)], progress, choice)  # its planes on `workers` cores
     n = min(workers or default_workers(), len(paths))
     where = f"Dask at {scheduler}" if scheduler else f"{n} worker{'s' if n != 1 else ''}"
     with _executor(n, scheduler) as executor:

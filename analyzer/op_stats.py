@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from .capture import Capture
-from .steps import PS_PER_S, Steps, assign_steps, with_busy_time
+from .steps import PS_PER_S, Steps, assigned_steps, with_busy_time
 
 OP_KEY = ["module", "program_id", "op_name"]
 
@@ -116,7 +116,7 @@ def measure(capture: Capture, steps: Steps) -> tuple[pd.DataFrame, pd.DataFrame,
     The statistics list the step program's ops first (ranked by time per step), then the
     ops of every other program in the capture, whose per-step columns are NaN.
     """
-    step_ops = assign_steps(capture.events, steps)
+    step_ops, step_rows = assigned_steps(capture.events, steps)
     # op_id numbers the step's ops once; rules and renderers join events to the ops table through it
     # (one integer column, instead of three string keys over millions of events).
     step_ops["op_id"] = first_seen_ids(step_ops[OP_KEY])
@@ -128,4 +128,4 @@ def measure(capture: Capture, steps: Steps) -> tuple[pd.DataFrame, pd.DataFrame,
     if len(others):
         others = others.assign(in_step=False, op_id=-1, **{c: others[c].astype(str) for c in OP_KEY})
         table = pd.concat([table, others], ignore_index=True)
-    return step_ops, table, with_busy_time(steps, step_ops)
+    return step_ops, table, with_busy_time(steps, step_ops, (capture.events, step_rows))

@@ -188,39 +188,33 @@ def measured_rows(steps: Steps, device, step) -> np.ndarray:
     return np.where(ok, lookup[np.where(ok, device * n_steps + step, 0)], -1)
 
 
-def with_busy_time(steps: Steps, step_ops: pd.DataFrame) -> Steps:
+def with_busy_time(steps: Steps, step_ops: pd.DataFrame,
+                   in_capture_order: tuple[pd.DataFrame, np.ndarray] | None = None) -> Steps:
     """``steps`` with ``busy_ps``: per measured device-step, the union of its events' [start, start + span).
 
-    ``busy_any_ps``, per step the union over every device, is the union of those per-device blocks: far
-    fewer intervals than events to sort."""
-    start = step_ops["start_ps"].to_numpy(np.int64)
-    end = start + step_ops["span_ps"].to_numpy(np.int64)  # the timeline extent: streams and async ops overlap
-    rows = measured_rows(steps, step_ops["device"], step_ops["step"])
+    ``in_capture_order``: (the capture's events, their rows from :func:`assigned_steps`): the same intervals in
+    the capture's (device, start) order, which needs no sort. ``busy_any_ps``, per step the union over every
+    device, is the union of the per-device blocks: far fewer intervals than events."""
+    if in_capture_order is not None:
+        events, rows = in_capture_order
+        inside = rows >= 0
+        start = events["start_ps"].to_numpy(np.int64)[inside]
+        end = start + events["span_ps"].to_numpy(np.int64)[inside]
+        rows = rows[inside]
+    else:
+        start = step_ops["start_ps"].to_numpy(np.int64)
+        end = start + step_ops["span_ps"].to_numpy(np.int64)  # the timeline extent: streams and async ops overlap
+        rows = measured_rows(steps, step_ops["device"], step_ops["step"])
     # Busy on any device, per step: its code is the step's rank among the measured steps.
     step_values = np.unique(steps.after_warmup["step"].to_numpy(np.int64))
     if (rows < 0).any():  # events outside the measured device-steps still count for their step
         any_rows = np.searchsorted(step_values, step_ops["step"].to_numpy(np.int64))
         return replace(steps, busy_ps=union_length(start, end, rows, len(steps.after_warmup)),
                        busy_any_ps=union_length(start, end, any_rows, len(step_values)))
-    order = _capture_order(step_ops)
-    if order is not None:  # the capture's (device, start) order: blocks then need no sort
-        start, end, rows = start[order], end[order], rows[order]
     group, block_start, block_end = blocks(start, end, rows)
     step_of_row = np.searchsorted(step_values, steps.after_warmup["step"].to_numpy(np.int64))
     return replace(steps, busy_ps=union_length(block_start, block_end, group, len(steps.after_warmup)),
                    busy_any_ps=union_length(block_start, block_end, step_of_row[group], len(step_values)))
-
-
-def _capture_order(step_ops: pd.DataFrame) -> np.ndarray | None:
-    """Positions of the step events in capture order (their ``event`` rows ascending); None when they already are."""
-    if "event" not in step_ops or len(step_ops) < 2:
-        return None
-    event = step_ops["event"].to_numpy(np.int64)
-    if np.all(event[1:] > event[:-1]):
-        return None
-    position = np.full(int(event.max()) + 1, -1, np.int64)
-    position[event] = np.arange(len(event))  # events are distinct rows: a scatter inverts the order, no sort
-    return position[position >= 0]
 
 
 def step_rows(steps: Steps, device, time_ps) -> np.ndarray:
@@ -233,9 +227,16 @@ def assign_steps(ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     """``ops`` restricted to measured steps, with ``step`` and ``event`` (row in ``ops``) columns.
 
     Rows come in start-time order (stable), indexed by their position in that order."""
+    return assigned_steps(ops, steps)[0]
+
+
+def assigned_steps(ops: pd.DataFrame, steps: Steps) -> tuple[pd.DataFrame, np.ndarray]:
+    """(:func:`assign_steps`, per row of ``ops`` in its own order the row in ``steps.after_warmup`` of the
+    measured step it belongs to, -1 outside them): the codes :func:`with_busy_time` groups by."""
     measured = steps.after_warmup
     if measured.empty or ops.empty:
-        return ops.iloc[0:0].assign(step=pd.Series(dtype="int64"), event=pd.Series(dtype="int64"))
+        empty = ops.iloc[0:0].assign(step=pd.Series(dtype="int64"), event=pd.Series(dtype="int64"))
+        return empty, np.full(len(ops), -1, np.int64)
     start = ops["start_ps"].to_numpy(np.int64)
     order = np.argsort(start, kind="stable")
     when = start
@@ -247,4 +248,6 @@ def assign_steps(ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     out = ops.iloc[order[inside]].rename_axis("event").reset_index()
     out["step"] = measured["step"].to_numpy(np.int64)[rows[inside]]
     out.index = np.flatnonzero(inside)
-    return out
+    by_row = np.empty(len(ops), np.int64)
+    by_row[order] = rows
+    return out, by_row

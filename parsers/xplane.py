@@ -140,9 +140,15 @@ _PARALLEL_BYTES = 32 << 20  # below this a file parses in well under a second: n
 
 
 def _default_workers(size: int) -> int:
+    """Cores for a large file read by a plain, single-threaded main process (the command line); 1 elsewhere:
+    a per-host worker reads its host alone, and forking a multithreaded process (JAX running
+    ``xladiag.profile``) risks a child waiting on a lock no thread will release."""
     import multiprocessing
+    import sys
+    import threading
 
-    if size < _PARALLEL_BYTES or multiprocessing.parent_process() is not None:
+    if (size < _PARALLEL_BYTES or multiprocessing.parent_process() is not None or threading.active_count() > 1
+            or "jax" in sys.modules):
         return 1
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 

@@ -85,16 +85,37 @@ def _neighbours(analysis, found: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     convs = ops[is_conv & ~ops.index.isin(found.index)]
     where: dict = {}
     if analysis.measured and len(convs) and len(found) and len(analysis.step_ops):
-        ev = analysis.step_ops
-        first = ev[ev["op_id"].isin(convs["op_id"])].groupby(["device", "step"])["start_ps"].min()
-        label_of_id = pd.Series(found.index, index=found["op_id"]).loc[lambda s: s.index >= 0]
-        label_of_id = label_of_id[~label_of_id.index.duplicated()]
-        mine = ev[ev["op_id"].isin(label_of_id.index)]
-        mine = mine.assign(row=label_of_id.reindex(mine["op_id"]).to_numpy()).join(
-            first.rename("conv_ps"), on=["device", "step"])
-        before = (mine["start_ps"] < mine["conv_ps"]).groupby(mine["row"]).mean()
-        where = {label: "before" if f >= 0.5 else "after" for label, f in before.items()}
+        where = _before_first_conv(analysis.step_ops, convs["op_id"], found)
     return convs, where
+
+
+def _before_first_conv(ev: pd.DataFrame, conv_ids: pd.Series, found: pd.DataFrame) -> dict:
+    """Per layout op (row label of ``found``): 'before' when most of its events start before the first
+    convolution / matmul of their device-step, else 'after'. Integer codes over the events, no groupby."""
+    op_id = ev["op_id"].to_numpy(np.int64)
+    device, step = ev["device"].to_numpy(np.int64), ev["step"].to_numpy(np.int64)
+    start = ev["start_ps"].to_numpy(np.int64)
+    n_ids = int(max(op_id.max(), conv_ids.max(), found["op_id"].max())) + 1
+    width = int(step.max()) + 1
+    device_step = device * width + step
+    is_conv = np.zeros(n_ids, bool)
+    is_conv[conv_ids[conv_ids >= 0].to_numpy(np.int64)] = True
+    conv = is_conv[op_id]
+    first = np.full(int(device_step.max()) + 1, np.iinfo(np.int64).max)
+    np.minimum.at(first, device_step[conv], start[conv])
+    has_conv = np.zeros(len(first), bool)
+    has_conv[device_step[conv]] = True  # a device-step without one: no event of it counts as before
+    label_of_id = pd.Series(found.index, index=found["op_id"]).loc[lambda s: s.index >= 0]
+    label_of_id = label_of_id[~label_of_id.index.duplicated()]
+    code_of_id = np.full(n_ids, -1, np.int64)
+    codes, labels = pd.factorize(label_of_id.to_numpy(), sort=True)
+    code_of_id[label_of_id.index.to_numpy(np.int64)] = codes
+    code = code_of_id[op_id]
+    mine = code >= 0
+    count = np.bincount(code[mine], minlength=len(labels))
+    ds = device_step[mine]
+    before = np.bincount(code[mine], weights=has_conv[ds] & (start[mine] < first[ds]), minlength=len(labels))
+    return {label: "before" if b / c >= 0.5 else "after" for label, b, c in zip(labels, before, count) if c}
 
 
 def _layouts(r) -> str:

@@ -169,6 +169,11 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
+# The forked child only decodes planes: JAX, imported by other tests of this process, never runs there.
+FORK_OK = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+
+
+@FORK_OK
 @pytest.mark.parametrize("capture", ["tpu_xplane", "gpu_xplane"])
 def test_planes_decoded_in_worker_processes_give_the_same_tables(request, capture):
     """Two processes (this one and a forked worker) decode the planes: every table is the one-process one."""
@@ -180,6 +185,7 @@ def test_planes_decoded_in_worker_processes_give_the_same_tables(request, captur
     assert one.anomalies == two.anomalies and one.fingerprint == two.fingerprint
 
 
+@FORK_OK
 def test_a_corrupt_plane_in_a_worker_is_one_line_naming_the_file(tmp_path):
     """A plane whose events are damaged fails the same way whichever process decodes it."""
     good = XPlane(id=1, name=b"/device:TPU:0")
