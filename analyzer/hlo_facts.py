@@ -18,6 +18,8 @@ Also here, because they are facts about one instruction, not about time:
 
 from __future__ import annotations
 
+import functools
+
 import math
 
 import numpy as np
@@ -275,6 +277,11 @@ def _attention_roles(modules: list, instructions: list) -> list:
 def _parse_trace_text(text) -> Instruction | None:
     if not isinstance(text, str) or not text.startswith("%"):
         return None
+    return _parsed_text(text)
+
+
+@functools.lru_cache(maxsize=4096)  # the op facts and the collective graph read the same texts: parsed once
+def _parsed_text(text: str) -> Instruction | None:
     try:
         return parse_instruction(text)
     except (HloParseError, ValueError):

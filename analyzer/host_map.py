@@ -130,6 +130,9 @@ def _map(executor: Executor, calls: dict[int, tuple], progress: Progress | None,
 def _single(spaces, progress: Progress | None, choice: StepChoice | None = None) -> Measured:
     """All events of the hosts in one capture: the single-capture path."""
     capture = build_capture(spaces)
+    # From here on only the programs' HLO is read from the spaces (embedded_hlo): their event tables, a copy
+    # of the capture's, go before the step events are made (the peak of a single big host).
+    spaces = [replace(s, events=s.events.iloc[:0], event_stats=s.event_stats.iloc[:0]) for s in spaces]
     if progress:
         progress(f"measuring {len(capture.events):,} op events on {len(capture.devices)} devices")
     steps = choose_steps(capture, choice)

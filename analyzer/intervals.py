@@ -65,7 +65,9 @@ def blocks(start, end, group=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     s, e = _i64(start), _i64(end)
     g = np.zeros(len(s), np.int64) if group is None else _i64(group)
     keep = e > s
-    s, e, g = s[keep], e[keep], g[keep]
+    if not keep.all():  # (copies of millions of rows only where some interval is empty)
+        s, e, g = s[keep], e[keep], g[keep]
+    del keep
     if len(s) == 0:
         return g, s, e
     ks, ke = _keys((g, s), (g, e))
@@ -73,7 +75,8 @@ def blocks(start, end, group=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         order = np.argsort(ks, kind="stable")
         s, e, g, ks, ke = s[order], e[order], g[order], ks[order], ke[order]
     opens = np.ones(len(s), bool)
-    opens[1:] = ks[1:] > np.maximum.accumulate(ke)[:-1]
+    opens[1:] = ks[1:] > np.maximum.accumulate(ke, out=ke)[:-1]  # in place: ke is not read again
+    del ks, ke
     first = np.flatnonzero(opens)
     return g[first], s[first], np.maximum.reduceat(e, first)
 

@@ -199,8 +199,10 @@ def with_busy_time(steps: Steps, step_ops: pd.DataFrame,
         events, rows = in_capture_order
         inside = rows >= 0
         start = events["start_ps"].to_numpy(np.int64)[inside]
-        end = start + events["span_ps"].to_numpy(np.int64)[inside]
+        end = events["span_ps"].to_numpy(np.int64)[inside]
+        end += start
         rows = rows[inside]
+        del inside
     else:
         start = step_ops["start_ps"].to_numpy(np.int64)
         end = start + step_ops["span_ps"].to_numpy(np.int64)  # the timeline extent: streams and async ops overlap

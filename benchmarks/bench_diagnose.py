@@ -188,7 +188,7 @@ def _ratio(r: dict, ref: dict) -> str:
     return f"{r['wall_s'] / ref['wall_s']:.2f} / {r['peak_rss_bytes'] / ref['peak_rss_bytes']:.2f}"
 
 
-def render(results: list[dict], repeat: int) -> str:
+def render(results: list[dict], repeat: int, note: str = "") -> str:
     """The markdown table (one row per capture) and the machine line under it."""
     lines = ["| capture | xprof `hlo_stats` wall / RSS | `diagnose` JSON wall / RSS | `diagnose` HTML wall / RSS "
              "| ratio JSON time / memory | ratio HTML time / memory | CPU/wall xprof, JSON, HTML |",
@@ -199,7 +199,8 @@ def render(results: list[dict], repeat: int) -> str:
         lines.append(f"| {row['label']} | {_cell(x)} | {_cell(j)} | {_cell(h)} | {_ratio(j, x)} | {_ratio(h, x)} "
                      f"| {cpu} |")
     lines += ["", f"Medians of {repeat} interleaved run{'s' if repeat != 1 else ''} per command, xprof's cache "
-              "removed before each; RSS: peak of the summed process tree. Machine: " + machine() + "."]
+              "removed before each; RSS: peak of the summed process tree. " + (note.rstrip(". ") + ". " if note else "")
+              + "Machine: " + machine() + "."]
     return "\n".join(lines)
 
 
@@ -232,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="tiny captures, one run: checks the benchmark works")
     ap.add_argument("--json", type=Path, help="also write every run's numbers here")
     ap.add_argument("--readme", type=Path, help="rewrite this README's benchmark section with the table")
+    ap.add_argument("--note", default="", help="a sentence printed under the table (e.g. what else ran)")
     args = ap.parse_args(argv)
     table = _SMOKE_ROWS if args.smoke else _ROWS
     names = list(_SMOKE_ROWS) if args.smoke else [n.strip() for n in args.rows.split(",") if n.strip()]
@@ -251,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             row = run_row(logdir, files, work, repeat)
             row["label"] = _label(name, hosts, events, files)
             results.append(row)
-        out = render(results, repeat)
+        out = render(results, repeat, args.note)
         print(out)
         if args.json:
             args.json.write_text(json.dumps({"machine": machine(), "repeat": repeat, "rows": results}, indent=2))

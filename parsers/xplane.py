@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,6 +78,8 @@ def _parse(buf, path: Path, workers: int = 1) -> XSpaceTables:
         decoded = decode_planes(layout.planes, tpu_capture, workers)
     except PlaneError as exc:
         raise XPlaneError(f"{path}: {exc}") from None
+    except BrokenProcessPool:
+        raise XPlaneError(f"{path}: a process decoding its planes died (out of memory?): rerun with --workers 1") from None
 
     line_rows, ev_parts, stat_rows, stat_parts, int_stats = [], [], [], {}, []
     num_events = 0
