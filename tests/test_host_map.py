@@ -16,6 +16,8 @@ from builders.scenarios import loop_fusion
 from builders.xspace_encoder import FIRST_STEP_START_PS, TpuCaptureBuilder
 from xladiag.analyzer.analysis import analyze
 from xladiag.analyzer.host_reduce import reduce_host
+from xladiag.analyzer.tables import STEP_EVENTS
+from xladiag.parsers.xplane import read_xspace
 from xladiag.api import build_report, diagnose
 from xladiag.cli import main as cli_main
 from xladiag.errors import UsageError
@@ -194,3 +196,25 @@ def test_each_programs_hlo_is_kept_once_for_the_first_host_that_carries_it():
     assert len(programs.data) == 3  # one copy of each distinct (program, bytes)
     back = [programs.give_back(i, arrived[i]).hlo.hlo_protos for i in range(3)]
     assert back == [(train,), (ev,), (train_recompiled,)]
+
+
+def test_gpu_and_cpu_hosts_are_read_in_parallel_with_all_their_events(tmp_path, tpu_xplane):
+    # A CPU host beside a TPU host: the TPU one, reduced first, is read again in full; the capture is the
+    # TPU one (the CPU host has no TPU devices), read as the single-capture path reads both files.
+    from conftest import CPU_SAMPLE, only_xplane
+
+    shutil.copy(tpu_xplane, tmp_path / "a-tpu.xplane.pb")
+    shutil.copy(only_xplane(CPU_SAMPLE), tmp_path / "b-cpu.xplane.pb")
+    messages: list[str] = []
+    mixed = analyze(tmp_path, workers=2, progress=messages.append)
+    assert any("read again in full" in m for m in messages), messages
+    per_device = mixed.step_ops.groupby("device")["step"].nunique()
+    assert per_device.gt(1).all()  # every step's events: not reduced
+    # The same tables as both files read in one process.
+    both = host_map._single([read_xspace(tmp_path / "a-tpu.xplane.pb"), read_xspace(tmp_path / "b-cpu.xplane.pb")],
+                            None)
+    assert mixed.platform == both.platform == "tpu" and mixed.hosts == both.hosts
+    pd.testing.assert_frame_equal(mixed.step_ops, STEP_EVENTS.coerce(both.step_ops))
+    key = ["module", "program_id", "op_name"]
+    got, want = (t.set_index(key)["measured_s_per_step"].sort_index() for t in (mixed.ops, both.op_table))
+    pd.testing.assert_series_equal(got, want, check_dtype=False)
