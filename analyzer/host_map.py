@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Callable
 
+import pandas as pd
+
 from ..errors import InputError, UsageError
 from ..parsers.discovery import CaptureFiles
 from ..parsers.xplane import read_xspace
@@ -86,16 +88,33 @@ def _executor(workers: int, scheduler: str | None):
 
 
 class _Programs:
-    """One copy of each program's HLO (every host carries the HLO of the programs it ran) as the hosts arrive,
-    given back to the first host, in file order, that carries it: what ``embedded_hlo`` would have taken."""
+    """What every host repeats of the programs it ran, kept once as the hosts arrive (in any order):
+
+    - each program's HLO bytes, given back to the first host in file order that carries them (what
+      ``embedded_hlo`` takes);
+    - op metadata rows: a host's row is dropped when a host before it in file order, already arrived, has one
+      for the op (the merge keeps the first host's row per op, so a dropped row is never the one kept)."""
 
     def __init__(self):
         self.data: dict[tuple[str, bytes], bytes] = {}
         self.first: dict[tuple[str, bytes], int] = {}
+        self.op_first: dict[tuple[str, str], int] = {}
+
+    def _thin_metadata(self, index: int, meta: pd.DataFrame | None) -> pd.DataFrame | None:
+        if meta is None:
+            return meta
+        keys = [(p, n) for p, n in zip(meta["program_id"], meta["op_name"]) if isinstance(p, str)]  # per op
+        drop = {k for k in keys if self.op_first.get(k, index) < index}
+        for k in keys:
+            self.op_first[k] = min(self.op_first.get(k, index), index)
+        if not drop:
+            return meta
+        return meta[[(p, n) not in drop for p, n in zip(meta["program_id"], meta["op_name"])]]
 
     def take(self, index: int, part: HostPart) -> HostPart:
         if part.hlo is None:
             return part
+        part = replace(part, op_metadata=self._thin_metadata(index, part.op_metadata))
         refs = []
         for program_id, name, data in part.hlo.hlo_protos:
             key = (program_id, hashlib.sha1(data).digest())

@@ -179,23 +179,31 @@ def test_a_corrupt_host_is_one_line_naming_it(run_dir, tmp_path):
     assert result.exit_code == 1 and "t1v-n-01.xplane.pb" in result.output and "Traceback" not in result.output
 
 
-def test_each_programs_hlo_is_kept_once_for_the_first_host_that_carries_it():
+def test_each_programs_hlo_and_op_metadata_are_kept_once_as_hosts_arrive():
     from collections import Counter
     from pathlib import Path
 
     from xladiag.analyzer.host_reduce import HostHlo, HostPart
 
-    def part(i, protos):
-        return HostPart(f"h{i}", f"h{i}", f"f{i}", Counter(), "tpu", hlo=HostHlo(Path(f"h{i}"), tuple(protos)))
+    def part(i, protos, ops):
+        meta = pd.DataFrame({"program_id": ["7"] * len(ops), "op_name": ops, "flops": [float(i)] * len(ops)})
+        return HostPart(f"h{i}", f"h{i}", f"f{i}", Counter(), "tpu", hlo=HostHlo(Path(f"h{i}"), tuple(protos)),
+                        op_metadata=meta)
 
     train, ev = ("7", "jit_train_step", b"A" * 1000), ("9", "jit_eval", b"E")
     train_recompiled = ("7", "jit_train_step", b"B")  # the same id, other bytes: kept apart
-    hosts = [part(0, [train]), part(1, [train, ev]), part(2, [train_recompiled, ev])]
+    hosts = [part(0, [train], ["a", "b"]), part(1, [train, ev], ["a", "c"]),
+             part(2, [train_recompiled, ev], ["a", "b", "d"])]
     programs = host_map._Programs()
-    arrived = {i: programs.take(i, hosts[i]) for i in (2, 1, 0)}  # workers finish in any order
+    arrived = {i: programs.take(i, hosts[i]) for i in (1, 0, 2)}  # workers finish in any order
     assert len(programs.data) == 3  # one copy of each distinct (program, bytes)
     back = [programs.give_back(i, arrived[i]).hlo.hlo_protos for i in range(3)]
     assert back == [(train,), (ev,), (train_recompiled,)]
+    # Host 2 arrived after 0 and 1: its rows for ops they have are gone; the merge keeps the same rows.
+    assert arrived[2].op_metadata["op_name"].tolist() == ["d"]
+    merged = pd.concat([arrived[i].op_metadata for i in range(3)]).drop_duplicates(["program_id", "op_name"])
+    full = pd.concat([h.op_metadata for h in hosts]).drop_duplicates(["program_id", "op_name"])
+    pd.testing.assert_frame_equal(merged, full)
 
 
 def test_gpu_and_cpu_hosts_are_read_in_parallel_with_all_their_events(tmp_path, tpu_xplane):
