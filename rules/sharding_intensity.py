@@ -20,7 +20,9 @@ How the cost is estimated:
     collective time (measured; predicted without a trace) capped at what no schedule hides: link time
     minus the matmuls' time (measured, never below their time at peak). Latency-bound collectives are
     latency-bound-collective's; collectives that reach no matmul are left out (listed in the details).
-    Each collective op is counted here before exposed-collective counts it.
+    Each collective op is counted here before exposed-collective counts it. An axis of FSDP gathers and
+    reduce-scatters only is priced as a throughput lever (`benefit`): more tokens per step, not a shorter
+    step; an axis with all-reduces or all-to-alls as a step-time one (fewer tensor- or expert-parallel ways).
 Fix:
     By what the axis carries. All-gathers / reduce-scatters (FSDP weights and their gradients): raise the
     tokens per device (MaxText `per_device_batch_size`) by the shortfall factor, a throughput lever (a
@@ -183,6 +185,8 @@ def check(analysis) -> list:
         if analysis.measured and not (step_s > 0 and cost / step_s >= MIN_FRACTION):
             continue
         kinds = sorted(set(part["collective_kind"].astype(str)))
+        # FSDP gathers and reductions hide only behind more tokens per device: a throughput lever.
+        fsdp_only = set(kinds) <= set(_FSDP_KINDS)
         y = int(part["replica_group_size"].dropna().mode().iloc[0]) if part["replica_group_size"].notna().any() \
             else analysis.num_devices
         shortfall = num["threshold"] / num["intensity"] if num["intensity"] > 0 else float("inf")
@@ -230,6 +234,8 @@ def check(analysis) -> list:
             time_s_per_step=cost, est_savings_s_per_step=cost, step_s=step_s,
             confidence="low" if not analysis.measured or analysis.platform == "cpu" else "medium",
             ops=ops, evidence=evidence, fix=_fix(analysis, kinds, y, shortfall), details=details,
-            lever="more compute per byte over the axis (tokens per device, fewer shards)",
+            lever=("more tokens per device (a bigger per-device batch)" if fsdp_only else
+                   "more compute per byte over the axis (fewer tensor- or expert-parallel ways, more tokens)"),
+            benefit="throughput" if fsdp_only else "step_time",
             claims=op_claims(linked, exposed * share)))
     return findings

@@ -52,6 +52,7 @@ def test_256_tokens_per_device_is_flagged_with_its_threshold():
     assert all(k in LEVERS for k in ("ici_data_parallelism", "ici_expert_parallelism", "num_experts_per_tok"))
     assert {o["op"] for o in d["ops"]} == {c["name"] for c in known["collectives"]}
     assert finding.kind == "8-devices-0-7" and d["axis"] == "8 devices (0-7)"  # every gather / reduce: one axis
+    assert finding.benefit == "step_time"  # an all-reduce on the axis: fewer tensor-parallel ways is a lever
 
 
 def test_16k_tokens_per_device_is_not_flagged():
@@ -80,6 +81,8 @@ def test_timed_fsdp_layer_with_few_tokens_costs_what_its_matmul_cannot_hide(tmp_
     assert finding.time_s_per_step == pytest.approx(expected, rel=REL)
     assert finding.est_savings_s_per_step == pytest.approx(expected, rel=REL)
     assert [c.op_name for c in finding.claims] == ["all-gather-done"]
+    # Only FSDP gathers on the axis: more tokens per device is the lever, a throughput one (severity capped).
+    assert finding.benefit == "throughput" and finding.severity == "medium"
 
 
 def test_timed_fsdp_layer_with_many_tokens_is_a_schedule_problem_only(tmp_path):
