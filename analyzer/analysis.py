@@ -30,6 +30,7 @@ from .collective_topology import parse_topology
 from .hlo_control_flow import keep_costliest_branches
 from .hlo_facts import attach_hlo_facts
 from .host_map import measure_capture
+from .occurrences import with_occurrences
 from .roofline import predict_ops, step_roofline
 from .step_choice import choices, step_choice
 from .steps import Steps
@@ -206,6 +207,7 @@ def analyze(
 
     if match is not None:
         notes.extend(match.notes)
+    op_table = with_occurrences(op_table, step_ops, steps)  # where to look in the trace, per op
     ops = attach_hlo_facts(op_table, op_metadata, match.by_program if match else {}, the_chip,
                            num_devices=max(len(devices), 1), topology=topology)
     ops = predict_ops(ops, the_chip)

@@ -32,6 +32,7 @@ import pandas as pd
 from ..parsers.xplane import XSpaceTables, read_xspace
 from .capture import Capture, build_capture
 from .intervals import blocks
+from .occurrences import representative_steps
 from .plane_tables import TPU_PLANE
 from .sanity import checked_space
 from .steps import Steps, assign_steps, find_steps, measured_rows, step_rows, with_busy_time
@@ -121,13 +122,6 @@ def _aggregate(frame: pd.DataFrame, first_cols: list[str], coded=None) -> pd.Dat
     return out[count > 0].reset_index(drop=True)
 
 
-def _representative(steps: Steps) -> pd.DataFrame:
-    """(device, step) of the median-duration measured step of each device (as the timeline picks it)."""
-    m = steps.after_warmup.sort_values(["device", "duration_ps", "step"], kind="stable")
-    m = m.assign(rank=m.groupby("device").cumcount(), n=m.groupby("device")["step"].transform("size"))
-    return m.loc[m["rank"] == (m["n"] - 1) // 2, ["device", "step"]]
-
-
 def _extents(events: pd.DataFrame) -> pd.DataFrame:
     """Per device: first and last start and last end (what a whole-capture step is made of)."""
     g = events.groupby("device")
@@ -170,7 +164,7 @@ def reduce_capture(capture: Capture, path: str, hostname: str, fingerprint: str,
     in_step = np.zeros(len(events), bool)
     in_step[step_ops["event"].to_numpy(np.int64)] = True
     outside = events.loc[~in_step, [*KEY, "device", "duration_ps"]].assign(event=np.flatnonzero(~in_step))
-    rep = _representative(steps).merge(step_ops.reset_index(drop=True), on=["device", "step"])
+    rep = representative_steps(steps).merge(step_ops.reset_index(drop=True), on=["device", "step"])
     rep = rep.sort_values(["start_ps", "event"], kind="stable")[[*events.columns, "event", "step"]]
     bg, bs, be = blocks(step_ops["start_ps"].to_numpy(np.int64),
                         step_ops["start_ps"].to_numpy(np.int64) + step_ops["span_ps"].to_numpy(np.int64),

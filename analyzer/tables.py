@@ -226,6 +226,12 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
          "the same wait over the device-steps that recorded in-flight time (TPU: the span devices)"),
     _col("in_flight_s_per_step", "float64", "s", "start-to-done seconds per step; NaN when not recorded"),
     _col("hidden_fraction", "float64", "fraction", "1 - exposed / in flight; NaN without in-flight time"),
+    # One representative occurrence per op (analyzer/occurrences.py): where to find it in the trace.
+    _col("occurrence_device", "int64", "", "device of the op's representative occurrence; -1 when it has none"),
+    _col("occurrence_step", "int64", "", "its step: the device's median-duration measured step; -1 without"),
+    _col("occurrence_start_ps", "int64", "ps", "its start on the capture's clock; -1 without"),
+    _col("occurrence_end_ps", "int64", "ps", "its end (start + extent on the timeline); -1 without"),
+    _col("occurrence_line", "text", "", "the trace line it is on (XLA Ops, a GPU stream, a CPU thread)"),
 ))
 
 # One row per async transfer whose recorded span (TPU 'Async XLA Ops') ends in a measured step.

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..analyzer.occurrences import representative_steps
+
 MAX_TIMELINE_DEVICES = 16
 MAX_LINES_PER_DEVICE = 4
 
@@ -53,9 +55,7 @@ def representative_step_events(analysis, max_devices: int = MAX_TIMELINE_DEVICES
     so = analysis.step_ops
     if steps is None or so is None or so.empty:
         return pd.DataFrame(), [], float("nan"), "no trace: nothing measured to draw"
-    m = steps.after_warmup.sort_values(["device", "duration_ps", "step"], kind="stable")
-    m = m.assign(rank=m.groupby("device").cumcount(), n=m.groupby("device")["step"].transform("size"))
-    chosen = m[m["rank"] == (m["n"] - 1) // 2]
+    chosen = representative_steps(steps).merge(steps.after_warmup, on=["device", "step"])
     devices = sorted(chosen["device"].unique())
     note = "median step of each device"
     if len(devices) > max_devices:

@@ -20,6 +20,7 @@ from .chart_data import representative_step_events, roofline_points
 from .choices import choice_rows
 from .json_out import report_to_dict
 from .svg import short_source
+from .trace_links import occurrence_label
 
 MAX_HTML_OPS = 1000  # rows in the ops table; the JSON report keeps them all
 MAX_HLO_CHARS = 4000  # per op in the <details>: a fusion's text can be huge
@@ -109,6 +110,9 @@ def _finding_view(f: dict, finding, index: int, measured: bool, step_s: float | 
                 "measured": format_seconds(op["measured_s_per_step"]) if measured else "—",
                 "predicted": format_seconds(op["predicted_s_per_step"]),
                 "detail": op["detail"],
+                "trace": occurrence_label(op["occurrence"]),
+                "trace_ps": (f"{op['occurrence']['start_ps']} to {op['occurrence']['end_ps']} ps on the capture's clock"
+                             if op["occurrence"] else ""),
             }
             for op in f["ops"]
         ],

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..analyzer.tables import OPS
+from .trace_links import finding_occurrences, occurrence_index
 
 SCHEMA_VERSION = 1
 
@@ -175,7 +176,9 @@ def recoverable_dict(report) -> dict:
     }
 
 
-def finding_dict(finding) -> dict:
+def finding_dict(finding, occurrences: list | None = None) -> dict:
+    """One finding; ``occurrences``: each op's representative occurrence in the trace (report.trace_links)."""
+    occurrences = occurrences or [None] * len(finding.ops)
     return {
         "rule": finding.rule,
         "kind": finding.kind,
@@ -195,8 +198,9 @@ def finding_dict(finding) -> dict:
                 "measured_s_per_step": clean(op.measured_s_per_step),
                 "predicted_s_per_step": clean(op.predicted_s_per_step),
                 "detail": op.detail,
+                "occurrence": occ,
             }
-            for op in finding.ops
+            for op, occ in zip(finding.ops, occurrences)
         ],
         "evidence": finding.evidence,
         "fix": finding.fix,
@@ -253,6 +257,7 @@ def report_to_dict(report) -> dict:
     files = a.files
     devices = a.devices
     device_cols = [c for c in ("device", "host", "device_type", "vendor") if c in devices.columns]
+    index = occurrence_index(a)
     return clean(
         {
             "schema_version": SCHEMA_VERSION,
@@ -283,7 +288,7 @@ def report_to_dict(report) -> dict:
             "recoverable": recoverable_dict(report),
             "capture_scope": report.capture_scope,
             "gates": [g.to_dict() for g in report.gates],  # CI thresholds evaluated (--fail-on/--max-*/--min-*)
-            "findings": [finding_dict(f) for f in report.findings],
+            "findings": [finding_dict(f, finding_occurrences(f, index)) for f in report.findings],
             "selection": selection_dict(report),
             "choices": a.choices,
             "ops": ops_records(a.ops),

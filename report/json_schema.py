@@ -112,7 +112,7 @@ def _finding() -> dict:
         "predicted_s_per_step": _null(NUMBER),
         "detail": STRING,
         "occurrence": _null(_occurrence()),
-    }, required=["name", "measured_s_per_step", "predicted_s_per_step", "detail"])
+    })
     return _obj({
         "rule": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$"},
         # sharding-intensity: one finding per mesh axis, its kind the axis' devices as a slug.

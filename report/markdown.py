@@ -19,6 +19,7 @@ from .json_out import report_to_dict
 from .md_blocks import code_block, details, escape_html, escape_text, gates_section, wrap
 from .md_blocks import table as _table
 from .svg import CLASS_LABELS, CLASS_ORDER, short_source
+from .trace_links import occurrence_label
 
 __all__ = ["MAX_BYTES", "escape_text", "render_markdown"]
 
@@ -132,9 +133,11 @@ def _findings(data: dict, n_findings: int, cell_limit: int, n_table: int) -> lis
         if f["ops"]:
             shown = f["ops"][:8]
             rows = [[escape_text(o["name"], 80)] + ([format_seconds(o["measured_s_per_step"])] if measured else [])
-                    + [format_seconds(o["predicted_s_per_step"]), escape_text(o["detail"], cell_limit)] for o in shown]
-            header = ["Op"] + (["measured / step"] if measured else []) + ["predicted / step", "Detail"]
-            body += [""] + _table(header, rows, ["l"] + ["r"] * (len(header) - 2) + ["l"])
+                    + [format_seconds(o["predicted_s_per_step"]), escape_text(o["detail"], cell_limit)]
+                    + ([escape_text(occurrence_label(o.get("occurrence")), 160)] if measured else []) for o in shown]
+            header = (["Op"] + (["measured / step"] if measured else []) + ["predicted / step", "Detail"]
+                      + (["In the trace (one occurrence)"] if measured else []))
+            body += [""] + _table(header, rows, ["l"] + ["r"] * (2 if measured else 1) + ["l"] * (2 if measured else 1))
             if len(f["ops"]) > len(shown):
                 body += ["", f"_{len(f['ops']) - len(shown)} more ops in the JSON report._"]
         summary = (f"{i}. [{escape_html(f['severity'])}] {escape_html(f['title'], 150)}: saves "

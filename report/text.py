@@ -17,6 +17,7 @@ from ..text_safety import visible_controls
 from ..units import format_percent, format_ratio, format_seconds, format_si
 from .json_out import report_to_dict
 from .svg import CLASS_LABELS, CLASS_ORDER
+from .trace_links import occurrence_label
 
 WIDTH = 100
 N_OPS = 10  # top ops listed
@@ -139,6 +140,8 @@ def _fixes(out: _Out, data: dict) -> None:
             when = op["measured_s_per_step"] if measured else op["predicted_s_per_step"]
             detail = f" · {clean_text(op['detail'])}" if op.get("detail") else ""
             out.line(f"{'Ops: ' if j == 0 else '':>11}{clean_text(op['name'])}: {format_seconds(when)}/step{detail}")
+            if op.get("occurrence"):
+                out.line(f"{'':13}at {clean_text(occurrence_label(op['occurrence']))}", "dim")
         if len(f["ops"]) > N_FINDING_OPS:
             out.line(f"{'':11}… {len(f['ops']) - N_FINDING_OPS} more ops (--format json lists them)", "dim")
     out.line()

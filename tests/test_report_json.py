@@ -145,7 +145,7 @@ def test_findings_keep_rank_and_fields():
     assert f["time_s_per_step"] == pytest.approx(top3["measured_s_per_step"].sum())
     assert f["fraction_of_step"] == pytest.approx(top3["measured_s_per_step"].sum() / a.steps.mean_s)
     assert [o["name"] for o in f["ops"]] == list(top3["op_name"])
-    assert set(f["ops"][0]) == {"name", "measured_s_per_step", "predicted_s_per_step", "detail"}
+    assert set(f["ops"][0]) == {"name", "measured_s_per_step", "predicted_s_per_step", "detail", "occurrence"}
 
 
 def test_real_hlo_sample_is_valid_json_with_predictions():
