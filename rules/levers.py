@@ -21,6 +21,8 @@ MAXTEXT_TYPES = "AI-Hypercomputer/maxtext src/MaxText/configs/types.py (Quantiza
 MAXTEXT_TUNING = ("AI-Hypercomputer/maxtext docs/guides/optimization/benchmark_and_performance.md (Low precision "
                   "training: use_qwix_quantization, recipes int8 up to v6e, fp8_full on v7x, fp8_gpu NVIDIA, "
                   "nanoo_fp8 AMD; Scoped Vmem tuning)")
+TPU_RECIPES = ("AI-Hypercomputer/tpu-recipes training/ironwood/*/run_recipe.sh "
+               "(--xla_tpu_scoped_vmem_limit_kib=65536 with the SparseCore offload flags on TPU7x)")
 MAXTEXT_V7X = ("AI-Hypercomputer/maxtext docs/guides/optimization/optimizing_frontier_model_training_on_tpu_v7x.md "
                "(Memory pipeline tuning: scoped VMEM sets the kernels' tile sizes; SparseCore offload)")
 XLA_DEBUG = "openxla/xla xla/debug_options_flags.cc"
@@ -72,7 +74,7 @@ LEVERS: dict[str, Lever] = {lv.name: lv for lv in [
         "xla_enable_async_all_reduce": "run all-reduces asynchronously",
         "xla_enable_async_collective_permute": "run collective-permutes asynchronously",
         "xla_tpu_host_transfer_overlap_limit": "how many host transfers may be in flight (HOST_OFFLOAD_FLAGS: 24)"}),
-    *_levers("libtpu_flag", _TPU + "; at most the chip's VMEM", MAXTEXT_FLAGS + "; " + MAXTEXT_V7X, {
+    *_levers("libtpu_flag", _TPU + "; at most the chip's VMEM", "; ".join((MAXTEXT_FLAGS, MAXTEXT_V7X, TPU_RECIPES)), {
         "xla_tpu_scoped_vmem_limit_kib": "VMEM (KiB) one op may use; the rest prefetches the next ops' operands "
                                          "(MaxText's dense setting 98304, MoE 81920)"}),
     *_levers("libtpu_flag", _TPU, JAX_TEST_A2A, {
@@ -188,23 +190,22 @@ def flags(**values) -> str:
     return " ".join(flag(n, v) for n, v in values.items())
 
 
-# MaxText's scoped-VMEM setting for dense compute-bound models (xla_flags_library.py: 98304 KiB, "experimentally
-# recommended"), which is 3/4 of v6e's 128 MiB: the rest of VMEM prefetches the next ops' operands.
+# Scoped VMEM (KiB): MaxText's setting for dense compute-bound models (xla_flags_library.py: 98304,
+# "experimentally recommended"; v6e has 128 MiB), else the chip's whole VMEM, which is what the Ironwood
+# recipes set on TPU7x (tpu-recipes training/ironwood/*/run_recipe.sh: 65536 of its 64 MiB per TensorCore).
 DENSE_SCOPED_VMEM_KIB = 98304
-_DENSE_SCOPED_VMEM_SHARE = 0.75
 
 
 def scoped_vmem(chip) -> str:
-    """The scoped-VMEM lever for a TPU chip: MaxText's dense setting, scaled down to 3/4 of a smaller VMEM
-    (TPU7x 64 MiB per TensorCore -> 49152); '' for a chip without VMEM."""
+    """The scoped-VMEM lever for a TPU chip, at most its VMEM; '' for a chip without VMEM."""
     vmem = getattr(chip, "vmem_bytes", None) or 0
     if not vmem:
         return ""
-    kib = int(min(DENSE_SCOPED_VMEM_KIB, _DENSE_SCOPED_VMEM_SHARE * vmem / 1024))
+    kib = int(min(DENSE_SCOPED_VMEM_KIB, vmem // 1024))
+    per = "TensorCore" if (chip.tensorcores_per_chip or 1) > 1 or chip.devices_per_chip > 1 else "chip"
     return (f"{name('LIBTPU_INIT_ARGS')}: {flag('xla_tpu_scoped_vmem_limit_kib', kib)} (the VMEM one op may use, "
-            f"which bounds the kernel's tile sizes; {chip.name} has {vmem / 2**20:.0f} MiB of VMEM per "
-            f"{'TensorCore' if (chip.tensorcores_per_chip or 1) > 1 or chip.devices_per_chip > 1 else 'chip'}; "
-            f"MaxText's dense setting is {DENSE_SCOPED_VMEM_KIB} KiB of v6e's 128 MiB)")
+            f"which bounds the kernel's tile sizes; {chip.name} has {vmem / 2**20:.0f} MiB per {per}: MaxText's dense "
+            f"setting is {DENSE_SCOPED_VMEM_KIB} KiB where it fits, the TPU7x recipes use all 65536)")
 
 
 def target(platform: str, chip) -> str:

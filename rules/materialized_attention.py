@@ -18,7 +18,7 @@ Fix:
     `attention='cudnn_flash_te'`, or `jax.nn.dot_product_attention(..., implementation='cudnn')` in your
     own model. Names checked in MaxText configs/base.yml and the JAX API docs. On TPU, then tune the
     kernel's block sizes, which scoped VMEM bounds: `xla_tpu_scoped_vmem_limit_kib` in `LIBTPU_INIT_ARGS`
-    (MaxText's dense 98304 KiB on 128 MiB chips, 3/4 of the VMEM on smaller ones: 49152 on TPU7x).
+    (MaxText's dense 98304 KiB where the chip has it, else the whole VMEM: 65536 on TPU7x as its recipes set).
 Details:
     chains (count): score -> softmax -> context chains found
     score_bytes (bytes): bytes of the largest score matrix (one occurrence)

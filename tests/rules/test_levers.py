@@ -170,3 +170,19 @@ def test_all_to_all_and_permute_overlap_on_any_tpu_and_gpus_by_vendor():
     assert gpu_overlap("reduce-scatter", catalog_["h100"]).startswith("On NVIDIA GPUs")
     assert "--xla_gpu_enable_pipelined_reduce_scatter=true" in gpu_overlap("reduce-scatter", catalog_["mi300x"])
     assert "ROCm" in gpu_overlap("all-to-all", catalog_["mi300x"])
+
+
+@pytest.mark.parametrize("chip, kib", [("v6e", 98304), ("v5e", 98304), ("tpu7x", 65536), ("v4", 16384)])
+def test_scoped_vmem_by_chip_never_exceeds_its_vmem_and_reaches_the_attention_fix(fixes, chip, kib):
+    spec = load_catalog()[chip]
+    assert f"--xla_tpu_scoped_vmem_limit_kib={kib} " in levers.scoped_vmem(spec)
+    assert kib * 1024 <= spec.vmem_bytes
+    if chip in CHIPS:  # the naive-attention fixture's flash-kernel fix carries it on TPUs
+        joined = " ".join(fixes[("hlo_rules_attention_naive", chip)])
+        assert f"--xla_tpu_scoped_vmem_limit_kib={kib} " in joined
+
+
+@pytest.mark.parametrize("chip", ["a100", "mi300x"])
+def test_gpus_get_no_scoped_vmem(fixes, chip):
+    assert levers.scoped_vmem(load_catalog()[chip]) == ""
+    assert "scoped_vmem" not in " ".join(fixes[("hlo_rules_attention_naive", chip)])
