@@ -176,7 +176,8 @@ def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, wo
     where = f"Dask at {scheduler}" if scheduler else f"{n} worker{'s' if n != 1 else ''}"
     with _executor(n, scheduler) as executor:
         programs = _Programs()
-        parts = _map(executor, {i: (p,) for i, p in enumerate(paths)}, progress, "read", where, programs)
+        parts = _map(executor, {i: (p, None, False, choice) for i, p in enumerate(paths)}, progress, "read", where,
+                     programs)
         parts = [parts[i] for i in range(len(paths))]
         if all(p.space is None for p in parts):
             parts = [programs.give_back(i, p) for i, p in enumerate(parts)]

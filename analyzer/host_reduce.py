@@ -16,8 +16,9 @@ program id, which the merge resolves over all hosts), devices numbered from 0 on
 - the small tables steps are found from (annotations, ``Steps`` line, module executions), so the merge
   can find the steps over all hosts and send back a host whose own choice differs.
 
-Steps are found on the host alone; the merge checks them against the steps of the whole run (the dominant
-program is a sum over hosts) and reduces a host again, with the run's steps, where they differ.
+Steps are found on the host alone, as the user chose them (``--program``, ``--steps``) if they did; the
+merge checks them against the steps of the whole run (the dominant program is a sum over hosts) and reduces a
+host again, with the run's steps, where they differ.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from .intervals import blocks
 from .occurrences import representative_steps
 from .plane_tables import TPU_PLANE
 from .sanity import checked_space
+from ..errors import UsageError
+from .step_choice import StepChoice, choose_steps
 from .steps import Steps, assign_steps, find_steps, measured_rows, step_rows, with_busy_time
 from .transfers import done_ends
 
@@ -154,10 +157,20 @@ def _transfers(capture: Capture, steps: Steps, step_ops: pd.DataFrame, coded):
     return spans, span_ops, recording
 
 
+def _own_steps(capture: Capture, choice: StepChoice | None) -> Steps:
+    """The host's steps as the user chose them; a choice that names nothing on this host alone (a program
+    it does not run) is left to the merge, which judges it over the whole run."""
+    try:
+        return choose_steps(capture, choice)
+    except UsageError:
+        return find_steps(capture)
+
+
 def reduce_capture(capture: Capture, path: str, hostname: str, fingerprint: str, checks: Counter,
-                   hlo: HostHlo, forced: Steps | None = None) -> HostPart:
-    """The reduction of one host's single-host capture (``forced``: the run's steps for its devices)."""
-    steps = forced if forced is not None else find_steps(capture)
+                   hlo: HostHlo, forced: Steps | None = None, choice: StepChoice | None = None) -> HostPart:
+    """The reduction of one host's single-host capture (``forced``: the run's steps for its devices;
+    ``choice``: else the program or steps the user gave, step_choice)."""
+    steps = forced if forced is not None else _own_steps(capture, choice)
     events = capture.events
     step_ops = assign_steps(events, steps)
     steps = with_busy_time(steps, step_ops)
@@ -184,9 +197,11 @@ def reduce_capture(capture: Capture, path: str, hostname: str, fingerprint: str,
     )
 
 
-def reduce_host(path: str, forced: Steps | None = None, raw: bool = False) -> HostPart:
+def reduce_host(path: str, forced: Steps | None = None, raw: bool = False,
+                choice: StepChoice | None = None) -> HostPart:
     """Read one host file and reduce it (the map step; runs in a worker). Not a TPU host, or ``raw``: the
-    parsed space itself comes back, for the all-events path."""
+    parsed space itself comes back, for the all-events path. ``choice``: the user's program or steps, so a
+    host is reduced once with them (not once with its own and again with the run's)."""
     space = read_xspace(path)
     base = dict(path=str(path), hostname=space.hostname, fingerprint=space.fingerprint)
     checked, checks = checked_space(space)
@@ -196,4 +211,4 @@ def reduce_host(path: str, forced: Steps | None = None, raw: bool = False) -> Ho
     del space
     capture = build_capture([checked], checked=True)
     del checked
-    return reduce_capture(capture, **base, checks=checks, hlo=hlo, forced=forced)
+    return reduce_capture(capture, **base, checks=checks, hlo=hlo, forced=forced, choice=choice)

@@ -34,7 +34,7 @@ def run_dir(tmp_path_factory):
 def _all_events(path, monkeypatch, **kw):
     """The analysis from every host's events (each host read raw, the single-capture path)."""
     with monkeypatch.context() as m:
-        m.setattr(host_map, "reduce_host", lambda p, forced=None, raw=False: reduce_host(p, forced, True))
+        m.setattr(host_map, "reduce_host", lambda p, forced=None, raw=False, choice=None: reduce_host(p, forced, True))
         return analyze(path, workers=1, **kw)
 
 
@@ -134,6 +134,26 @@ def test_a_host_whose_own_steps_differ_is_reduced_again_with_the_runs(tmp_path, 
     eval_row = reduced.ops[reduced.ops["op_name"] == "eval_fusion.1"]
     assert len(eval_row) == 1 and not eval_row["in_step"].iloc[0]
     _same_analysis(reduced, _all_events(tmp_path, monkeypatch))
+
+
+@pytest.mark.parametrize("given", [{"steps": "2:4"}, {"program": "jit_train_step", "steps": "3:"}])
+def test_chosen_steps_reduce_each_host_once(run_dir, monkeypatch, given):
+    """The workers get the user's choice: each host is reduced once, the JSON that of reducing it with its own
+    steps first and again with the run's (the behaviour before the choice reached the workers)."""
+    calls: list[tuple[str, bool]] = []
+
+    def counted(path, forced=None, raw=False, choice=None, *, drop_choice=False):
+        calls.append((path, forced is not None))
+        return reduce_host(path, forced, raw, None if drop_choice else choice)
+
+    monkeypatch.setattr(host_map, "reduce_host", counted)
+    once = diagnose(run_dir, workers=1, **given).render("json")
+    assert len(calls) == 3 and len({p for p, _ in calls}) == 3 and not any(f for _, f in calls), calls
+    calls.clear()
+    monkeypatch.setattr(host_map, "reduce_host", lambda *a, **k: counted(*a, **k, drop_choice=True))
+    twice = diagnose(run_dir, workers=1, **given).render("json")
+    assert len(calls) == 6 and sum(f for _, f in calls) == 3  # the old way: every host read again, forced
+    assert once == twice
 
 
 def test_dask_local_cluster_gives_the_local_json(run_dir):
