@@ -92,13 +92,13 @@ class _Progress:
             sys.stderr.flush()
 
 
-def _say(line: str) -> None:
+def _say(line: str, break_urls: bool = True) -> None:
     """One line on stderr; profile text in it (op names, paths) cannot drive the terminal or a PR comment."""
-    click.echo(terminal_line(line), err=True)
+    click.echo(terminal_line(line, break_urls=break_urls), err=True)
 
 
 def _fail(message: str, code: int) -> None:
-    _say(f"diagnose: error: {message}")
+    _say(f"diagnose: error: {message}", break_urls=False)  # the gs://... the user gave, whole to copy back
     sys.exit(code)
 
 

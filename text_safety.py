@@ -18,7 +18,9 @@ _CONTROLS = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
 _CONTROL_RE = {}
 
 # What GitHub turns into a link, a mention or a cross-reference: scheme://, www., @name, #123.
-_LINKS = re.compile(r"(?i)(?<=[a-z0-9+.-]:)(?=//)|(?<=\bwww)(?=\.)|(?<=@)(?=\w)|(?<=#)(?=\d)")
+_SCHEME = r"(?<=[a-z0-9+.-]:)(?=//)"
+_OTHERS = r"(?<=\bwww)(?=\.)|(?<=@)(?=\w)|(?<=#)(?=\d)"
+_LINKS = {True: re.compile(f"(?i){_SCHEME}|{_OTHERS}"), False: re.compile(f"(?i){_OTHERS}")}
 
 
 def visible_controls(text: str, keep: str = "") -> str:
@@ -33,12 +35,18 @@ def visible_controls(text: str, keep: str = "") -> str:
     return pattern.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def break_links(text: str, joiner: str = ZERO_WIDTH_SPACE) -> str:
-    """Insert ``joiner`` (invisible) so no URL, ``@mention`` or ``#123`` reference is recognised."""
-    return _LINKS.sub(joiner, text)
+def break_links(text: str, joiner: str = ZERO_WIDTH_SPACE, break_urls: bool = True) -> str:
+    """Insert ``joiner`` (invisible) so no URL, ``@mention`` or ``#123`` reference is recognised
+    (``break_urls=False``: ``scheme://`` left whole)."""
+    return _LINKS[break_urls].sub(joiner, text)
 
 
-def terminal_line(text) -> str:
-    """One line for stderr (warnings, headline, errors, gates): no controls, links or mentions."""
+def terminal_line(text, break_urls: bool = True) -> str:
+    """One line for stderr (warnings, headline, errors, gates): no controls, links or mentions.
+
+    ``break_urls=False`` (error lines): ``scheme://`` stays whole, so the ``gs://`` / ``s3://`` path an error names
+    can be copied back into a command (an invisible U+200B in it names another object). In a terminal a URL
+    is only text: with every control spelled out, no escape can hide a link target behind other text.
+    Mentions and ``#123`` stay broken for logs pasted into a PR comment."""
     flat = re.sub(r"\s*[\r\n]+\s*", " ", str(text))
-    return break_links(visible_controls(flat))
+    return break_links(visible_controls(flat), break_urls=break_urls)

@@ -99,3 +99,17 @@ def test_neutralizers():
         "see https:|//a.b, www|.c.d, @|me, #|12 and x@|y.z")
     assert break_links("fusion.12 copy-start.3 %param_1 a/b:c") == "fusion.12 copy-start.3 %param_1 a/b:c"
     assert terminal_line("op\n\x1b[31mname\u202e https://x.y") == "op \\u001b[31mname\\u202e https:\u200b//x.y"
+    assert terminal_line("gs://b/r @me #3 www.x\x1b]8;;", break_urls=False) == (
+        "gs://b/r @\u200bme #\u200b3 www\u200b.x\\u001b]8;;")
+
+
+def test_error_lines_keep_urls_whole_and_the_rest_inert(tmp_path):
+    """A URL in an error (the log dir the user gave) can be copied back; mentions and controls stay inert."""
+    missing = CliRunner().invoke(main, ["memory://xladiag-test/no/such/run"])
+    assert missing.exit_code != 0 and "memory://" in missing.stderr and "\u200b" not in missing.stderr, missing.stderr
+    capture = _hostile_capture(tmp_path)
+    bad = CliRunner().invoke(main, [str(capture), "--program", "@octocat \x1b[2J https://evil.example/x"])
+    line = bad.stderr.strip()
+    assert bad.exit_code == 2 and line.startswith("diagnose: error: --program") and "\n" not in line, bad.stderr
+    assert "https://evil.example/x" in line and "@octocat" not in line and "\\u001b[2J" in line
+    assert not RAW.search(line)
