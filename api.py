@@ -25,7 +25,7 @@ from .rules.base import Finding
 from .rules.claims import recoverable_s_per_step
 from .rules.registry import run_selected
 from .rules.selection import Selection
-from .units import format_percent, format_seconds
+from .units import count, format_percent, format_seconds
 
 __all__ = ["Report", "ProfileSession", "build_report", "compare", "diagnose", "profile"]
 
@@ -118,7 +118,7 @@ def build_report(analysis: Analysis, selection: Selection | None = None) -> Repo
 def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
     step = analysis.step_s
     what = "predicted step" if not analysis.measured else "step"
-    head = f"{analysis.chip.name}, {analysis.num_devices or 'no'} devices: {what} {format_seconds(step)}"
+    head = f"{analysis.chip.name}, {count(analysis.num_devices or 'no', 'device')}: {what} {format_seconds(step)}"
     if analysis.mfu is not None and math.isfinite(analysis.mfu):
         head += f", MFU {format_percent(analysis.mfu)}"
         if analysis.unknown_flops_share and analysis.unknown_flops_share >= 0.005:  # MFU leaves these out

@@ -74,3 +74,8 @@ def format_ratio(value) -> str:
     if not finite(value):
         return "n/a"
     return f"{float(value):.2g}"
+
+
+def count(n, noun: str, plural: str | None = None) -> str:
+    """``'1 gate'``, ``'3 gates'``: a number with its noun in the right number (``plural`` when not noun+'s')."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

@@ -7,16 +7,17 @@ The JSON keeps every row.
 
 from __future__ import annotations
 
-from ..units import format_percent, format_seconds
+from ..units import count, format_percent, format_seconds
 from .compare_json import COMPARE_SCHEMA_VERSION
 from .compare_model import VERDICT_WORDS, signed_seconds, step_sentence
-from .md_blocks import HARD_WIDTH, details, escape_html, escape_text, gates_section, table, wrap
+from .md_blocks import CUT_NOTE, HARD_WIDTH, details, escape_html, escape_text, fit_under_cap, gates_section, table, wrap
 from .svg import CLASS_LABELS
 
 MAX_LINE = HARD_WIDTH  # no line outside a table is longer
-TOP_OPS = 10  # op rows shown open; the rest (up to MORE_OPS) in <details>
-MORE_OPS = 60
-MAX_FINDINGS = 40
+TOP_OPS = 10  # op rows shown open; the rest (up to the budget's op rows) in <details>
+# (changed op rows, finding rows, characters of an op name, characters of a title or warning): tried in order
+# until the text is under the diagnose Markdown's cap (md_blocks.MAX_BYTES); the last is bounded whatever the input.
+_BUDGETS = ((60, 40, 70, 400), (30, 20, 70, 200), (15, 10, 50, 120), (TOP_OPS, 5, 30, 80))
 _STATUS_ORDER = ("slower", "faster", "new", "removed")
 
 
@@ -34,16 +35,16 @@ def _share(delta, step) -> str:
     return ("+" if delta > 0 else "") + format_percent(delta / step)
 
 
-def _op_rows(ops: list[dict], base_step) -> list[list[str]]:
+def _op_rows(ops: list[dict], base_step, name_chars: int) -> list[list[str]]:
     rows = []
     for o in ops:
-        name = escape_text(o["name"], 70)
+        name = escape_text(o["name"], name_chars)
         if o.get("base_name"):
-            name = f"{escape_text(o['base_name'], 50)} → {name}"
+            name = f"{escape_text(o['base_name'], name_chars * 5 // 7)} → {name}"
         rows.append([escape_text(o["status"]), name, escape_text(o["time_class"] or "", 16),
                      format_seconds(o["base_s_per_step"]), format_seconds(o["new_s_per_step"]),
                      signed_seconds(o["delta_s_per_step"]), _share(o["delta_s_per_step"], base_step),
-                     escape_text(o["matched_by"] or "—", 14), escape_text(o["source"] or "", 60)])
+                     escape_text(o["matched_by"] or "—", 14), escape_text(o["source"] or "", name_chars * 6 // 7)])
     return rows
 
 
@@ -57,6 +58,10 @@ def _details(summary: str, lines: list[str]) -> list[str]:
 
 
 def render_compare_markdown(comparison) -> str:
+    return fit_under_cap(lambda budget, cut: _render(comparison, *budget, cut=cut), _BUDGETS)
+
+
+def _render(comparison, more_ops: int, max_findings: int, name_chars: int, text_chars: int, cut: bool) -> str:
     data = comparison.data
     step, base, new = data["step"], data["base"], data["new"]
     base_step = step["base_s"]
@@ -64,12 +69,14 @@ def render_compare_markdown(comparison) -> str:
     out = [f"## xladiag compare: {VERDICT_WORDS[step['verdict']]}", ""]
     out += wrap(f"**{escape_text(step_sentence(data), 300)}**")
     out.append("")
+    if cut:
+        out += wrap(CUT_NOTE) + [""]
     test = step["noise_test"]
     out += wrap(f"Noise: {escape_text(test['reason'], 300)}. Rule: {escape_text(test['rule'])}.")
     out.append("")
     out += gates_section([g.to_dict() for g in comparison.gates])
     for w in data["warnings"][:8]:
-        out += wrap(f"⚠ {escape_text(w, 400)}", "> ", "> ")
+        out += wrap(f"⚠ {escape_text(w, text_chars)}", "> ", "> ")
     if data["warnings"]:
         out.append("")
 
@@ -100,12 +107,13 @@ def render_compare_markdown(comparison) -> str:
     out.append("")
     moved = [o for o in data["ops"] if o["status"] != "unchanged"]
     if moved:
-        out += _table(_OP_HEADER, _op_rows(moved[:TOP_OPS], base_step), _OP_ALIGN) + [""]
-        more = moved[TOP_OPS:MORE_OPS]
+        out += _table(_OP_HEADER, _op_rows(moved[:TOP_OPS], base_step, name_chars), _OP_ALIGN) + [""]
+        more = moved[TOP_OPS:more_ops]
         if more:
-            out += _details(f"{len(more)} more changed ops", _table(_OP_HEADER, _op_rows(more, base_step), _OP_ALIGN))
-        if len(moved) > MORE_OPS:
-            out += [f"_{len(moved) - MORE_OPS} smaller changes left out; the JSON (`--format json`) lists every op._", ""]
+            out += _details(f"{count(len(more), 'more changed op')}",
+                            _table(_OP_HEADER, _op_rows(more, base_step, name_chars), _OP_ALIGN))
+        if len(moved) > max(more_ops, TOP_OPS):
+            out += [f"_{count(len(moved) - max(more_ops, TOP_OPS), 'smaller change')} left out; the JSON (`--format json`) lists every op._", ""]
     else:
         out += ["No op changed beyond the tolerance.", ""]
 
@@ -115,12 +123,16 @@ def render_compare_markdown(comparison) -> str:
     out.append("")
     findings = data["findings"]
     if findings:
-        rows = [[escape_text(f["status"]), escape_text(f["title"], 90), f"`{escape_text(f['key'], 60)}`",
+        rows = [[escape_text(f["status"]), escape_text(f["title"], text_chars), f"`{escape_text(f['key'], 60)}`",
                  f"{escape_text(f['base_severity'] or '—')} → {escape_text(f['new_severity'] or '—')}",
                  format_seconds(f["base_s_per_step"]), format_seconds(f["new_s_per_step"]),
-                 signed_seconds(f["delta_s_per_step"])] for f in findings[:MAX_FINDINGS]]
+                 signed_seconds(f["delta_s_per_step"])] for f in findings[:max_findings]]
         table = _table(["Status", "Finding", "Key", "Severity", "Costs before", "Costs after", "Change"], rows, "lllrrrr")
-        out += (_details(f"All {len(rows)} findings", table) if len(rows) > TOP_OPS else table + [""])
+        shown = f"All {count(len(rows), 'finding')}" if len(rows) == len(findings) else \
+            f"{len(rows)} of {count(len(findings), 'finding')} (the JSON lists every one)"
+        out += (_details(shown, table) if len(rows) > TOP_OPS else table + [""])
+        if len(findings) > len(rows) <= TOP_OPS:
+            out += [f"_{count(len(findings) - len(rows), 'more finding')} in the JSON (`--format json`)._", ""]
 
     rows = [[label, escape_text(base[k], 80) if base[k] is not None else "—",
              escape_text(new[k], 80) if new[k] is not None else "—"]

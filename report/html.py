@@ -14,7 +14,7 @@ import jinja2
 from markupsafe import Markup
 
 from ..units import finite_or_none as _num
-from ..units import format_bytes, format_percent, format_ratio, format_seconds, format_si
+from ..units import count, format_bytes, format_percent, format_ratio, format_seconds, format_si
 from . import svg
 from .chart_data import representative_step_events, roofline_points
 from .choices import choice_rows
@@ -249,7 +249,7 @@ def report_context(report) -> dict:
 
     cards = [
         {"label": "Step time", "value": format_seconds(step_s), "source": time_word,
-         "sub": (f"mean of {data['steps']['count']} steps per device" if measured else "sum of per-op roofline predictions")},
+         "sub": (f"mean of {count(data['steps']['count'], 'step')} per device" if measured else "sum of per-op roofline predictions")},
         {"label": "MFU", "value": format_percent(data["mfu"]) if data["mfu"] is not None else "n/a",
          "source": "model FLOPs (trace metadata / HLO dump) ÷ (step × chip peak)",
          "sub": f"peak {format_si(data['chip']['peak_flops_per_s'], 'FLOP/s')}"},

@@ -13,27 +13,20 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..units import format_percent, format_ratio, format_seconds, format_si
+from ..units import count, format_percent, format_ratio, format_seconds, format_si
 from .choices import choice_rows
 from .json_out import report_to_dict
-from .md_blocks import code_block, details, escape_html, escape_text, gates_section, wrap
+from .md_blocks import CUT_NOTE, MAX_BYTES, code_block, details, escape_html, escape_text, fit_under_cap, gates_section, wrap
 from .md_blocks import table as _table
 from .svg import CLASS_LABELS, CLASS_ORDER, short_source
 from .trace_links import occurrence_label
 
 __all__ = ["MAX_BYTES", "escape_text", "render_markdown"]
 
-# GitHub refuses a comment over 65,536 characters ("Body is too long (maximum is 65536 characters)"); bytes
-# are counted so that text outside the BMP cannot push a report over it. A step summary may take 1 MiB.
-MAX_BYTES = 60_000
-
 # (ops rows, findings written out in full, characters per free-text cell, rows of the findings table):
 # tried in order until the text fits. The last one is bounded whatever the input (~25 kB at most).
 _BUDGETS = ((25, 20, 600, 200), (15, 10, 300, 100), (8, 5, 160, 60), (5, 3, 100, 40), (3, 2, 60, 25))
 _SHOWN_WARNINGS = 3  # more are folded
-
-_CUT_NOTE = ("_Shortened to stay under GitHub's 65,536-character comment limit: fewer rows and shorter texts "
-             "than the full report; `--format json` has everything._")
 
 
 def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: int, cut: bool = False) -> str:
@@ -48,7 +41,7 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
     out += wrap(f"**{escape_text(data['headline'], 4 * cell_limit)}**")
     out.append("")
     if cut:
-        out += wrap(_CUT_NOTE)
+        out += wrap(CUT_NOTE)
         out.append("")
     if not measured:
         out.append("> **No trace was given: every time below is predicted** from the HLO and the chip table "
@@ -63,12 +56,12 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
         out += shown + [""]
     if len(warnings) > _SHOWN_WARNINGS:
         more = [line for w in warnings[_SHOWN_WARNINGS:] for line in w + [""]]
-        out += details(f"{len(data['warnings']) - _SHOWN_WARNINGS} more warnings", more[:-1]) + [""]
+        out += details(f"{count(len(data['warnings']) - _SHOWN_WARNINGS, 'more warning')}", more[:-1]) + [""]
     out += gates_section(data.get("gates", ()))
 
     # Verdict.
     mfu = format_percent(data["mfu"]) if data["mfu"] is not None else "n/a"
-    step_note = (f"{time_word}, mean of {steps['count']} steps" if measured else "predicted: sum of per-op rooflines")
+    step_note = (f"{time_word}, mean of {count(steps['count'], 'step')}" if measured else "predicted: sum of per-op rooflines")
     out.append("## Verdict")
     out.append("")
     out.append(f"- **Step time:** {format_seconds(data['step_s'])} ({step_note})")
@@ -139,12 +132,12 @@ def _findings(data: dict, n_findings: int, cell_limit: int, n_table: int) -> lis
                       + (["In the trace (one occurrence)"] if measured else []))
             body += [""] + _table(header, rows, ["l"] + ["r"] * (2 if measured else 1) + ["l"] * (2 if measured else 1))
             if len(f["ops"]) > len(shown):
-                body += ["", f"_{len(f['ops']) - len(shown)} more ops in the JSON report._"]
+                body += ["", f"_{count(len(f['ops']) - len(shown), 'more op')} in the JSON report._"]
         summary = (f"{i}. [{escape_html(f['severity'])}] {escape_html(f['title'], 150)}: saves "
                    f"~{format_seconds(f['est_savings_s_per_step'])} per step")
         out += details(summary, body, open_=i == 1) + [""]
     if len(findings) > n_findings:
-        out.append(f"_{len(findings) - n_findings} more findings are in the table above; details in the JSON/HTML report._")
+        out.append(f"_{count(len(findings) - n_findings, 'more finding')} {'is' if len(findings) - n_findings == 1 else 'are'} in the table above; details in the JSON/HTML report._")
         out.append("")
     return out
 
@@ -170,8 +163,8 @@ def _top_ops(data: dict, n_ops: int) -> list[str]:
         "predicted / step", "efficiency" if measured else "% of step", "Source"]
     body = _table(header, rows, ["l", "l", "l"] + ["r"] * (len(header) - 4) + ["l"])
     if len(ops) > len(shown):
-        body += ["", f"_Showing {len(shown)} of {len(ops)} ops; the JSON report (`--format json`) lists them all._"]
-    summary = f"The {len(shown)} ops with the most {time_word} time per step" + (f" (of {len(ops)})" if len(ops) > len(shown) else "")
+        body += ["", f"_Showing {len(shown)} of {count(len(ops), 'op')}; the JSON report (`--format json`) lists them all._"]
+    summary = f"The {count(len(shown), 'op')} with the most {time_word} time per step" + (f" (of {len(ops)})" if len(ops) > len(shown) else "")
     return [f"## Top ops by {time_word} time per step", ""] + details(summary, body) + [""]
 
 
@@ -194,7 +187,7 @@ def _capture(data: dict) -> list[str]:
               for what, value, source in choice_rows(data.get("choices") or {})]
     if chosen:
         body += wrap("- **Analysed:** " + "; ".join(chosen), indent="  ")
-    summary = f"{escape_html(chip['name'], 80)}, {data['devices']} devices, {escape_html(run['name'] or 'no run', 80)}"
+    summary = f"{escape_html(chip['name'], 80)}, {count(data['devices'], 'device')}, {escape_html(run['name'] or 'no run', 80)}"
     return ["## Capture", ""] + details(summary, body) + [""]
 
 
@@ -210,7 +203,7 @@ def _hosts(host_steps: dict | None, n_rows: int) -> list[str]:
     out = ["## Hosts", "", lead, ""] + _table(["Host", "Devices", "Step", "Busy", "Idle", "vs others' median"], rows,
                                              ["l", "r", "r", "r", "r", "r"])
     if len(host_steps["hosts"]) > n_rows:
-        out += ["", f"_{len(host_steps['hosts']) - n_rows} more hosts in the JSON report._"]
+        out += ["", f"_{count(len(host_steps['hosts']) - n_rows, 'more host')} in the JSON report._"]
     return out + [""]
 
 
@@ -230,8 +223,5 @@ def _left_out(selection: dict, n_rows: int, cell_limit: int) -> list[str]:
 
 def render_markdown(report) -> str:
     data = report_to_dict(report)
-    for i, budget in enumerate(_BUDGETS[:-1]):
-        text = _render(data, *budget, cut=i > 0)
-        if len(text.encode("utf-8")) < MAX_BYTES:
-            return text
-    return _render(data, *_BUDGETS[-1], cut=True)  # every cell and row count bounded: ~25 kB at most
+    # the last budget bounds every cell and row count: ~25 kB at most
+    return fit_under_cap(lambda budget, cut: _render(data, *budget, cut=cut), _BUDGETS)

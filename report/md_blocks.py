@@ -13,6 +13,7 @@ import re
 import textwrap
 
 from ..text_safety import break_links, visible_controls
+from ..units import count
 
 PROSE_WIDTH = 100
 CODE_WIDTH = 100  # aim; a single word longer than this stays whole up to HARD_WIDTH
@@ -100,10 +101,29 @@ def gates_section(gates) -> list[str]:
     if not gates:
         return []
     tripped = [g for g in gates if g["tripped"]]
-    verdict = (f"**{len(tripped)} of {len(gates)} gates tripped** (the command exits 3)." if tripped
-               else f"**All {len(gates)} gates hold.**")
+    verdict = (f"**{len(tripped)} of {count(len(gates), 'gate')} tripped** (the command exits 3)." if tripped
+               else "**The gate holds.**" if len(gates) == 1 else f"**All {len(gates)} gates hold.**")
     rows = [[f"`{g['option']}`", escape_text(shown(g["threshold"], g["unit"])), escape_text(shown(g["value"], g["unit"])),
              "❌ tripped" if g["tripped"] else "✅ holds", escape_text(g["message"], 300)] for g in gates]
     return ["## Gates", "", verdict, "",
             *table(["Gate", "Threshold", "Measured", "Result", "Detail"], rows, ["l", "r", "r", "l", "l"]), ""]
 
+
+
+# GitHub refuses a comment over 65,536 characters ("Body is too long (maximum is 65536 characters)"); bytes
+# are counted so that text outside the BMP cannot push a report over it. A step summary may take 1 MiB.
+MAX_BYTES = 60_000
+
+CUT_NOTE = ("_Shortened to stay under GitHub's 65,536-character comment limit: fewer rows and shorter texts "
+            "than the full report; `--format json` has everything._")
+
+
+def fit_under_cap(render, budgets) -> str:
+    """``render(budget, cut)`` with each budget in turn until the text is under :data:`MAX_BYTES`; the last
+    budget is taken whatever its size (it must bound every row count and cell). ``cut`` is true from the
+    second budget on: the text then says so (:data:`CUT_NOTE`)."""
+    for i, budget in enumerate(budgets[:-1]):
+        text = render(budget, i > 0)
+        if len(text.encode("utf-8")) < MAX_BYTES:
+            return text
+    return render(budgets[-1], True)

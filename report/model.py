@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..text_safety import terminal_line
+from ..units import count
 from .render import Renderable
 
 if TYPE_CHECKING:  # annotations only: importing the analyzer here would load pandas for `--help`
@@ -117,11 +118,11 @@ class Report(Renderable):
         return report_to_dict(self)
 
     def __repr__(self) -> str:  # the analysis holds every op and event: never print it whole
-        gates = f"; {len(self.tripped_gates)} of {len(self.gates)} gates tripped" if self.gates else ""
-        return f"<xladiag Report: {len(self.findings)} findings{gates}; {terminal_line(self.headline)}>"
+        gates = f"; {len(self.tripped_gates)} of {count(len(self.gates), 'gate')} tripped" if self.gates else ""
+        return f"<xladiag Report: {count(len(self.findings), 'finding')}{gates}; {terminal_line(self.headline)}>"
 
     def _repr_html_(self) -> str:  # Jupyter shows the headline, not the whole report
         from html import escape
 
-        return (f"<b>xladiag</b>: {escape(self.headline)} ({len(self.findings)} findings; "
+        return (f"<b>xladiag</b>: {escape(self.headline)} ({count(len(self.findings), 'finding')}; "
                 f"<code>.to_html(path)</code> for the report)")
