@@ -55,7 +55,8 @@ def diagnose(
     default: the one with the most FLOPs. With a capture, the program whose executions are the steps.
     ``steps``: 'A:B', the step numbers to measure (A to B-1); ``host``: the one host to read. Each shows in
     the report as given rather than inferred (``analysis.choices``).
-    ``select`` / ``ignore``: rule ids (a list or 'a,b') to report only / to leave out; ``baseline``: a baseline
+    ``select`` / ``ignore``: rule ids (a list or 'a,b') to report only / to leave out (or ``select`` a ready
+    :class:`~xladiag.rules.selection.Selection`, which ignore/baseline/config then do not change); ``baseline``: a baseline
     file or an iterable of accepted finding keys (``rule:kind:main_op``); left-out findings are in
     ``report.dropped``. ``config``: a ``config.ProjectConfig`` (``[tool.xladiag]``, which the command reads)
     that these three fall back on.
@@ -68,7 +69,8 @@ def diagnose(
     """
     from .config import selection as make_selection
 
-    chosen = make_selection(select=select, ignore=ignore, baseline=baseline, project=config)  # bad ids fail before the work
+    chosen = select if isinstance(select, Selection) else make_selection(  # bad ids fail before the work
+        select=select, ignore=ignore, baseline=baseline, project=config)
     analysis = analyze(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, topology=topology,
                        progress=progress, program=program, workers=workers, scheduler=scheduler,
                        step_range=steps, host=host)
@@ -78,31 +80,55 @@ def diagnose(
 
 
 def compare(base: str | Path, new: str | Path, *, fail_on_regression: float | None = None, chip: str | None = None,
-            chip_file: str | Path | None = None, progress: Callable[[str], None] | None = None):
+            chip_file: str | Path | None = None, progress: Callable[[str], None] | None = None,
+            select=None, ignore=None, baseline=None, config=None, program: str | None = None,
+            steps: str | None = None, host: str | None = None):
     """Before/after of two captures (log dir, run folder, .xplane.pb) or ``--format json`` reports, in any mix.
 
     Returns a :class:`xladiag.report.compare_model.Comparison` (``headline``, ``verdict``, ``regressed``,
     ``ops``/``findings`` DataFrames of deltas, ``to_html``/``to_markdown``/``to_json``). ``fail_on_regression``
     is a share (0.05 = 5 %): ``regressed`` is true when the mean step is slower beyond noise and by more.
+    ``select``/``ignore``/``baseline``/``config`` as in :func:`diagnose`, applied to both sides; what a JSON side's
+    own selection left out is left out of the other side too (``selection`` in the result). ``chip``,
+    ``program``, ``steps``, ``host``: as in :func:`diagnose`, for each side that is a capture (a JSON report is
+    read as written, and a warning says so).
     """
     from .analyzer.compare import Side, compare_reports
+    from .config import selection as make_selection
     from .parsers.report_json import looks_like_json, read_report_json
+    from .report import compare_selection as aligned
     from .report.compare_model import Comparison
     from .report.json_out import SCHEMA_VERSION
 
     if fail_on_regression is not None and not (math.isfinite(fail_on_regression) and fail_on_regression >= 0):
         raise UsageError(f"fail_on_regression {fail_on_regression!r} is not a share like 0.05")
-
-    def side(path, which: str) -> Side:
-        path = Path(path)
-        if looks_like_json(path):
-            return Side(read_report_json(path, SCHEMA_VERSION), str(path), "json report")
-        if progress:
-            progress(f"diagnosing {which}: {path}")
-        report = diagnose(path, chip=chip, chip_file=chip_file, progress=progress)
-        return Side(report.to_dict(), str(path), "capture")
-
-    return Comparison(compare_reports(side(base, "base"), side(new, "new"), threshold=fail_on_regression))
+    chosen = make_selection(select=select, ignore=ignore, baseline=baseline, project=config)
+    paths = {"base": Path(base), "new": Path(new)}
+    reports = {which: read_report_json(p, SCHEMA_VERSION) for which, p in paths.items() if looks_like_json(p)}
+    own = {which: aligned.recorded(r) for which, r in reports.items()}
+    for_captures = aligned.for_captures(chosen, list(own.values()))
+    overrides = {"chip": chip, "program": program, "steps": steps, "host": host}
+    given = [f"--{k}" for k, v in overrides.items() if v is not None]
+    notes = [f"{which} ({paths[which]}) is a JSON report, read as written: {', '.join(given)} not applied to it"
+             for which in reports if given]
+    for which, path in paths.items():
+        if which not in reports:
+            if progress:
+                progress(f"diagnosing {which}: {path}")
+            reports[which] = diagnose(path, chip_file=chip_file, progress=progress, select=for_captures,
+                                      **overrides).to_dict()
+            own[which] = aligned.given(chosen)
+    base_report, new_report, record, differ = aligned.align(reports["base"], reports["new"], (own["base"], own["new"]),
+                                                            chosen)
+    kind = {which: "json report" if looks_like_json(p) else "capture" for which, p in paths.items()}
+    data = compare_reports(Side(base_report, str(paths["base"]), kind["base"]),
+                           Side(new_report, str(paths["new"]), kind["new"]), threshold=fail_on_regression)
+    for which in paths:  # a capture's own left-out findings count too
+        if kind[which] == "capture":
+            record["findings_left_out"][which] += len(reports[which]["selection"]["ignored_findings"])
+    data["selection"] = record
+    data["warnings"] += differ + notes
+    return Comparison(data)
 
 
 def build_report(analysis: Analysis, selection: Selection | None = None) -> Report:

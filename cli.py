@@ -155,18 +155,42 @@ def _topology(value: str | None) -> str | None:
     return value
 
 
+# Options `diagnose` and `diagnose compare` share (compare applies them to both sides), defined once.
+_PROGRAM_OPTION = click.option(
+    "--program", metavar="NAME",
+    help="The program whose executions are the steps (jit_train_step, jit_train_step(103)); with "
+         "--hlo-dir alone, the dump module to analyse (module_0042). Default: inferred.")
+_STEPS_OPTION = click.option(
+    "--steps", "step_range", metavar="A:B",
+    help="Measure only the steps numbered A to B-1 (A:, :B, or one step A); default: all but the first.")
+_HOST_OPTION = click.option("--host", metavar="NAME", help="Read only this host's capture (default: every host).")
+_CHIP_OPTION = click.option(
+    "--chip", metavar="NAME",
+    help="Override chip detection, e.g. v6e, v5p, h100, mi300x, cpu, or a TPU slice name (v6e-8, v5p-128).")
+
+
+def _SELECT_OPTIONS(f):
+    """--select, --ignore, --baseline."""
+    for option in reversed((
+        click.option("--select", metavar="RULE,...", help="Report only these rules (ids as in docs/rules.md); "
+                     "default: [tool.xladiag] select in pyproject.toml, else every rule."),
+        click.option("--ignore", metavar="RULE,...", help="Leave these rules out (default: [tool.xladiag] ignore)."),
+        click.option("--baseline", metavar="FILE", help="Accepted findings (a JSON report, or one key "
+                     "rule:kind:main_op per line) left out of the report and its gates; default: [tool.xladiag] baseline."),
+    )):
+        f = option(f)
+    return f
+
+
 @click.command(cls=_OneLineErrors, epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.argument("path", required=False, callback=lambda ctx, param, value: _location(value))
 @click.option("--run", "run", metavar="NAME", help="Which run folder under plugins/profile/ (default: the newest).")
 @click.option("--hlo-dir", metavar="DIR", callback=lambda ctx, param, value: _location(value),
               help="XLA dump (--xla_dump_to) with *after_optimizations*.txt; default: found inside PATH.")
-@click.option("--program", metavar="NAME",
-              help="The program whose executions are the steps (jit_train_step, jit_train_step(103)); with "
-                   "--hlo-dir alone, the dump module to analyse (module_0042). Default: inferred.")
-@click.option("--steps", "step_range", metavar="A:B",
-              help="Measure only the steps numbered A to B-1 (A:, :B, or one step A); default: all but the first.")
-@click.option("--host", metavar="NAME", help="Read only this host's capture (default: every host).")
-@click.option("--chip", metavar="NAME", help="Override chip detection, e.g. v6e, v5p, h100, mi300x, cpu, or a TPU slice name (v6e-8, v5p-128).")
+@_PROGRAM_OPTION
+@_STEPS_OPTION
+@_HOST_OPTION
+@_CHIP_OPTION
 @click.option("--chip-file", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
               help="TOML file that adds or overrides chips (same keys as the built-in catalog).")
 @click.option("--topology", metavar="AxBxC", callback=lambda ctx, param, value: _topology(value),
@@ -188,11 +212,7 @@ def _topology(value: str | None) -> str | None:
                    "(35% or 0.35), or unknown.")
 @click.option("--step-summary", is_flag=True,
               help="Also append the Markdown report to $GITHUB_STEP_SUMMARY (GitHub Actions); an error when unset.")
-@click.option("--select", metavar="RULE,...", help="Report only these rules (ids as in docs/rules.md); "
-              "default: [tool.xladiag] select in pyproject.toml, else every rule.")
-@click.option("--ignore", metavar="RULE,...", help="Leave these rules out (default: [tool.xladiag] ignore).")
-@click.option("--baseline", metavar="FILE", help="Accepted findings (a JSON report, or one key rule:kind:main_op "
-              "per line) left out of the report and its gates; default: [tool.xladiag] baseline.")
+@_SELECT_OPTIONS
 @click.option("--write-baseline", metavar="FILE", help="Also write this run's finding keys as a baseline file.")
 @click.option("--workers", type=click.IntRange(min=1), metavar="N",
               help="Processes decoding the host files of a multi-host capture (default: the cores available).")
@@ -281,6 +301,9 @@ Verdict: Welch's t-test (two-sided, p < 0.05) on the per-step times of both side
 larger than the step-to-step spread (the larger standard deviation): else "within noise".
 Ops are matched by program and op name, then by framework op and source line; findings by
 rule:kind:main_op. Per-op and per-finding changes are reported, never gated.
+Rule selection (--select/--ignore/--baseline, [tool.xladiag]) applies to both sides; what a JSON
+report's own selection left out is left out of the other side too. --chip/--program/--steps/--host
+apply to each side that is a capture.
 \b
 Exit codes: 0 ok, 1 bad input, 2 usage, 3 --fail-on-regression tripped.
 """
@@ -297,15 +320,21 @@ Exit codes: 0 ok, 1 bad input, 2 usage, 3 --fail-on-regression tripped.
               help="Exit 3 when the mean step is slower beyond noise and by more than this (5% or 0.05).")
 @click.option("--step-summary", is_flag=True,
               help="Also append the Markdown comparison to $GITHUB_STEP_SUMMARY (GitHub Actions); an error when unset.")
-@click.option("--chip", metavar="NAME", help="Override chip detection for captures (as in diagnose).")
+@_SELECT_OPTIONS
+@_CHIP_OPTION
+@_PROGRAM_OPTION
+@_STEPS_OPTION
+@_HOST_OPTION
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on stderr.")
 @click.option("--debug", is_flag=True, help="Show the traceback behind an error.")
-def compare_main(base, new, fmt, output, fail_on_regression, step_summary, chip, quiet, debug):
+def compare_main(base, new, fmt, output, fail_on_regression, step_summary, select, ignore, baseline, chip, program,
+                 step_range, host, quiet, debug):
     """Compare two captures: BASE (before) and NEW (after) are each a log dir, run folder, .xplane.pb, or a
     JSON report written by `diagnose --format json`. Step time and MFU with a noise-aware verdict,
     breakdown, per-op and per-finding deltas.
     """
     from .api import compare
+    from .config import load_project_config
     from .report.compare_model import COMPARE_FORMATS
     from .report.github import append_step_summary, on_github_actions, report_annotations, require_step_summary
     from .writer import check_output_path, write_report
@@ -323,7 +352,9 @@ def compare_main(base, new, fmt, output, fail_on_regression, step_summary, chip,
         check_output_path(out)
     progress = _Progress(enabled=not quiet and sys.stderr.isatty())
     try:
-        comparison = compare(base, new, fail_on_regression=fail_on_regression, chip=chip, progress=progress)
+        comparison = compare(base, new, fail_on_regression=fail_on_regression, chip=chip, progress=progress,
+                             select=select, ignore=ignore, baseline=baseline, config=load_project_config(),
+                             program=program, steps=step_range, host=host)
         text = comparison.render(fmt)
     finally:
         progress.done()

@@ -121,6 +121,11 @@ def _render(comparison, more_ops: int, max_findings: int, name_chars: int, text_
     out += ["### Findings", ""]
     out += wrap(", ".join(f"{fs[s]} {s}" for s in fs) + " (matched by the key rule:kind:main_op).")
     out.append("")
+    chosen = data.get("selection") or {}
+    if chosen.get("rules_left_out") or chosen.get("baseline_keys"):
+        left = ([f"rules {', '.join(chosen['rules_left_out'])}"] if chosen["rules_left_out"] else []) + \
+            ([count(chosen["baseline_keys"], "accepted finding") + " (baseline)"] if chosen["baseline_keys"] else [])
+        out += wrap(escape_text(f"Left out of both sides: {' and '.join(left)}.", text_chars * 2)) + [""]
     findings = data["findings"]
     if findings:
         rows = [[escape_text(f["status"]), escape_text(f["title"], text_chars), f"`{escape_text(f['key'], 60)}`",
