@@ -292,7 +292,7 @@ def test_public_objects_print_in_a_few_lines():
     for obj in objects:
         text = repr(obj)
         assert len(text) < 500 and text.count("\n") == 0, (type(obj).__name__, len(text))
-    assert "1 of 1 gates tripped" in repr(report)
+    assert "1 of 1 gate tripped" in repr(report)
     assert repr(report.findings[0]).startswith(f"<Finding {report.findings[0].key} [")
 
 

@@ -109,6 +109,10 @@ def test_remat_removed(written):
     assert c.data["step"]["delta_s"] == pytest.approx(exp["step_delta_s"], rel=REL)
     f = c.findings.set_index("key").loc[exp["finding_key"]]
     assert f["status"] == "disappeared" and f["base_s_per_step"] == pytest.approx(exp["remat_s"], rel=1e-3)
+    # a clone keeps its original's time class (matmul clones are compute, not "other")
+    classes = c.ops.set_index("name")["time_class"]
+    for name in exp["removed_ops"]:
+        assert classes[name] == classes[re.sub(r"\.remat\d*$", "", name)] != "other", name
 
 
 def test_renamed_ops_match_by_framework_op_and_source(written):
