@@ -1,7 +1,7 @@
 """The JSON report's contract as a JSON Schema (draft 2020-12), built here and shipped as a file.
 
 ``report/report.schema.json`` (package data, :func:`load_schema`) and ``docs/report.schema.json`` are this
-module's output: ``python -m xladiag.report.json_schema`` rewrites both, and a test fails when either
+module's output (and ``compare.schema.json``, from :mod:`.compare_schema`): ``python -m xladiag.report.json_schema`` rewrites both, and a test fails when either
 drifts. The ops fields come from ``analyzer/tables.py`` (the same declaration the JSON writer reads), so a
 new public column reaches the schema without an edit here.
 
@@ -26,8 +26,8 @@ from ..rules.sharding_intensity import AXIS_KIND_PATTERN
 from .json_out import SCHEMA_VERSION
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
-SCHEMA_FILES = {"report": "report.schema.json"}  # name -> file beside this module and in docs/
-# compare (``diagnose compare``) adds its schema here when its JSON lands: one builder, one file name.
+# name -> file beside this module and in docs/; the compare JSON's builder is report/compare_schema.py.
+SCHEMA_FILES = {"report": "report.schema.json", "compare": "compare.schema.json"}
 
 LEVELS = ["high", "medium", "low"]
 PLATFORMS = ["tpu", "gpu", "cpu", "hlo"]
@@ -244,7 +244,13 @@ def report_schema() -> dict:
     }
 
 
-BUILDERS = {"report": report_schema}
+def _compare_schema() -> dict:
+    from .compare_schema import compare_schema  # it builds on this module's pieces
+
+    return compare_schema()
+
+
+BUILDERS = {"report": report_schema, "compare": _compare_schema}
 
 
 def schema_text(name: str = "report") -> str:

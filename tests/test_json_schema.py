@@ -105,3 +105,27 @@ def test_report_with_gates_validates():
     assert errors(data) == []
     data["gates"][0]["tripped"] = "yes"
     assert errors(data)
+
+
+@pytest.mark.parametrize("base,new", [("cpu_jax_train_step", "cpu_jax_train_step"),
+                                      ("jax_fsdp_tp_train", "cpu_jax_train_step"),
+                                      ("hlo_rules_fsdp_256_tokens", "hlo_rules_fsdp_16k_tokens")])
+def test_compare_json_validates_and_mistakes_fail(base, new, tmp_path):
+    import xladiag
+
+    def side(name):
+        if name.startswith("hlo_"):  # a saved JSON report: compare reads those as well as captures
+            path = tmp_path / f"{name}.json"
+            path.write_text(sample_report(name), encoding="utf-8")
+            return path
+        return SAMPLES / name
+
+    data = xladiag.compare(side(base), side(new), fail_on_regression=0.05).to_dict()
+    check = jsonschema.Draft202012Validator(load_schema("compare"))
+    assert [e.message for e in check.iter_errors(data)] == []
+    bad = copy.deepcopy(data)
+    bad["step"]["verdict"] = "regressed"
+    assert list(check.iter_errors(bad))
+    bad = copy.deepcopy(data)
+    bad["base"].pop("per_step_s")
+    assert list(check.iter_errors(bad))
