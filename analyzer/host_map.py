@@ -15,7 +15,6 @@ files by their path, so they must see the same files).
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import os
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -27,6 +26,7 @@ import pandas as pd
 
 from ..errors import InputError, UsageError
 from ..parsers.discovery import CaptureFiles
+from ..parsers.worker_start import fork_is_safe, worker_context
 from ..parsers.xplane import read_xspace
 from .capture import build_capture
 from .host_merge import Measured, merge_hosts
@@ -70,20 +70,19 @@ def _dask_executor(scheduler: str):
 
 
 @contextmanager
-def _executor(workers: int, scheduler: str | None):
+def _executor(workers: int, scheduler: str | None, memory_urls: bool = False):
     if scheduler:
         client, executor = _dask_executor(scheduler)
         try:
             yield executor
         finally:
             client.close()
-    elif workers <= 1:
+    elif workers <= 1 or (memory_urls and not fork_is_safe()):
+        # memory:// lives in this process: only a forked child sees it.
         yield _InProcess()
     else:
-        # fork: the workers start with xladiag already imported (spawn would import pandas once per worker).
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("fork" if "fork" in methods else None)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        # Forked workers start with xladiag imported; where fork is unsafe (threads, JAX) they start clean.
+        with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context()) as pool:
             yield pool
 
 
@@ -174,7 +173,7 @@ def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, wo
         return _single([read_xspace(paths[0], workers=workers)], progress, choice)  # its planes on `workers` cores
     n = min(workers or default_workers(), len(paths))
     where = f"Dask at {scheduler}" if scheduler else f"{n} worker{'s' if n != 1 else ''}"
-    with _executor(n, scheduler) as executor:
+    with _executor(n, scheduler, any(p.startswith("memory://") for p in paths)) as executor:
         programs = _Programs()
         parts = _map(executor, {i: (p, None, False, choice) for i, p in enumerate(paths)}, progress, "read", where,
                      programs)

@@ -26,6 +26,7 @@ import pandas as pd
 from ..errors import InputError
 from . import event_stat_values
 from .storage import RemotePath, as_path
+from .worker_start import fork_is_safe
 from .xplane_planes import (EVENT_STAT_NAMES, METADATA_STAT_NAMES, PlaneError, _INT_EVENT_STATS,
                             _NUMERIC_METADATA_STATS, _TPU_DEVICE_PLANE, _text, decode_planes)
 from .xspace_wire import WireError, split_space
@@ -147,11 +148,8 @@ def _default_workers(size: int) -> int:
     a per-host worker reads its host alone, and forking a multithreaded process (JAX running
     ``xladiag.profile``) risks a child waiting on a lock no thread will release."""
     import multiprocessing
-    import sys
-    import threading
 
-    if (size < _PARALLEL_BYTES or multiprocessing.parent_process() is not None or threading.active_count() > 1
-            or "jax" in sys.modules):
+    if size < _PARALLEL_BYTES or multiprocessing.parent_process() is not None or not fork_is_safe():
         return 1
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 

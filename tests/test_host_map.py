@@ -4,6 +4,7 @@ reductions merged give the numbers of the all-events path, for 1 or 2 worker pro
 from __future__ import annotations
 
 import shutil
+import threading
 
 import numpy as np
 import pandas as pd
@@ -246,3 +247,21 @@ def test_gpu_and_cpu_hosts_are_read_in_parallel_with_all_their_events(tmp_path, 
     key = ["module", "program_id", "op_name"]
     got, want = (t.set_index(key)["measured_s_per_step"].sort_index() for t in (mixed.ops, both.op_table))
     pd.testing.assert_series_equal(got, want, check_dtype=False)
+
+
+def test_a_threaded_process_starts_clean_workers_and_gets_the_same_json(run_dir):
+    """A training process calling xladiag has other threads running (JAX's runtime): forking it could leave
+    a worker waiting on a lock no thread holds, so the workers start in a fresh process instead."""
+    from xladiag.parsers.worker_start import fork_is_safe, worker_context
+
+    one = diagnose(run_dir, workers=1).render("json")
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, daemon=True)
+    thread.start()
+    try:
+        assert not fork_is_safe()
+        assert worker_context().get_start_method() in ("forkserver", "spawn")
+        assert diagnose(run_dir, workers=2).render("json") == one
+    finally:
+        stop.set()
+        thread.join()
