@@ -12,7 +12,8 @@ How the cost is estimated:
     Cost = measured seconds per step of the latency-bound collectives (done and synchronous ops plus the
     start ops that carry time on GPU; predicted time without a trace, confidence low). Savings = cost minus
     the predicted time of one combined collective per (kind, replica group) carrying their summed bytes
-    on the same mesh axes (the members' own collective model), never below zero.
+    on the same mesh axes (the members' own collective model), never below zero. A group of one collective
+    is already combined and saves nothing (its own time stays); with no group of two or more, no finding.
 Fix:
     Combine them: raise XLA's combiner thresholds (GPU `--xla_gpu_all_gather_combine_threshold_bytes`,
     `--xla_gpu_reduce_scatter_combine_threshold_bytes`, `--xla_gpu_all_reduce_combine_threshold_bytes`);
@@ -21,7 +22,8 @@ Details:
     latency_threshold_bytes (bytes): per-hop payload below which a hop costs its latency (W1 x T_min)
     latency_bound_count_per_step (count): latency-bound collectives per step
     latency_bound_s_per_step (s): their seconds per step (the finding's cost)
-    combined_predicted_s_per_step (s): predicted seconds per step with one collective per (kind, group)
+    combined_predicted_s_per_step (s): seconds per step with one collective per (kind, group): predicted for
+        groups of two or more, a lone collective's own time
     classified (object): `latency` and `bandwidth`: how many modelled collectives fall on each side
     groups (list): per (kind, replica group): `kind`, `replica_group_size`, `count_per_step`,
         `time_s_per_step`, `bytes_per_step`, `combined_predicted_s`, `combined_bound_by`
@@ -120,12 +122,17 @@ def check(analysis) -> list:
         part = by_group[(kind, size)]
         pred, total, n = _combined(part, kind, chip)
         one_s = pred.predicted_s if pred is not None else np.nan
-        combined_s += 0.0 if one_s != one_s else one_s
+        if len(part) < 2:  # a lone collective is already "one per kind and group": nothing to combine
+            combined_s += float(part["time_s"].sum())
+        else:
+            combined_s += 0.0 if one_s != one_s else one_s
         groups.append({"kind": kind, "replica_group_size": n,
                        "count_per_step": float(part["occurrences_per_step"].sum()),
                        "time_s_per_step": float(part["time_s"].sum()), "bytes_per_step": total,
                        "combined_predicted_s": None if one_s != one_s else float(one_s),
                        "combined_bound_by": pred.bound_by if pred is not None else None})
+    if all(len(by_group[k]) < 2 for k in by_group):
+        return []
     savings_s = max(0.0, time_s - combined_s)
     count = float(bound["occurrences_per_step"].sum())
     first = groups[0]

@@ -49,3 +49,19 @@ def test_bandwidth_bound_gather_is_not_latency_bound(tmp_path):
     table = latency_bound_collective.classify_collectives(analysis)
     assert len(table) == 1 and not table["latency_bound"].any()
     assert latency_bound_collective.check(analysis) == []
+
+
+def test_a_lone_collective_per_group_has_nothing_to_combine(tmp_path):
+    """Found by recording the fix (sample_profiles/jax_fsdp_buckets/after): three collectives, each the only
+    one of its kind and group, were still 'combinable', with nearly their whole time as the saving."""
+    analysis, exp = analyze_scenario(tmp_path, scenarios.tiny_all_gathers, 4)
+    ops = analysis.ops.copy()
+    gathers = ops.index[ops["collective_kind"].eq("all-gather") & ~ops["is_async_start"].astype(bool)]
+    ops.loc[gathers[:1], "replica_group_size"] = 2  # one gather alone over 2 devices, three over 4
+    f = only(latency_bound_collective.check(dataclasses.replace(analysis, ops=ops)), "latency-bound-collective")
+    lone = ops.loc[gathers[:1], "measured_s_per_step"].sum()
+    three = ring_all_gather_s(3 * exp["all_gather_bytes"], exp["replica_group_size"])
+    assert lone > 0
+    assert f.est_savings_s_per_step == pytest.approx(exp["tiny_all_gather_s_per_step"] - lone - three, rel=REL)
+    ops.loc[gathers, "replica_group_size"] = [2, 4, 8, 16]  # every gather alone in its group
+    assert latency_bound_collective.check(dataclasses.replace(analysis, ops=ops)) == []
