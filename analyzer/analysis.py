@@ -40,6 +40,7 @@ from .transfers import Transfers, attach_transfers
 Progress = Callable[[str], None]
 
 BREAKDOWN_CATEGORIES = ("compute", "memory", "collective", "host_transfer", "other", "idle")
+CONTAINER_OPCODES = ("while", "conditional")  # ops whose measured event spans other ops' events
 # Columns the stages before the ops table compute on the way (op_stats, hlo_facts, roofline): not in it.
 _WORKING_COLUMNS = ("runs", "branches", "runs_note", "total_s", "measured_s", "fusion_kind", "peak_flops_per_s", "t_compute_s", "t_memory_s",
                     "t_host_s")
@@ -127,9 +128,15 @@ def _breakdown(ops: pd.DataFrame, device_steps: pd.DataFrame, step_s: float) -> 
     out = {c: 0.0 for c in BREAKDOWN_CATEGORIES}
     if ops.empty or not math.isfinite(step_s):
         return out
-    cls = ops["time_class"]
-    per_class = ops[ops["in_step"]].groupby(cls, observed=True)["measured_s_per_step"].sum()
-    busy = float(device_steps["busy_s"].mean()) if len(device_steps) else float(per_class.sum())
+    in_step = ops[ops["in_step"]]
+    busy = float(device_steps["busy_s"].mean()) if len(device_steps) else float(in_step["measured_s_per_step"].sum())
+    # A while / conditional event holds its body's op events (XLA:CPU thunks): counted too, it would take
+    # their time into "other" and scale every real class down. Dropped only when the sums show the nesting.
+    container = in_step["opcode"].isin(CONTAINER_OPCODES) if "opcode" in in_step else None
+    if container is not None and container.any() and float(in_step["measured_s_per_step"].sum()) > busy:
+        in_step = in_step[~container]
+    per_class = in_step.groupby(in_step["time_class"], observed=True)["measured_s_per_step"].sum()
+    busy = busy if len(device_steps) else float(per_class.sum())
     total = float(per_class.sum())
     # Concurrent streams (GPU) or async overlap can make the op sum exceed the busy union: scale to it.
     scale = busy / total if total > busy > 0 else 1.0
