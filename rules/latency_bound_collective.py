@@ -12,8 +12,9 @@ How the cost is estimated:
     Cost = measured seconds per step of the latency-bound collectives (done and synchronous ops plus the
     start ops that carry time on GPU; predicted time without a trace, confidence low). Savings = cost minus
     the predicted time of one combined collective per (kind, replica group) carrying their summed bytes
-    on the same mesh axes (the members' own collective model), never below zero. A group of one collective
-    is already combined and saves nothing (its own time stays); with no group of two or more, no finding.
+    on the same mesh axes (the members' own collective model), never below zero. Only collectives run as
+    often per step merge (one per loop iteration inside a scan: iterations cannot merge); a lone one saves
+    nothing (its own time stays); with nothing to merge, no finding.
 Fix:
     Combine them: raise XLA's combiner thresholds (GPU `--xla_gpu_all_gather_combine_threshold_bytes`,
     `--xla_gpu_reduce_scatter_combine_threshold_bytes`, `--xla_gpu_all_reduce_combine_threshold_bytes`);
@@ -22,8 +23,8 @@ Details:
     latency_threshold_bytes (bytes): per-hop payload below which a hop costs its latency (W1 x T_min)
     latency_bound_count_per_step (count): latency-bound collectives per step
     latency_bound_s_per_step (s): their seconds per step (the finding's cost)
-    combined_predicted_s_per_step (s): seconds per step with one collective per (kind, group): predicted for
-        groups of two or more, a lone collective's own time
+    combined_predicted_s_per_step (s): seconds per step with the groups combined: predicted for what merges
+        (one collective per kind, group and loop iteration), a lone collective's own time
     classified (object): `latency` and `bandwidth`: how many modelled collectives fall on each side
     groups (list): per (kind, replica group): `kind`, `replica_group_size`, `count_per_step`,
         `time_s_per_step`, `bytes_per_step`, `combined_predicted_s`, `combined_bound_by`
@@ -98,6 +99,22 @@ def _combined(group: pd.DataFrame, kind: str, chip):
         return None, total, size
 
 
+def _kept_s(part: pd.DataFrame, kind: str, chip) -> tuple[float, bool]:
+    """Seconds per step left once the group is combined, and whether anything merges. Collectives run as
+    often per step (the step's own, or one loop body's) merge into one per run; runs of a loop body are
+    iterations that cannot merge with each other, and a lone collective has nothing to merge with."""
+    kept, merges = 0.0, False
+    runs = part["occurrences_per_step"].fillna(1.0).round().clip(lower=1.0)
+    for n, same in part.groupby(runs):
+        if len(same) < 2:
+            kept += float(same["time_s"].sum())
+            continue
+        pred, _, _ = _combined(same.assign(occurrences_per_step=1.0), kind, chip)
+        kept += n * pred.predicted_s if pred is not None else 0.0
+        merges = True
+    return kept, merges
+
+
 def check(analysis) -> list:
     if analysis.ops.empty:
         return []
@@ -115,23 +132,21 @@ def check(analysis) -> list:
         return []
     chip = analysis.chip
     threshold = latency_threshold_bytes(chip)
-    groups, combined_s = [], 0.0
+    groups, combined_s, mergeable = [], 0.0, False
     rank = {k: i for i, k in enumerate(KINDS)}
     by_group = dict(list(bound.groupby(["collective_kind", "replica_group_size"])))
     for kind, size in sorted(by_group, key=lambda k: (rank.get(k[0], 9), -by_group[k]["time_s"].sum())):
         part = by_group[(kind, size)]
         pred, total, n = _combined(part, kind, chip)
-        one_s = pred.predicted_s if pred is not None else np.nan
-        if len(part) < 2:  # a lone collective is already "one per kind and group": nothing to combine
-            combined_s += float(part["time_s"].sum())
-        else:
-            combined_s += 0.0 if one_s != one_s else one_s
+        one_s, can_merge = _kept_s(part, kind, chip)
+        mergeable |= can_merge
+        combined_s += 0.0 if one_s != one_s else one_s
         groups.append({"kind": kind, "replica_group_size": n,
                        "count_per_step": float(part["occurrences_per_step"].sum()),
                        "time_s_per_step": float(part["time_s"].sum()), "bytes_per_step": total,
                        "combined_predicted_s": None if one_s != one_s else float(one_s),
                        "combined_bound_by": pred.bound_by if pred is not None else None})
-    if all(len(by_group[k]) < 2 for k in by_group):
+    if not mergeable:
         return []
     savings_s = max(0.0, time_s - combined_s)
     count = float(bound["occurrences_per_step"].sum())
@@ -142,7 +157,7 @@ def check(analysis) -> list:
                 f"({format_percent(time_s / step_s if step_s > 0 else np.nan)} of the {format_seconds(step_s)} "
                 f"step); the largest group, {first['count_per_step']:g} {first['kind']}s over "
                 f"{first['replica_group_size']} devices carrying {format_bytes(first['bytes_per_step'])}, would take "
-                f"{format_seconds(first['combined_predicted_s'])} as one collective. Of {len(table)} modelled "
+                f"{format_seconds(first['combined_predicted_s'])} combined. Of {len(table)} modelled "
                 f"collectives, {len(bound)} are latency-bound.")
     sizes = ", ".join(f"{g['kind']} over {g['replica_group_size']}: {int(g['bytes_per_step']):,} B" for g in groups)
     where = target(analysis.platform, chip)

@@ -65,3 +65,16 @@ def test_a_lone_collective_per_group_has_nothing_to_combine(tmp_path):
     assert f.est_savings_s_per_step == pytest.approx(exp["tiny_all_gather_s_per_step"] - lone - three, rel=REL)
     ops.loc[gathers, "replica_group_size"] = [2, 4, 8, 16]  # every gather alone in its group
     assert latency_bound_collective.check(dataclasses.replace(analysis, ops=ops)) == []
+
+
+def test_collectives_of_a_loop_body_merge_per_iteration_not_across_them(tmp_path):
+    """Found on sample_profiles/jax_scan_rnn: collectives inside a scan run once per time step, and one
+    iteration's collectives cannot wait for the next one's, so combining leaves one per iteration."""
+    analysis, exp = analyze_scenario(tmp_path, scenarios.tiny_all_gathers, 4)
+    ops = analysis.ops.copy()
+    gathers = ops.index[ops["collective_kind"].eq("all-gather") & ~ops["is_async_start"].astype(bool)]
+    ops.loc[gathers, "occurrences_per_step"] = 8.0  # as if each gather ran in an 8-iteration loop body
+    f = only(latency_bound_collective.check(dataclasses.replace(analysis, ops=ops)), "latency-bound-collective")
+    per_iteration = ring_all_gather_s(4 * exp["all_gather_bytes"], exp["replica_group_size"])
+    assert f.details["combined_predicted_s_per_step"] == pytest.approx(8 * per_iteration, rel=REL)
+    assert f.est_savings_s_per_step == pytest.approx(exp["tiny_all_gather_s_per_step"] - 8 * per_iteration, rel=REL)
