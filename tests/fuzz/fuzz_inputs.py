@@ -52,7 +52,9 @@ class Seed:
 
     @property
     def name(self) -> str:
-        return f"{self.path.relative_to(SAMPLES).parts[0]}/{self.path.name}"
+        # A dump dir's whole path: a sample may hold several (jax_fsdp_buckets/before/hlo, .../after/hlo).
+        rel = self.path.relative_to(SAMPLES).parts
+        return "/".join(rel if self.kind == "hlo" else (rel[0], rel[-1]))
 
     def files(self) -> list[Path]:
         return [self.path] if self.kind == "xplane" else sorted(self.path.glob("*.txt"))
