@@ -92,6 +92,27 @@ def keep_text_dump(dump: Path) -> list[dict]:
     return rows
 
 
+def keep_module_only(dump: Path, module: str) -> None:
+    """Drop every dump file but ``module``'s scheduled HLO and memory-usage report (a few MB less)."""
+    for f in dump.iterdir():
+        if f.is_file() and (module not in f.name or "before_optimizations" in f.name
+                            or f.name.endswith("-buffer-assignment.txt")):
+            f.unlink()
+
+
+def profiled_steps(jax, out: Path, steps: int, step_name: str, run_step) -> list[float]:
+    """Profile ``steps`` calls of ``run_step(i)`` (which must wait for the device before it returns), each
+    inside a StepTraceAnnotation; the host milliseconds of each step."""
+    host_ms = []
+    with jax.profiler.trace(str(out)):
+        for i in range(steps):
+            t = time.perf_counter()
+            with jax.profiler.StepTraceAnnotation(step_name, step_num=i):
+                run_step(i)
+            host_ms.append(round((time.perf_counter() - t) * 1e3, 3))
+    return host_ms
+
+
 def memory_report_total(module_file: Path) -> int | None:
     """'Total bytes' of the module's memory-usage report: XLA's peak per device, what HBM must hold."""
     report = module_file.with_name(module_file.name[: -len(".txt")] + "-memory-usage-report.txt")

@@ -98,20 +98,16 @@ def record(variant: str, out: Path) -> int:
     for _ in range(WARMUP):
         params, loss = step(params, x)
     jax.block_until_ready((params, loss))
-    host_ms = []
-    with jax.profiler.trace(str(out)):
-        for i in range(STEPS):
-            t = time.perf_counter()
-            with jax.profiler.StepTraceAnnotation(STEP_NAME, step_num=i):
-                params, loss = step(params, x)
-                loss = float(loss)
-            host_ms.append(round((time.perf_counter() - t) * 1e3, 3))
+    state = {"params": params}
+
+    def run_step(_):
+        state["params"], loss = step(state["params"], x)
+        float(loss)  # the host waits for the device inside the step
+
+    host_ms = rec.profiled_steps(jax, out, STEPS, STEP_NAME, run_step)
 
     xplane = rec.fix_run_names(out)
-    for f in dump.iterdir():  # the train step's scheduled HLO and memory report only: a few MB less
-        if f.is_file() and ("jit_local_step" not in f.name or "before_optimizations" in f.name
-                            or f.name.endswith("-buffer-assignment.txt")):
-            f.unlink()
+    rec.keep_module_only(dump, "jit_local_step")
     modules = rec.keep_text_dump(dump)
     if [m["module_name"] for m in modules] != ["jit_local_step"]:
         raise SystemExit(f"expected one jit_local_step module, dump has {modules}")

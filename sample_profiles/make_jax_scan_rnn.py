@@ -88,21 +88,18 @@ def main(argv: list[str]) -> int:
     for _ in range(WARMUP):
         params, loss = step(params, tokens)
     jax.block_until_ready((params, loss))
-    host_ms = []
-    with jax.profiler.trace(str(out)):
-        for i in range(STEPS):
-            t = time.perf_counter()
-            with jax.profiler.StepTraceAnnotation(STEP_NAME, step_num=i):
-                params, loss = step(params, tokens)
-                loss = float(loss)
-            host_ms.append(round((time.perf_counter() - t) * 1e3, 3))
+    state = {"params": params}
+
+    def run_step(_):
+        state["params"], loss = step(state["params"], tokens)
+        state["loss"] = float(loss)
+
+    host_ms = rec.profiled_steps(jax, out, STEPS, STEP_NAME, run_step)
+    loss = state["loss"]
     print(f"loss {loss:.4f}")
 
     xplane = rec.fix_run_names(out)
-    for f in dump.iterdir():  # the train step's scheduled HLO and memory report only
-        if f.is_file() and ("jit_train_step" not in f.name or "before_optimizations" in f.name
-                            or f.name.endswith("-buffer-assignment.txt")):
-            f.unlink()
+    rec.keep_module_only(dump, "jit_train_step")
     modules = rec.keep_text_dump(dump)
     if [m["module_name"] for m in modules] != ["jit_train_step"]:
         raise SystemExit(f"expected one jit_train_step module, dump has {modules}")
