@@ -29,7 +29,7 @@ from xladiag.rules.base import OpEvidence, make_finding  # noqa: E402
 
 # Neither variable leaks in from a CI job running these tests.
 NOT_ON_GITHUB = {"GITHUB_ACTIONS": None, "GITHUB_STEP_SUMMARY": None}
-SAMPLE_DIRS = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir())
+SAMPLE_DIRS = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
 
 
 def run(*args, env=None):
