@@ -152,7 +152,10 @@ def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
     if findings:
         top = findings[0]
         lever = f" by {top.lever}" if top.lever and top.est_savings_s_per_step > 0 else ""
-        if top.est_savings_s_per_step > 0:
+        if top.est_savings_s_per_step > 0 and top.benefit == "throughput":  # more work per step, not a faster one
+            head += (f"; biggest fix (a throughput lever): {top.title} (frees ~"
+                     f"{format_seconds(top.est_savings_s_per_step)} per step of today's work{lever})")
+        elif top.est_savings_s_per_step > 0:
             head += f"; biggest fix: {top.title} (saves ~{format_seconds(top.est_savings_s_per_step)} per step{lever})"
         else:  # nothing priced (a warning, an unpriced throughput lever): not a "fix that saves 0 s"
             head += f"; top finding: {top.title} (no step time priced)"

@@ -90,3 +90,15 @@ def test_timed_fsdp_layer_with_many_tokens_is_a_schedule_problem_only(tmp_path):
     findings = build_report(analysis).findings
     assert not [f for f in findings if f.rule == "sharding-intensity"]
     assert only(findings, "exposed-collective").est_savings_s_per_step > 0
+
+
+def test_a_throughput_lever_on_top_is_not_called_a_faster_step_in_the_headline():
+    """The MaxText llama3-8b module on v6e: its top finding is the FSDP axis, whose lever (more tokens per
+    device) makes each step do more work, not the same step faster: the headline says so."""
+    from conftest import HLO_SAMPLE
+
+    report = build_report(analyze(hlo_dir=HLO_SAMPLE, chip="v6e", program="jit_train_step"))
+    top = report.findings[0]
+    assert top.rule == "sharding-intensity" and top.benefit == "throughput" and top.est_savings_s_per_step > 0
+    assert "biggest fix (a throughput lever)" in report.headline and "per step of today's work" in report.headline
+    assert "(saves ~" not in report.headline
