@@ -93,7 +93,14 @@ def read_baseline(path: Path | str) -> frozenset[str]:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}: baseline is not valid JSON: {exc}") from None
-        keys = [f.get("key") for f in data.get("findings", [])] if isinstance(data, dict) else data
+        if isinstance(data, dict):  # a diagnose JSON report: its findings' keys
+            findings = data.get("findings")
+            if "schema_version" not in data or not isinstance(findings, list) or not all(
+                    isinstance(f, dict) for f in findings):
+                raise InputError(f"{path}: a JSON baseline is a diagnose report (--format json) or a list of keys")
+            keys = [f.get("key") for f in findings]
+        else:
+            keys = data
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
             raise InputError(f"{path}: a JSON baseline is a report (with findings[].key) or a list of keys")
         return frozenset(keys)

@@ -23,7 +23,7 @@ from ..errors import UsageError
 from .capture import Capture
 from .steps import Steps, find_steps, program_steps
 
-_RANGE = re.compile(r"^\s*(-?\d+)?\s*(:)?\s*(-?\d+)?\s*$")
+_RANGE = re.compile(r"^\s*(-?\d+)?\s*(?:(:)\s*(-?\d+)?)?\s*$")  # an end only after a colon
 MAX_LISTED = 12  # programs named in an error
 
 

@@ -96,6 +96,7 @@ def test_host_reads_one_host_as_if_alone(two_hosts, tmp_path):
     (("--steps", "40:42"), "--steps 40:42: no such step; steps in this capture: 0:1"),
     (("--steps", "3:1"), "the end comes after the start"),
     (("--steps", "one"), "expected A:B"),
+    (("--steps", "1 5"), "expected A:B"),  # not step 1 alone: the end needs its colon
     (("--host", "nohost"), "--host nohost: no such host in run 2000_01_01_00_00_00; hosts: cpu-host"),
 ])
 def test_bad_values_are_one_usage_line_listing_the_choices(tmp_path, args, needle):

@@ -16,7 +16,7 @@ from xladiag.analyzer.analysis import analyze
 from xladiag.api import build_report
 from xladiag.cli import main
 from xladiag.config import load_project_config, read_baseline, selection
-from xladiag.errors import UsageError
+from xladiag.errors import InputError, UsageError
 from xladiag.rules.registry import RULE_IDS
 
 
@@ -120,6 +120,20 @@ def test_a_json_report_is_a_baseline(full, tmp_path):
     assert read_baseline(path) == {f.key for f in full.findings}
     path.write_text(json.dumps(_keys(full)[:2]))
     assert read_baseline(path) == set(_keys(full)[:2])
+
+
+
+@pytest.mark.parametrize("content", [
+    {"compare_schema_version": 1, "findings": []},  # a comparison, not a report: its keys are not accepted ones
+    {"schema_version": 1, "findings": ["exposed-collective::"]},  # findings that are not objects
+    {"schema_version": 1},
+])
+def test_a_json_that_is_not_a_report_or_key_list_is_refused_in_one_line(tmp_path, content):
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(InputError, match="a JSON baseline is a diagnose report") as err:
+        read_baseline(path)
+    assert "\n" not in str(err.value)
 
 
 def test_pyproject_table_is_found_upward_and_the_command_line_wins(full, tmp_path, monkeypatch):
