@@ -126,7 +126,12 @@ def _findings_frame(findings: list[dict]) -> pd.DataFrame:
              "kind": f.get("kind") or "", "title": f.get("title"), "severity": f.get("severity"),
              "time": f.get("time_s_per_step") or 0.0, "savings": f.get("est_savings_s_per_step") or 0.0}
             for f in findings]
-    return pd.DataFrame(rows, columns=["key", "rule", "kind", "title", "severity", "time", "savings"])
+    frame = pd.DataFrame(rows, columns=["key", "rule", "kind", "title", "severity", "time", "savings"])
+    # One row per key, so the outer merge pairs each key once (two findings sharing a key: one, summed; the
+    # first, highest-ranked, names it).
+    return frame.groupby("key", sort=False, as_index=False).agg(
+        rule=("rule", "first"), kind=("kind", "first"), title=("title", "first"), severity=("severity", "first"),
+        time=("time", "sum"), savings=("savings", "sum"))
 
 
 def compare_findings(base_findings: list[dict], new_findings: list[dict], base_step_s: float,

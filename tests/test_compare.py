@@ -274,3 +274,19 @@ def test_a_predicted_report_is_not_compared_with_a_measured_one(written, tmp_pat
     assert both.verdict == "unchanged" and both.data["ops_summary"]["time"] == "predicted"
     assert both.data["step"]["noise_test"]["beyond_noise"] is None  # nothing measured: no noise test
     assert len(both.ops) and (both.ops["status"] == "unchanged").all()
+
+
+def test_two_findings_sharing_a_key_are_one_change_not_every_pairing():
+    """A key repeated on both sides (two findings of one rule and kind with no main op) pairs once: the
+    comparison has one row for it, with both findings' time summed per side."""
+    from xladiag.analyzer.compare_ops import compare_findings
+
+    def finding(t):
+        return {"rule": "retiling-copy", "kind": "", "key": "retiling-copy::", "title": "copies",
+                "severity": "low", "time_s_per_step": t, "est_savings_s_per_step": t}
+
+    out = compare_findings([finding(1e-3), finding(2e-3)], [finding(1e-3), finding(1e-3)], base_step_s=0.1)
+    assert len(out) == 1
+    row = out.iloc[0]
+    assert row["base_s_per_step"] == pytest.approx(3e-3) and row["new_s_per_step"] == pytest.approx(2e-3)
+    assert row["status"] == "shrank"
