@@ -89,12 +89,19 @@ def _as_categorical(values: pd.Series) -> pd.Categorical:
     return pd.Categorical(values.astype(object).where(values.notna(), "").astype(str))
 
 
+def _codes(values: pd.Categorical) -> np.ndarray:
+    """Category codes, a missing value coded as the '' category where there is one: both are the key ''."""
+    codes = values.codes.astype(np.int64)
+    empty = np.flatnonzero(values.categories.astype(str) == "")
+    return np.where(codes < 0, empty[0], codes) if len(empty) else codes
+
+
 def key_codes(frame: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     """Per row, a dense code of its (program_id, op_name), and the keys in code order: from the columns'
     category codes (the events' are categorical), no string handled and no sort per row."""
     pid, name = _as_categorical(frame["program_id"]), _as_categorical(frame["op_name"])
     width = len(name.categories) + 1
-    pair = (pid.codes.astype(np.int64) + 1) * width + (name.codes.astype(np.int64) + 1)  # code -1: missing
+    pair = (_codes(pid) + 1) * width + (_codes(name) + 1)  # code -1: missing
     present = np.zeros((len(pid.categories) + 1) * width, bool)
     present[pair] = True
     used = np.flatnonzero(present)

@@ -265,3 +265,15 @@ def test_a_threaded_process_starts_clean_workers_and_gets_the_same_json(run_dir)
     finally:
         stop.set()
         thread.join()
+
+
+def test_a_missing_program_and_an_empty_one_are_one_op_key():
+    """A host's events with no program id and with an empty one name the same op key ('', op): one code, one
+    key row (two would misalign the per-span op codes of the merge)."""
+    from xladiag.analyzer.host_reduce import key_codes
+
+    frame = pd.DataFrame({"program_id": pd.Categorical([None, "", "p"], categories=["", "p"]),
+                          "op_name": pd.Categorical(["a", "a", "a"])})
+    codes, keys = key_codes(frame)
+    assert codes.tolist() == [0, 0, 1]
+    assert keys.to_dict("records") == [{"program_id": "", "op_name": "a"}, {"program_id": "p", "op_name": "a"}]
