@@ -12,6 +12,7 @@ import click
 
 from . import __version__
 from .errors import InputError, UsageError, XladiagError
+from .report.compare_model import COMPARE_FORMATS
 from .report.gates import MEASURES, parse_share
 from .report.render import FORMATS
 from .text_safety import terminal_line, visible_controls
@@ -312,7 +313,7 @@ Exit codes: 0 ok, 1 bad input, 2 usage, 3 --fail-on-regression tripped.
 @click.command(cls=_OneLineErrors, epilog=_COMPARE_EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["html", "markdown", "json"]), default="html", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(list(COMPARE_FORMATS)), default="html", show_default=True,
               help="Report format.")
 @click.option("-o", "--output", metavar="PATH",
               help="Where to write; '-' for stdout. Default: xladiag_compare.<ext> beside NEW.")
@@ -335,7 +336,6 @@ def compare_main(base, new, fmt, output, fail_on_regression, step_summary, selec
     """
     from .api import compare
     from .config import load_project_config
-    from .report.compare_model import COMPARE_FORMATS
     from .report.github import append_step_summary, on_github_actions, report_annotations, require_step_summary
     from .writer import check_output_path, write_report
 

@@ -14,7 +14,7 @@ import textwrap
 import unicodedata
 
 from ..text_safety import visible_controls
-from ..units import format_percent, format_ratio, format_seconds, format_si
+from ..units import count, format_percent, format_ratio, format_seconds, format_si
 from .json_out import report_to_dict
 from .svg import CLASS_LABELS, CLASS_ORDER
 from .trace_links import occurrence_label
@@ -153,7 +153,7 @@ def _left_out(out: _Out, selection: dict | None) -> None:
     if not dropped:
         return
     whys = sorted({clean_text(d["why"]) for d in dropped})
-    out.wrap(f"{len(dropped)} finding{'s' if len(dropped) > 1 else ''} left out: " + "; ".join(whys),
+    out.wrap(f"{count(len(dropped), 'finding')} left out: " + "; ".join(whys),
              indent="  ", first="  ", max_lines=3)
     out.line()
 

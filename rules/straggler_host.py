@@ -34,6 +34,7 @@ import numpy as np
 
 from ..analyzer.host_step_times import host_step_times
 from .base import format_percent, format_seconds, make_finding
+from ..units import count
 from .levers import name
 
 RULE_ID = "straggler-host"
@@ -59,7 +60,7 @@ def check(analysis) -> list:
     evidence = (
         f"{slow['host']}'s steps take {format_seconds(slow['step_s'])} (mean over its {int(slow['devices'])} "
         f"devices and measured steps) against a median of {format_seconds(hs.median_step_s)} over the other "
-        f"{hs.hosts - 1} host{'s' if hs.hosts > 2 else ''}: {format_seconds(lag)} ({format_percent(lag / hs.median_step_s)}) behind. Of the lag, "
+        f"{count(hs.hosts - 1, 'host')}: {format_seconds(lag)} ({format_percent(lag / hs.median_step_s)}) behind. Of the lag, "
         f"{format_seconds(max(busy_lag, 0.0))} is busy time (its devices compute longer) and "
         f"{format_seconds(max(idle_lag, 0.0))} idle time (they wait for the host) against the others. "
         f"Step time per host, slowest first: {shown}{more}.")
