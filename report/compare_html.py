@@ -10,19 +10,11 @@ from markupsafe import Markup
 
 from ..units import format_percent, format_seconds
 from . import compare_svg, svg
-from .compare_model import VERDICT_WORDS, signed_seconds
+from .compare_model import VERDICT_WORDS, ratio_text, share_text, signed_seconds
 from .html import _environment, _load_template
 
 WATERFALL_OPS = 12
 MAX_HTML_OPS = 500
-
-
-def _ratio(v) -> str:
-    return f"{v:.3g}×" if v is not None else "n/a"
-
-
-def _share(delta, step) -> str:
-    return ("+" if delta and delta > 0 else "") + format_percent(delta / step) if delta is not None and step else "n/a"
 
 
 def compare_context(comparison) -> dict:
@@ -34,23 +26,23 @@ def compare_context(comparison) -> dict:
               for o in moved[:WATERFALL_OPS]]
     cards = [
         {"label": "Step time", "value": f"{format_seconds(step['base_s'])} → {format_seconds(step['new_s'])}",
-         "sub": f"{signed_seconds(step['delta_s'])} ({_ratio(step['ratio'])})"},
+         "sub": f"{signed_seconds(step['delta_s'])} ({ratio_text(step['ratio'])})"},
         {"label": "Verdict", "value": VERDICT_WORDS[step["verdict"]], "sub": test["reason"]},
         {"label": "MFU", "value": f"{format_percent(data['mfu']['base'])} → {format_percent(data['mfu']['new'])}",
-         "sub": _ratio(data["mfu"]["ratio"])},
+         "sub": ratio_text(data["mfu"]["ratio"])},
     ]
     reg = data["regression"]
     if reg["threshold"] is not None:
         cards.append({"label": f"Regression gate ({format_percent(reg['threshold'])})",
                       "value": "tripped" if reg["tripped"] else "passed", "sub": reg["reason"]})
     op_rows = [{**o, "base": format_seconds(o["base_s_per_step"]), "new": format_seconds(o["new_s_per_step"]),
-                "delta": signed_seconds(o["delta_s_per_step"]), "share": _share(o["delta_s_per_step"], step["base_s"]),
-                "ratio_text": _ratio(o["ratio"])} for o in data["ops"][:MAX_HTML_OPS]]
+                "delta": signed_seconds(o["delta_s_per_step"]), "share": share_text(o["delta_s_per_step"], step["base_s"]),
+                "ratio_text": ratio_text(o["ratio"])} for o in data["ops"][:MAX_HTML_OPS]]
     finding_rows = [{**f, "base": format_seconds(f["base_s_per_step"]), "new": format_seconds(f["new_s_per_step"]),
                      "delta": signed_seconds(f["delta_s_per_step"])} for f in data["findings"]]
     breakdown_rows = [{"label": svg.CLASS_LABELS.get(r["class"], r["class"]), "base": format_seconds(r["base_s"]),
                        "new": format_seconds(r["new_s"]), "delta": signed_seconds(r["delta_s"]),
-                       "share": _share(r["delta_s"], step["base_s"])} for r in data["breakdown"]]
+                       "share": share_text(r["delta_s"], step["base_s"])} for r in data["breakdown"]]
     input_rows = [(label, base[k], new[k]) for label, k in (
         ("Input", "label"), ("Read from", "input_kind"), ("Chip", "chip"), ("Platform", "platform"),
         ("Devices", "devices"), ("Run", "run"), ("Steps", "steps"), ("Steps from", "step_source"),

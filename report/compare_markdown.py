@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..units import count, format_percent, format_seconds
 from .compare_json import COMPARE_SCHEMA_VERSION
-from .compare_model import VERDICT_WORDS, signed_seconds, step_sentence
+from .compare_model import VERDICT_WORDS, ratio_text, share_text, signed_seconds, step_sentence
 from .md_blocks import CUT_NOTE, HARD_WIDTH, details, escape_html, escape_text, fit_under_cap, gates_section, table, wrap
 from .svg import CLASS_LABELS
 
@@ -25,16 +25,6 @@ def _table(header: list[str], rows: list[list[str]], align: str) -> list[str]:
     return table(header, rows, list(align))
 
 
-def _ratio(value) -> str:
-    return f"{value:.3g}×" if value is not None else "n/a"
-
-
-def _share(delta, step) -> str:
-    if delta is None or not step:
-        return "n/a"
-    return ("+" if delta > 0 else "") + format_percent(delta / step)
-
-
 def _op_rows(ops: list[dict], base_step, name_chars: int) -> list[list[str]]:
     rows = []
     for o in ops:
@@ -43,7 +33,7 @@ def _op_rows(ops: list[dict], base_step, name_chars: int) -> list[list[str]]:
             name = f"{escape_text(o['base_name'], name_chars * 5 // 7)} → {name}"
         rows.append([escape_text(o["status"]), name, escape_text(o["time_class"] or "", 16),
                      format_seconds(o["base_s_per_step"]), format_seconds(o["new_s_per_step"]),
-                     signed_seconds(o["delta_s_per_step"]), _share(o["delta_s_per_step"], base_step),
+                     signed_seconds(o["delta_s_per_step"]), share_text(o["delta_s_per_step"], base_step),
                      escape_text(o["matched_by"] or "—", 14), escape_text(o["source"] or "", name_chars * 6 // 7)])
     return rows
 
@@ -82,8 +72,8 @@ def _render(comparison, more_ops: int, max_findings: int, name_chars: int, text_
 
     spread = test["spread_s"]
     rows = [["Step time (mean)", format_seconds(base_step), format_seconds(step["new_s"]),
-             f"{signed_seconds(step['delta_s'])} ({_ratio(step['ratio'])})"],
-            ["MFU", format_percent(data["mfu"]["base"]), format_percent(data["mfu"]["new"]), _ratio(data["mfu"]["ratio"])],
+             f"{signed_seconds(step['delta_s'])} ({ratio_text(step['ratio'])})"],
+            ["MFU", format_percent(data["mfu"]["base"]), format_percent(data["mfu"]["new"]), ratio_text(data["mfu"]["ratio"])],
             ["Steps measured", str(base["steps"] or 0), str(new["steps"] or 0), ""],
             ["Step-to-step spread (larger std)", "", "", format_seconds(spread) if spread is not None else "n/a"]]
     if test["ci_low_s"] is not None:
@@ -93,7 +83,7 @@ def _render(comparison, more_ops: int, max_findings: int, name_chars: int, text_
 
     out += [f"### Where the step goes ({time_word}, per step)", ""]
     rows = [[escape_text(CLASS_LABELS.get(r["class"], r["class"])), format_seconds(r["base_s"]), format_seconds(r["new_s"]),
-             signed_seconds(r["delta_s"]), _share(r["delta_s"], base_step)] for r in data["breakdown"]]
+             signed_seconds(r["delta_s"]), share_text(r["delta_s"], base_step)] for r in data["breakdown"]]
     out += _table(["Class", "Base", "New", "Change", "% of base step"], rows, "lrrrr") + [""]
 
     counts = data["ops_summary"]["counts"]

@@ -31,7 +31,7 @@ COMPARE_FORMATS: dict[str, Format] = {
 def step_sentence(data: dict) -> str:
     """'step 10.2 ms -> 12.1 ms (1.19x, slower beyond noise)'."""
     step = data["step"]
-    ratio = f"{step['ratio']:.3g}×, " if step["ratio"] is not None else ""
+    ratio = f"{ratio_text(step['ratio'])}, " if step["ratio"] is not None else ""
     what = "step" if data["measured"] else "predicted step"
     return (f"{what} {format_seconds(step['base_s'])} → {format_seconds(step['new_s'])} "
             f"({ratio}{VERDICT_WORDS[step['verdict']]})")
@@ -48,7 +48,7 @@ def headline(data: dict) -> str:
     changed = [o for o in data["ops"] if o["status"] != "unchanged"]
     if changed:
         top = changed[0]
-        parts.append(f"biggest op change {top['name']} {_signed(top['delta_s_per_step'])}/step ({top['status']})")
+        parts.append(f"biggest op change {top['name']} {signed_seconds(top['delta_s_per_step'])}/step ({top['status']})")
     fs = data["findings_summary"]
     moved_f = ", ".join(f"{fs[s]} {s}" for s in ("appeared", "disappeared", "grew", "shrank") if fs[s])
     parts.append(f"findings: {moved_f or 'no change'}")
@@ -57,13 +57,24 @@ def headline(data: dict) -> str:
     return "; ".join(parts) + "."
 
 
-def _signed(seconds) -> str:
+def signed_seconds(seconds) -> str:
+    """'+1.2 ms', '-3 µs', '±0 s'; 'n/a' for None (the compare renderers' deltas)."""
     if seconds is None:
         return "n/a"
     return ("+" if seconds > 0 else "-" if seconds < 0 else "±") + format_seconds(abs(seconds))
 
 
-signed_seconds = _signed
+def ratio_text(value) -> str:
+    """'1.19×'; 'n/a' for None."""
+    return f"{value:.3g}×" if value is not None else "n/a"
+
+
+def share_text(delta, step) -> str:
+    """A delta as a signed share of the step: '+4.2%'; 'n/a' without either."""
+    if delta is None or not step:
+        return "n/a"
+    return ("+" if delta > 0 else "") + format_percent(delta / step)
+
 
 
 @dataclass(frozen=True, repr=False)

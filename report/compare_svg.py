@@ -7,13 +7,10 @@ label escaped, nothing external.
 from __future__ import annotations
 
 from ..units import finite, format_seconds
+from .compare_model import signed_seconds
 from .svg import _e, _svg_open, shorten
 
 SLOWER, FASTER, TOTAL = "#e15759", "#59a14f", "#4e79a7"
-
-
-def _signed(v: float) -> str:
-    return ("+" if v > 0 else "-" if v < 0 else "±") + format_seconds(abs(v))
 
 
 def waterfall(base_s: float, new_s: float, deltas: list[tuple[str, float]], *, width: int = 760,
@@ -46,7 +43,7 @@ def waterfall(base_s: float, new_s: float, deltas: list[tuple[str, float]], *, w
     for i, (label, a, b, colour) in enumerate(steps):
         y = mt + i * row
         x0, x1 = sorted((px(a), px(b)))
-        value = format_seconds(b) if colour == TOTAL else _signed(b - a)
+        value = format_seconds(b) if colour == TOTAL else signed_seconds(b - a)
         parts.append(f'<text x="{ml - 6}" y="{y + 14}" font-size="11" text-anchor="end" fill="#333">'
                      f'{_e(shorten(label, 40))}<title>{_e(label)}</title></text>')
         parts.append(f'<rect x="{x0:.1f}" y="{y + 3}" width="{max(x1 - x0, 1.0):.1f}" height="{row - 7}" fill="{colour}">'
