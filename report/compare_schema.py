@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..analyzer.analysis import BREAKDOWN_CATEGORIES
 from .compare_json import COMPARE_SCHEMA_VERSION
-from .json_schema import BOOL, DRAFT, INT, LEVELS, NON_NEG, NUMBER, PLATFORMS, STRING, _gate, _list, _null, _obj
+from .json_schema import BOOL, INT, LEVELS, NON_NEG, NUMBER, PLATFORMS, STRING, _gate, _list, _null, _obj, document
 
 STEP_VERDICTS = ["slower", "faster", "within noise", "unchanged", "untested", "unknown"]
 OP_STATUS = ["slower", "faster", "unchanged", "new", "removed"]
@@ -87,10 +87,6 @@ def compare_schema() -> dict:
         "findings": _list(_finding_change()),
         "warnings": _list(STRING),
     }, closed=False)
-    return {
-        "$schema": DRAFT,
-        "$id": f"https://github.com/xladiag/xladiag/schemas/compare-v{COMPARE_SCHEMA_VERSION}.json",
-        "title": f"xladiag comparison, compare_schema_version {COMPARE_SCHEMA_VERSION}",
-        "description": "diagnose compare --format json; fields in docs/compare.md, policy in CHANGELOG.md",
-        **top,
-    }
+    return document("compare", COMPARE_SCHEMA_VERSION,
+                    f"xladiag comparison, compare_schema_version {COMPARE_SCHEMA_VERSION}",
+                    "diagnose compare --format json; fields in docs/compare.md, policy in CHANGELOG.md", top)

@@ -234,14 +234,15 @@ def report_schema() -> dict:
         "ops": _list(_op_record()),
         "warnings": _list(STRING),
     }, closed=False)
-    return {
-        "$schema": DRAFT,
-        "$id": f"https://github.com/xladiag/xladiag/schemas/report-v{SCHEMA_VERSION}.json",
-        "title": f"xladiag report, schema_version {SCHEMA_VERSION}",
-        "description": "diagnose --format json; fields and units in docs/json_schema.md, "
-                       "compatibility policy in CHANGELOG.md",
-        **top,
-    }
+    return document("report", SCHEMA_VERSION, f"xladiag report, schema_version {SCHEMA_VERSION}",
+                    "diagnose --format json; fields and units in docs/json_schema.md, "
+                    "compatibility policy in CHANGELOG.md", top)
+
+
+def document(name: str, version: int, title: str, description: str, top: dict) -> dict:
+    """A schema file: draft, versioned id, title and description around the top-level object ``top``."""
+    return {"$schema": DRAFT, "$id": f"https://github.com/xladiag/xladiag/schemas/{name}-v{version}.json",
+            "title": title, "description": description, **top}
 
 
 def _compare_schema() -> dict:
