@@ -76,8 +76,9 @@ def _verdict(test: NoiseTest, diff: float | None) -> str:
     if test.beyond_noise is None:
         return "untested"
     if not test.beyond_noise:
-        return "within noise" if diff != 0 else "unchanged"
-    return "slower" if diff > 0 else "faster"
+        return "within noise"
+    # The direction of the difference the test judged (the per-step means), not of the headline steps.
+    return "slower" if test.diff_s > 0 else "faster"
 
 
 def regression(verdict: str, ratio: float | None, threshold: float | None, test: NoiseTest) -> dict:
