@@ -93,10 +93,10 @@ def compare(base: str | Path, new: str | Path, *, fail_on_regression: float | No
     ``program``, ``steps``, ``host``: as in :func:`diagnose`, for each side that is a capture (a JSON report is
     read as written, and a warning says so).
     """
-    from .analyzer.compare import Side, compare_reports
+    from .compare.reports import Side, compare_reports
     from .config import selection as make_selection
     from .parsers.report_json import looks_like_json, read_report_json
-    from .report import compare_selection as aligned
+    from .compare import selection as aligned
     from .report.compare_model import Comparison
     from .report.json_out import SCHEMA_VERSION
 

@@ -148,7 +148,7 @@ def _share(ctx, param, value: str | None) -> float | None:
 def _topology(value: str | None) -> str | None:
     if value is None:
         return None
-    from .analyzer.collective_topology import parse_topology
+    from .analyzer.models.topology import parse_topology
     try:
         parse_topology(value)
     except ValueError as exc:

@@ -20,22 +20,23 @@ import pandas as pd
 
 from ..parsers.discovery import CaptureFiles, discover, only_host
 from ..parsers.hlo_text import HloModule
-from . import chip_catalog
-from .device_detection import choose_chip
-from .dump_facts import DumpFacts, dump_facts
-from .dump_matching import DumpMatch, ProgramSelectionError, choose_program, match_traced
-from .embedded_hlo import with_capture_hlo
-from .hlo_dump import HloDumpError, read_dump
-from .collective_topology import parse_topology
-from .hlo_control_flow import keep_costliest_branches
-from .hlo_facts import attach_hlo_facts
-from .host_map import measure_capture
-from .occurrences import with_occurrences
-from .roofline import predict_ops, step_roofline
-from .step_choice import choices, step_choice
-from .steps import Steps
+from .chips import catalog as chip_catalog
+from .chips.detection import choose_chip
+from .hlo.dump_facts import DumpFacts, dump_facts
+from .hlo.dump_matching import DumpMatch, ProgramSelectionError, choose_program, match_traced
+from .hlo.embedded import with_capture_hlo
+from .hlo.dump import HloDumpError, read_dump
+from .models.topology import parse_topology
+from .hlo.control_flow import keep_costliest_branches
+from .hlo.facts import attach_hlo_facts
+from .hosts.map import measure_capture
+from .steps.occurrences import with_occurrences
+from .models.collective_pricing import price_collectives
+from .models.roofline import predict_ops, step_roofline
+from .steps.choice import choices, step_choice
+from .steps.windows import Steps
 from .tables import DEVICE_STEPS, OPS, STEP_EVENTS
-from .transfers import Transfers, attach_transfers
+from .steps.transfers import Transfers, attach_transfers
 
 Progress = Callable[[str], None]
 
@@ -43,7 +44,7 @@ BREAKDOWN_CATEGORIES = ("compute", "memory", "collective", "host_transfer", "oth
 CONTAINER_OPCODES = ("while", "conditional")  # ops whose measured event spans other ops' events
 # Columns the stages before the ops table compute on the way (op_stats, hlo_facts, roofline): not in it.
 _WORKING_COLUMNS = ("runs", "branches", "runs_note", "total_s", "measured_s", "fusion_kind", "peak_flops_per_s", "t_compute_s", "t_memory_s",
-                    "t_host_s")
+                    "t_host_s", "collective_payload", "replica_groups", "source_target_pairs")
 
 
 class AnalysisError(InputError):
@@ -163,9 +164,9 @@ def analyze(
 ) -> Analysis:
     """``program``: without a trace, the dump module to analyse (name, ``name(id)`` or ``module_NNNN``);
     default: the one with the most FLOPs. With a trace, the program whose executions are the steps;
-    ``step_range`` ('A:B'): the step numbers measured; ``host``: the one host read (analyzer/step_choice.py).
+    ``step_range`` ('A:B'): the step numbers measured; ``host``: the one host read (analyzer/steps/choice.py).
     ``workers``: processes reading the host files (default: the cores this process may use); ``scheduler``:
-    a Dask scheduler address to read them on instead (analyzer/host_map.py).
+    a Dask scheduler address to read them on instead (analyzer/hosts/map.py).
     ``topology``: a TPU slice shape 'AxBxC' for the collective model (UsageError if malformed)."""
     if topology is not None:
         try:
@@ -215,9 +216,8 @@ def analyze(
     if match is not None:
         notes.extend(match.notes)
     op_table = with_occurrences(op_table, step_ops, steps)  # where to look in the trace, per op
-    ops = attach_hlo_facts(op_table, op_metadata, match.by_program if match else {}, the_chip,
-                           num_devices=max(len(devices), 1), topology=topology)
-    ops = predict_ops(ops, the_chip)
+    ops = attach_hlo_facts(op_table, op_metadata, match.by_program if match else {})
+    ops = predict_ops(price_collectives(ops, the_chip, max(len(devices), 1), topology), the_chip)
     if platform != "hlo":
         ops = _drop_impossible_flops(ops, the_chip, notes)
     ops["predicted_s_per_step"] = ops["predicted_s"] * ops["occurrences_per_step"]

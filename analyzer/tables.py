@@ -105,7 +105,7 @@ EVENTS = Table("events", "one op event: one execution of one HLO op on one devic
     _col("span_ps", "int64", "ps", "the event's extent on the timeline, for overlaps and busy time"),
     _col("line", "category", "", "trace line the event is on ('XLA Ops', 'Stream #k(...)', a CPU thread)"),
     _col("launch_ps", "int64", "ps", "host time the event's program execution (GPU: kernel) was launched, -1 if "
-         "unknown: annotated steps own the work they launch (analyzer/host_steps.py)"),
+         "unknown: annotated steps own the work they launch (analyzer/capture/host_steps.py)"),
 ))
 
 # The events inside measured steps (the timeline, the transfer rules).
@@ -193,7 +193,7 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
          "for collectives: the devices of its replica groups as one label (same label = same mesh axis)"),
     _col("collective_matmuls", "text", "",
          "for collectives: the matmuls it feeds (all-gather, all-to-all, permute) or whose results it reduces "
-         "(reduce-scatter, all-reduce), comma-separated (analyzer/collective_compute.py); null: none reached"),
+         "(reduce-scatter, all-reduce), comma-separated (analyzer/hlo/collective_compute.py); null: none reached"),
     _col("collective_matmul_flops", "float64", "flops", "FLOPs per occurrence of those matmuls"),
     _col("transfer_kind", "category", "",
          "the transfer the op performs: a collective kind, `send-recv` or `host-offload` (collectives.kind_of)"),
@@ -211,12 +211,12 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("matmul_n", "float64", "count", "columns of the matmul: rhs free dims (convolution: output features)"),
     _col("matmul_k", "float64", "count", "contracted size (convolution: input features per group)"),
     _col("matmul_batch", "float64", "count", "product of the dot's batch dims (1 without)"),
-    # Unfused attention (analyzer/attention_facts.py): a batched matmul -> softmax ops -> matmul chain.
+    # Unfused attention (analyzer/hlo/attention.py): a batched matmul -> softmax ops -> matmul chain.
     _col("attention_role", "category", "",
          "`scores` (the matmul writing the score matrix), `softmax` (ops between), `context` (the matmul "
          "reading it); null outside such a chain"),
     _col("attention_scores_op", "text", "", "the chain's scores op name (null outside a chain)"),
-    # Transfers (analyzer/transfers.py). The exposure columns are NaN for ops that are not the wait of a
+    # Transfers (analyzer/steps/transfers.py). The exposure columns are NaN for ops that are not the wait of a
     # transfer in the step (starts on TPU/CPU, non-transfers, other programs).
     _col("start_op_id", "int64", "", "for a done op, the op_id of its start op; -1 for other ops"),
     _col("transfer_is_async", "bool", "", "one end of an async transfer (start, done, send, recv)"),
@@ -226,7 +226,7 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
          "the same wait over the device-steps that recorded in-flight time (TPU: the span devices)"),
     _col("in_flight_s_per_step", "float64", "s", "start-to-done seconds per step; NaN when not recorded"),
     _col("hidden_fraction", "float64", "fraction", "1 - exposed / in flight; NaN without in-flight time"),
-    # One representative occurrence per op (analyzer/occurrences.py): where to find it in the trace.
+    # One representative occurrence per op (analyzer/steps/occurrences.py): where to find it in the trace.
     _col("occurrence_device", "int64", "", "device of the op's representative occurrence; -1 when it has none"),
     _col("occurrence_step", "int64", "", "its step: the device's median-duration measured step; -1 without"),
     _col("occurrence_start_ps", "int64", "ps", "its start on the capture's clock; -1 without"),

@@ -5,7 +5,7 @@ with mmap) or a :class:`RemotePath`, which has the few ``Path`` methods discover
 (``/``, ``name``, ``parent``, ``exists``/``is_file``/``is_dir``, ``iterdir``, ``glob``, ``rglob``,
 ``with_name``, ``read_bytes``/``read_text``), so one discovery serves both. Remote files are read whole
 (``cat_file``), only those discovery picks (lazily); a multi-host capture's hosts are read in parallel by
-the per-host workers (analyzer/host_map.py, which pass the URL), a dump's files in one batch
+the per-host workers (analyzer/hosts/map.py, which pass the URL), a dump's files in one batch
 (:func:`prefetched`). fsspec and its protocol packages are optional: a missing one is a one-line
 :class:`UsageError` naming the extra to install.
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analyzer.occurrences import representative_steps
+from ..analyzer.steps.occurrences import representative_steps
 
 MAX_TIMELINE_DEVICES = 16
 MAX_LINES_PER_DEVICE = 4

@@ -1,6 +1,6 @@
 """The result of ``diagnose compare`` / ``xladiag.compare``: the comparison data, its headline and renderers.
 
-A plain container over the dict ``analyzer.compare.compare_reports`` builds; ``render``/``to_<fmt>`` give the
+A plain container over the dict ``compare.reports.compare_reports`` builds; ``render``/``to_<fmt>`` give the
 same text as the command. ``ops`` and ``findings`` are DataFrames (biggest change first).
 """
 
@@ -111,7 +111,7 @@ class Comparison(Renderable):
     def ops(self) -> pd.DataFrame:
         import pandas as pd
 
-        from ..analyzer.compare_ops import OP_COLUMNS
+        from ..compare.ops import OP_COLUMNS
 
         return pd.DataFrame(self.data["ops"], columns=list(OP_COLUMNS))
 
@@ -119,7 +119,7 @@ class Comparison(Renderable):
     def findings(self) -> pd.DataFrame:
         import pandas as pd
 
-        from ..analyzer.compare_ops import FINDING_COLUMNS
+        from ..compare.ops import FINDING_COLUMNS
 
         return pd.DataFrame(self.data["findings"], columns=list(FINDING_COLUMNS))
 

@@ -146,8 +146,8 @@ def per_step_s(device_steps: pd.DataFrame) -> list[float]:
 
 
 def host_steps_dict(analysis) -> dict | None:
-    """Step time per host and the slowest host's lag (analyzer/host_step_times.py); None without measured steps."""
-    from ..analyzer.host_step_times import host_step_times
+    """Step time per host and the slowest host's lag (analyzer/hosts/step_times.py); None without measured steps."""
+    from ..analyzer.hosts.step_times import host_step_times
 
     hs = host_step_times(analysis.device_steps, analysis.devices)
     if hs.table.empty:

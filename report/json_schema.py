@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..analyzer.analysis import BREAKDOWN_CATEGORIES
-from ..analyzer.collectives import KINDS, TRANSFER_KINDS
+from ..analyzer.models.collectives import KINDS, TRANSFER_KINDS
 from ..analyzer.tables import OPS
 from ..rules.base import BENEFITS
 from ..rules.hbm_headroom import KINDS as HBM_KINDS
@@ -35,7 +35,7 @@ PLATFORMS = ["tpu", "gpu", "cpu", "hlo"]
 # hbm-headroom's verdict class.
 FINDING_KINDS = ["", *TRANSFER_KINDS, *HBM_KINDS]
 BOUND_BY = ["compute", "hbm", "host", "ici", "latency", "unknown"]
-# Closed vocabularies of op fields (analyzer/roofline.py, analysis._time_class, hlo_facts); null = unknown.
+# Closed vocabularies of op fields (analyzer/models/roofline.py, analysis._time_class, hlo_facts); null = unknown.
 OP_ENUMS = {
     "bound_by": BOUND_BY,
     "time_class": [c for c in BREAKDOWN_CATEGORIES if c != "idle"],

@@ -1,4 +1,4 @@
-"""From a finding's op to the trace: its representative occurrence (``analyzer/occurrences.py``), as the
+"""From a finding's op to the trace: its representative occurrence (``analyzer/steps/occurrences.py``), as the
 JSON object, the Markdown/HTML/text label and the lookup from a finding's op names to ops-table rows.
 
 A finding names its ops by op name; the op is the ops-table row the finding claims under that name (module

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from conftest import CPU_SAMPLE
-from xladiag.analyzer.capture import build_capture
-from xladiag.analyzer.op_stats import measure
-from xladiag.analyzer.steps import find_steps
+from xladiag.analyzer.capture.build import build_capture
+from xladiag.analyzer.steps.op_stats import measure
+from xladiag.analyzer.steps.windows import find_steps
 from xladiag.parsers.hlo_text import parse_hlo_file
 from xladiag.parsers.xplane import parse_xspace_bytes, read_xspace
 from xladiag.parsers.xspace_schema import XSpace
@@ -151,7 +151,7 @@ def test_two_hosts_give_globally_numbered_devices(tmp_path, tpu_xplane):
 
 def test_metadata_rows_dense_sparse_and_missing():
     """Each event's metadata row, by (plane, metadata_id): dense ids, ids too spread for a table, and none."""
-    from xladiag.analyzer.plane_tables import metadata_rows
+    from xladiag.analyzer.capture.planes import metadata_rows
 
     meta = pd.DataFrame({"plane": [0, 0, 1, 1], "metadata_id": [5, 7, 5, 9]})
     plane, ids = np.array([1, 0, 1, 0, 2]), np.array([5, 7, 9, 9, 5])
@@ -162,7 +162,7 @@ def test_metadata_rows_dense_sparse_and_missing():
 
 
 def test_first_seen_ids_number_keys_as_groupby_ngroup():
-    from xladiag.analyzer.op_stats import first_seen_ids
+    from xladiag.analyzer.steps.op_stats import first_seen_ids
 
     rng = np.random.default_rng(3)
     keys = pd.DataFrame({c: pd.Categorical(rng.choice(list("abcd"), 500)) for c in ("module", "program_id", "op_name")})

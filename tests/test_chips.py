@@ -8,17 +8,24 @@ from pathlib import Path
 
 import pytest
 
-from xladiag.analyzer.chip_catalog import (FACT_FIELDS, FLOAT_FIELDS, INT_FIELDS, Chip, ChipCatalogError,
-                                           builtin_sources, load_catalog)
-from xladiag.analyzer.chip_names import find_chip
-from xladiag.analyzer.device_detection import TRACE_TABLE_LIMIT, chip_for_device, choose_chip
+from xladiag.analyzer.chips.catalog import (
+    FACT_FIELDS,
+    FLOAT_FIELDS,
+    INT_FIELDS,
+    Chip,
+    ChipCatalogError,
+    builtin_sources,
+    load_catalog,
+)
+from xladiag.analyzer.chips.names import find_chip
+from xladiag.analyzer.chips.detection import TRACE_TABLE_LIMIT, chip_for_device, choose_chip
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-TOML = Path(__file__).resolve().parents[1] / "analyzer" / "chips.toml"
+TOML = Path(__file__).resolve().parents[1] / "analyzer" / "chips" / "chips.toml"
 GiB = 2**30
 
 # Device-plane stats exactly as the real captures in sample_profiles/ record them.
@@ -386,7 +393,7 @@ def test_a_trace_peak_far_from_the_table_loses_with_a_warning(tmp_path):
 def test_real_gpu_capture_of_an_unknown_amd_chip_is_never_the_cpu(monkeypatch):
     import json
 
-    import xladiag.analyzer.chip_catalog as chip_catalog
+    import xladiag.analyzer.chips.catalog as chip_catalog
     from xladiag import api
 
     full = chip_catalog.load_catalog

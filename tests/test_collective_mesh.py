@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from xladiag.analyzer.chip_catalog import load_catalog
-from xladiag.analyzer.chip_names import find_chip
-from xladiag.analyzer.collective_topology import (collective_placement, default_slice_shape, parse_topology,
-                                                  resolve_topology)
-from xladiag.analyzer.collectives import predict_collective
+from xladiag.analyzer.chips.catalog import load_catalog
+from xladiag.analyzer.chips.names import find_chip
+from xladiag.analyzer.models.topology import (
+    collective_placement,
+    default_slice_shape,
+    parse_topology,
+    resolve_topology,
+)
+from xladiag.analyzer.models.collectives import predict_collective
 from xladiag.analyzer.analysis import analyze
 from xladiag.errors import UsageError
 

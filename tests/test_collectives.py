@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from xladiag.analyzer.chip_catalog import load_catalog
-from xladiag.analyzer.collectives import (
+from xladiag.analyzer.chips.catalog import load_catalog
+from xladiag.analyzer.models.collectives import (
     KINDS,
     TRANSFER_KINDS,
     kind_of,

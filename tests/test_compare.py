@@ -13,7 +13,7 @@ import pytest
 
 import xladiag
 from builders import compare_pairs as pairs
-from xladiag.analyzer.step_noise import ALPHA, t_critical, t_two_sided_p, welch
+from xladiag.compare.noise import ALPHA, t_critical, t_two_sided_p, welch
 from xladiag.errors import InputError
 
 REL = 1e-6
@@ -279,7 +279,7 @@ def test_a_predicted_report_is_not_compared_with_a_measured_one(written, tmp_pat
 def test_two_findings_sharing_a_key_are_one_change_not_every_pairing():
     """A key repeated on both sides (two findings of one rule and kind with no main op) pairs once: the
     comparison has one row for it, with both findings' time summed per side."""
-    from xladiag.analyzer.compare_ops import compare_findings
+    from xladiag.compare.ops import compare_findings
 
     def finding(t):
         return {"rule": "retiling-copy", "kind": "", "key": "retiling-copy::", "title": "copies",

@@ -8,9 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from xladiag.analyzer.hlo_bytes import instruction_bytes
-from xladiag.analyzer.hlo_costs import (
-    convolution_flops, dot_flops, instruction_costs, instruction_flops, top_level_computations,
+from xladiag.analyzer.hlo.op_bytes import instruction_bytes
+from xladiag.analyzer.hlo.costs import (
+    convolution_flops,
+    dot_flops,
+    instruction_costs,
+    instruction_flops,
+    top_level_computations,
 )
 from xladiag.parsers.hlo_text import parse_hlo_file, parse_hlo_module
 

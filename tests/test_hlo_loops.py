@@ -196,9 +196,10 @@ def test_trace_zero_flops_of_a_pallas_kernel_is_unknown_not_hbm():
     # must not read as HBM-bound at efficiency 0.27 (the bug report); a plain fusion's 0 FLOPs stay 0.
     import pandas as pd
 
-    from xladiag.analyzer import chip_catalog
-    from xladiag.analyzer.hlo_facts import attach_hlo_facts
-    from xladiag.analyzer.roofline import predict_ops
+    from xladiag.analyzer.chips import catalog as chip_catalog
+    from xladiag.analyzer.hlo.facts import attach_hlo_facts
+    from xladiag.analyzer.models.collective_pricing import price_collectives
+    from xladiag.analyzer.models.roofline import predict_ops
 
     chip = chip_catalog.load_catalog(None).get("v6e")
     ops = pd.DataFrame({"module": "jit_step", "program_id": "1", "op_name": ["pallas", "copy"], "mean_s": [76e-6, 1e-5],
@@ -210,6 +211,6 @@ def test_trace_zero_flops_of_a_pallas_kernel_is_unknown_not_hbm():
                        "category": ["custom-call", "data formatting"], "flops": [0.0, 0.0], "model_flops": [0.0, 0.0],
                        "bytes_accessed": [2 * 4096 * 4096 * 2.0] * 2, "hbm_bytes": [2 * 4096 * 4096 * 2.0] * 2,
                        "tf_op": "", "source": ""})
-    out = predict_ops(attach_hlo_facts(ops, md, {}, chip, num_devices=1), chip).set_index("op_name")
+    out = predict_ops(price_collectives(attach_hlo_facts(ops, md, {}), chip, 1), chip).set_index("op_name")
     assert out.loc["pallas", "bound_by"] == "unknown" and pd.isna(out.loc["pallas", "efficiency"])
     assert out.loc["copy", "bound_by"] == "hbm" and out.loc["copy", "flops"] == 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import CPU_SAMPLE, GPU_SAMPLE, SAMPLES, TPU_SAMPLE, only_xplane
-from xladiag.analyzer.hlo_costs import instruction_costs
+from xladiag.analyzer.hlo.costs import instruction_costs
 from xladiag.parsers.hlo_proto import hlo_proto_to_text, parse_hlo_proto
 from xladiag.parsers.hlo_text import HloParseError, parse_hlo_file
 from xladiag.parsers.xplane import read_xspace

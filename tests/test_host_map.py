@@ -1,4 +1,4 @@
-"""Multi-host captures read per host (analyzer/host_map.py): each TPU host reduced where it is read and the
+"""Multi-host captures read per host (analyzer/hosts/map.py): each TPU host reduced where it is read and the
 reductions merged give the numbers of the all-events path, for 1 or 2 worker processes or a Dask cluster."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-import xladiag.analyzer.host_map as host_map
+import xladiag.analyzer.hosts.map as host_map
 from builders.large_capture import multi_host_capture
 from builders.scenarios import loop_fusion
 from builders.xspace_encoder import FIRST_STEP_START_PS, TpuCaptureBuilder
 from xladiag.analyzer.analysis import analyze
-from xladiag.analyzer.host_reduce import reduce_host
+from xladiag.analyzer.hosts.reduce import reduce_host
 from xladiag.analyzer.tables import STEP_EVENTS
 from xladiag.parsers.xplane import read_xspace
 from xladiag.api import build_report, diagnose
@@ -204,7 +204,7 @@ def test_each_programs_hlo_and_op_metadata_are_kept_once_as_hosts_arrive():
     from collections import Counter
     from pathlib import Path
 
-    from xladiag.analyzer.host_reduce import HostHlo, HostPart
+    from xladiag.analyzer.hosts.reduce import HostHlo, HostPart
 
     def part(i, protos, ops):
         meta = pd.DataFrame({"program_id": ["7"] * len(ops), "op_name": ops, "flops": [float(i)] * len(ops)})
@@ -270,7 +270,7 @@ def test_a_threaded_process_starts_clean_workers_and_gets_the_same_json(run_dir)
 def test_a_missing_program_and_an_empty_one_are_one_op_key():
     """A host's events with no program id and with an empty one name the same op key ('', op): one code, one
     key row (two would misalign the per-span op codes of the merge)."""
-    from xladiag.analyzer.host_reduce import key_codes
+    from xladiag.analyzer.hosts.reduce import key_codes
 
     frame = pd.DataFrame({"program_id": pd.Categorical([None, "", "p"], categories=["", "p"]),
                           "op_name": pd.Categorical(["a", "a", "a"])})

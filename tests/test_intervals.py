@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from xladiag.analyzer import intervals
+from xladiag.analyzer.capture import intervals
 
 SPAN = 60  # small integer timelines: brute force paints every picosecond
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from xladiag.analyzer.layout_facts import is_recomputed, layout_change
+from xladiag.analyzer.hlo.layouts import is_recomputed, layout_change
 from xladiag.parsers.hlo_text import parse_shape as s
 
 

@@ -13,7 +13,7 @@ from builders.large_capture import multi_host_capture
 from conftest import SAMPLES
 from test_host_map import _all_events
 from xladiag.analyzer.analysis import analyze
-from xladiag.analyzer.occurrences import representative_steps
+from xladiag.analyzer.steps.occurrences import representative_steps
 from xladiag.api import build_report, diagnose
 from xladiag.report.trace_links import capture_ms, occurrence_label
 

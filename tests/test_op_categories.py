@@ -11,7 +11,7 @@ import pytest
 
 from conftest import GPU_SAMPLE
 from xladiag.analyzer.analysis import analyze
-from xladiag.analyzer.op_categories import category_from_hlo, category_from_name
+from xladiag.analyzer.hlo.op_categories import category_from_hlo, category_from_name
 from xladiag.parsers.hlo_text import parse_instruction
 
 

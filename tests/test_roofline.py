@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from xladiag.analyzer.chip_catalog import load_catalog
-from xladiag.analyzer.roofline import arithmetic_intensity, op_roofline, predict_ops, step_roofline
+from xladiag.analyzer.chips.catalog import load_catalog
+from xladiag.analyzer.models.roofline import arithmetic_intensity, op_roofline, predict_ops, step_roofline
 
 REL = 0.02
 

@@ -10,9 +10,9 @@ import pytest
 
 from builders.annotated_steps import annotated_tpu_steps
 from conftest import REPO
-from xladiag.analyzer.capture import build_capture
-from xladiag.analyzer.op_stats import measure
-from xladiag.analyzer.steps import find_steps
+from xladiag.analyzer.capture.build import build_capture
+from xladiag.analyzer.steps.op_stats import measure
+from xladiag.analyzer.steps.windows import find_steps
 from xladiag.parsers.xplane import parse_xspace_bytes, read_xspace
 
 SAMPLES = REPO / "sample_profiles"

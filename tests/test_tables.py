@@ -44,7 +44,7 @@ def test_analysis_tables_are_the_declared_ones(analysis):
 
 
 def test_capture_events_are_the_declared_table(tpu_xplane):
-    from xladiag.analyzer.capture import build_capture
+    from xladiag.analyzer.capture.build import build_capture
     from xladiag.parsers.xplane import read_xspace
 
     events = build_capture([read_xspace(tpu_xplane)]).events

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from xladiag.analyzer.chip_catalog import load_catalog
-from xladiag.analyzer.hlo_bytes import wrapped_instruction
-from xladiag.analyzer.hlo_dump import DumpModule
-from xladiag.analyzer.hlo_facts import attach_hlo_facts
-from xladiag.analyzer.steps import Steps
-from xladiag.analyzer.transfers import attach_transfers
+from xladiag.analyzer.chips.catalog import load_catalog
+from xladiag.analyzer.hlo.op_bytes import wrapped_instruction
+from xladiag.analyzer.hlo.dump import DumpModule
+from xladiag.analyzer.hlo.facts import attach_hlo_facts
+from xladiag.analyzer.models.collective_pricing import price_collectives
+from xladiag.analyzer.steps.windows import Steps
+from xladiag.analyzer.steps.transfers import attach_transfers
 from xladiag.parsers.hlo_text import parse_hlo_module
 
 MODULE = """HloModule jit_step, is_scheduled=true
@@ -47,7 +48,7 @@ def _facts():
     names = ["all-gather-start", "all-gather-done", "rs-start", "rs-done", "copy-start", "copy-done", "n"]
     table = pd.DataFrame({"module": "jit_step", "program_id": "", "op_name": names, "mean_s": 1e-6})
     dump = {("jit_step", ""): DumpModule(module)}  # the dump module matched to the program
-    return module, attach_hlo_facts(table, None, dump, load_catalog()["v6e"], num_devices=8).set_index("op_name")
+    return module, price_collectives(attach_hlo_facts(table, None, dump), load_catalog()["v6e"], 8).set_index("op_name")
 
 
 def test_wrapped_instruction_looks_past_the_tuple_root():

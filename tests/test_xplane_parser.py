@@ -136,7 +136,7 @@ def test_odd_but_valid_content_is_kept(tmp_path):
     path.write_bytes(space.SerializeToString())
     tables = read_xspace(path)
     assert tables.event_stats.loc[0, "run_id"] == -5  # two's complement, as the numpy decoder keeps it
-    from xladiag.analyzer.capture import build_capture
+    from xladiag.analyzer.capture.build import build_capture
 
     ops = build_capture([tables]).events
     assert len(ops) == 3

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from xladiag.analyzer.capture import build_capture
+from xladiag.analyzer.capture.build import build_capture
 from xladiag.parsers.xplane import read_xspace
 
 raw_to_tool_data = pytest.importorskip("xprof.convert.raw_to_tool_data", reason="xprof is not installed")

@@ -14,7 +14,7 @@ import pytest
 from builders import scenarios as xb
 from conftest import HLO_PROGRAM, HLO_SAMPLE, SAMPLES
 from xladiag.analyzer.analysis import analyze
-from xladiag.analyzer.chip_catalog import load_catalog
+from xladiag.analyzer.chips.catalog import load_catalog
 from xladiag.rules import catalog, levers
 from xladiag.rules.collective_levers import gpu_overlap, tpu_overlap
 from xladiag.rules.registry import run_rules

@@ -11,7 +11,7 @@ from builders.annotated_steps import annotated_tpu_steps
 from builders.scenarios import HostsCapture
 from rule_helpers import REL, analyze_scenario, only
 from xladiag.analyzer.analysis import analyze
-from xladiag.analyzer.host_step_times import host_step_times
+from xladiag.analyzer.hosts.step_times import host_step_times
 from xladiag.api import build_report
 from xladiag.rules import straggler_host
 

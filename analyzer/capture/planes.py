@@ -1,0 +1,114 @@
+"""Reading xplane planes into tables: device planes, their stats, events joined with their stats.
+
+Shared by the per-platform op extraction of :mod:`.capture` (TPU) and :mod:`.gpu_cpu_ops` (GPU, CPU).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ...parsers.xplane import XSpaceTables
+
+# Device planes, one per accelerator (xplane.md).
+TPU_PLANE = re.compile(r"^/device:TPU:(\d+)$")
+GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
+# The capture's ``modules`` table: one row per program execution on a device.
+MODULE_COLUMNS = ["device", "module", "program_id", "run_id", "start_ps", "duration_ps"]
+
+
+def empty_table(columns) -> pd.DataFrame:
+    """A table with these columns and no rows."""
+    return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
+
+
+def line_ids(space: XSpaceTables, plane_rows, line_name: str) -> pd.Series:
+    """Ids of the lines called ``line_name`` on these planes."""
+    lines = space.lines
+    return lines.loc[lines["plane"].isin(plane_rows) & (lines["name"] == line_name), "line"]
+
+
+def device_planes(space: XSpaceTables, pattern: re.Pattern, device_base: int):
+    """Device planes in index order, numbered from ``device_base`` (devices are global across hosts)."""
+    planes = space.planes[space.planes["name"].str.match(pattern)].copy()
+    planes["local_index"] = planes["name"].str.extract(pattern, expand=False).astype(int)
+    planes = planes.sort_values("local_index")
+    planes["device"] = device_base + np.arange(len(planes))
+    return planes, dict(zip(planes["plane"], planes["device"]))
+
+
+def device_table(space: XSpaceTables, planes: pd.DataFrame, **from_stats) -> pd.DataFrame:
+    """One row per device plane; each keyword maps the plane's stats to one column."""
+    stats = [space.plane_stats[p] for p in planes["plane"]]
+    devices = pd.DataFrame(
+        {
+            "device": planes["device"].to_numpy(),
+            "host": space.hostname,
+            "plane_name": planes["name"].to_numpy(),
+            "local_index": planes["local_index"].to_numpy(),
+        }
+    )
+    for column, extract in from_stats.items():
+        devices[column] = [extract(st) for st in stats]
+    devices["plane_stats"] = stats
+    return devices
+
+
+def scaled_peak(value, factor: float) -> float:
+    """A plane stat's peak times ``factor``; NaN when absent, not a number or not positive."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return np.nan
+    return value * factor if value > 0 else np.nan
+
+
+def events_with_stats(space: XSpaceTables, plane_rows, line_name_or_pred, columns) -> pd.DataFrame:
+    """Events of some lines with the given per-event stat columns joined (NaN where absent)."""
+    pred = line_name_or_pred if callable(line_name_or_pred) else (lambda n: n == line_name_or_pred)
+    lines = space.lines[space.lines["plane"].isin(plane_rows) & pred(space.lines["name"])]
+    mask = space.events["line"].isin(lines["line"])
+    ev = space.events[mask]
+    ev = ev.join(space.event_stats.set_index("event")[list(columns)], how="left")
+    names = lines.set_index("line")["name"]
+    ev = ev.assign(line_name=ev["line"].map(names))
+    return ev
+
+
+def metadata_rows(meta: pd.DataFrame, plane: np.ndarray, metadata_id: np.ndarray) -> np.ndarray:
+    """Per event (plane, metadata_id): the position of its row in ``meta`` (-1 where it has none).
+
+    One int64 key per metadata row, looked up (a dense table, else a sorted search) for every event: no
+    per-event index or merge."""
+    m_plane, m_id = meta["plane"].to_numpy(np.int64), meta["metadata_id"].to_numpy(np.int64)
+    plane, metadata_id = np.asarray(plane, np.int64), np.asarray(metadata_id, np.int64)
+    if len(meta) == 0 or len(plane) == 0:
+        return np.full(len(plane), -1, np.int64)
+    lo = min(int(m_id.min()), int(metadata_id.min()))
+    width = max(int(m_id.max()), int(metadata_id.max())) - lo + 1
+    top = max(int(m_plane.max()), int(plane.max())) + 1
+    if width * top >= 2**62:  # ids spread past one key (damaged metadata): join on the pair
+        position = pd.Series(np.arange(len(meta)), index=pd.MultiIndex.from_arrays([m_plane, m_id]))
+        found = position.reindex(pd.MultiIndex.from_arrays([plane, metadata_id])).to_numpy()
+        return np.where(np.isnan(found), -1, found).astype(np.int64)
+    key = m_plane * width + (m_id - lo)
+    if width * top <= max(4 * len(plane), 1 << 16):  # a dense table: one gather per event
+        table = np.full(width * top, -1, np.int64)
+        table[key] = np.arange(len(key))
+        wanted = plane * width
+        wanted += metadata_id
+        wanted -= lo
+        return table[wanted]
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    wanted = plane * width + (metadata_id - lo)
+    at = np.minimum(np.searchsorted(sorted_key, wanted), len(key) - 1)
+    return np.where(sorted_key[at] == wanted, order[at], -1)
+
+
+def line_events(space: XSpaceTables, plane_rows, line_name: str) -> np.ndarray:
+    """Rows in ``space.events`` of the events on the lines called ``line_name`` of these planes."""
+    ids = line_ids(space, plane_rows, line_name).to_numpy(np.int64)
+    return np.flatnonzero(np.isin(space.events["line"].to_numpy(), ids))

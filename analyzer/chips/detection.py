@@ -1,0 +1,200 @@
+"""Which catalog chip a trace's device plane is, and which of its numbers the trace's own peaks replace.
+
+Detection goes by vendor first: a device that names NVIDIA, AMD or a TPU is never taken for the CPU. A
+known chip is found by its device string, then (GPUs) by compute capability and SM/CU count, with the
+memory size telling apart chips that share both (H100/H200/GH200, MI300X/MI325X). An accelerator that
+matches nothing becomes "unknown <vendor> GPU/TPU" priced with the trace's own peaks, and the note says
+which numbers are missing.
+
+Trace peaks win for known chips unless they disagree with the table by more than :data:`TRACE_TABLE_LIMIT`
+(then the table wins and a warning says so: the MI300 capture's ``memory_bandwidth`` reads half the
+datasheet). Numbers are per device: a chip that JAX shows as several devices (TPU7x TensorCores, TPU
+v2/v3 cores, MI250X GCDs) is priced per device, which is also what its trace planes report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from .catalog import Chip, ChipCatalogError
+from .names import find_chip, normalize_name, slice_name_problem
+
+TRACE_TABLE_LIMIT = 1.5
+_VENDOR_LABEL = {"nvidia": "NVIDIA GPU", "amd": "AMD GPU", "google": "TPU", "gpu": "GPU"}
+# (field, trace stat, scale to SI, label) — the trace numbers a device plane may carry.
+_TRACE_NUMBERS = (
+    ("peak_bf16_flops_per_s", "peak_teraflops_per_second", 1e12, "peak FLOP/s"),
+    ("hbm_bytes_per_s", "peak_hbm_bw_gigabytes_per_second", 1e9, "HBM bandwidth"),
+    ("hbm_bytes_per_s", "memory_bandwidth", 1.0, "HBM bandwidth"),
+    ("hbm_capacity_bytes", "memory_size", 1.0, "HBM capacity"),
+)
+
+
+@dataclass(frozen=True)
+class Detection:
+    chip: Chip
+    note: str  # how the chip was chosen and which numbers came from the trace
+    warnings: tuple[str, ...] = ()
+
+
+def _number(stats: Mapping[str, Any], name: str) -> float | None:
+    value = stats.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
+
+
+def vendor_of(device_type: str | None, vendor: str | None, stats: Mapping[str, Any]) -> str:
+    """'google' | 'nvidia' | 'amd' | 'gpu' (another GPU vendor) | 'cpu', from whatever the plane says."""
+    text = normalize_name(f"{vendor or ''} {device_type or ''} {stats.get('device_vendor') or ''}")
+    if "tpu" in text.split() or text.startswith("tpu") or "google" in text or "peak_teraflops_per_second" in stats:
+        return "google"
+    if "nvidia" in text:
+        return "nvidia"
+    if "amd" in text.split() or "advanced micro devices" in text or "instinct" in text:
+        return "amd"
+    if text.strip() in ("", "cpu", "host") and not {"core_count", "compute_cap_major"} & set(stats):
+        return "cpu"
+    return "gpu"
+
+
+def _compute_capability(stats: Mapping[str, Any]) -> str | None:
+    major = stats.get("compute_cap_major")
+    if isinstance(major, bool) or not isinstance(major, (int, float)):
+        return None
+    minor = stats.get("compute_cap_minor", 0)
+    return f"{int(major)}.{int(minor) if isinstance(minor, (int, float)) else 0}"
+
+
+def _by_counts(vendor: str, stats: Mapping[str, Any], chips: Mapping[str, Chip]) -> tuple[Chip | None, str]:
+    """Among a vendor's chips, the one whose compute capability and SM/CU count (per device) match."""
+    cores, cc = _number(stats, "core_count"), _compute_capability(stats)
+    if cores is None:
+        return None, ""
+    same = [c for c in chips.values() if c.vendor == vendor and c.core_count == int(cores)
+            and (cc is None or c.compute_capability in (None, cc))]
+    if not same:
+        return None, ""
+    how = f"{vendor} with {int(cores)} cores" + (f", compute capability {cc}" if cc else "")
+    memory = _number(stats, "memory_size")
+    if len(same) == 1:
+        return same[0], how
+    if memory is None:
+        return same[0], how + f"; could also be {', '.join(c.name for c in same[1:])} (no memory_size to tell)"
+    best = min(same, key=lambda c: abs(math.log((c.per_device().hbm_capacity_bytes or 1.0) / memory)))
+    return best, how + f", {memory / 2**30:.0f} GiB"
+
+
+def _known_chip(device_type, vendor: str, stats, chips) -> tuple[Chip | None, str]:
+    pool = {k: c for k, c in chips.items() if c.vendor == vendor} if vendor != "gpu" else chips
+    if device_type:
+        chip = find_chip(device_type, pool)
+        if chip is not None:
+            return chip, f"device_type_string {device_type!r}"
+    for name, value in stats.items():
+        if isinstance(value, str) and value.strip() and name not in ("device_vendor", "device_type_string"):
+            chip = find_chip(value, pool)
+            if chip is not None:
+                return chip, f"{name} {value!r}"
+    return _by_counts(vendor, stats, chips) if vendor in ("nvidia", "amd") else (None, "")
+
+
+def _apply_trace_numbers(chip: Chip, stats: Mapping[str, Any], trusted: bool) -> tuple[Chip, list[str], list[str]]:
+    """Trace numbers replace the table's unless (for a known chip) they differ by more than the limit."""
+    updates: dict[str, float] = {}
+    warnings, used = [], []
+    sources = dict(chip.number_sources)
+    for field, stat, scale, label in _TRACE_NUMBERS:
+        value = _number(stats, stat)
+        if value is None or field in updates:
+            continue
+        value *= scale
+        table = getattr(chip, field)
+        ratio = max(value / table, table / value) if table and math.isfinite(table) else 1.0
+        if trusted or ratio <= TRACE_TABLE_LIMIT:
+            updates[field] = value
+            sources[field] = "trace"
+            used.append(field)
+        else:
+            sources[field] = f"{sources.get(field, 'chip table')}; the trace's {stat} ({value:.4g}) was {ratio:.1f}x off"
+            warnings.append(f"the trace's {stat} ({value:.4g}) differs from the {chip.name} table's {label} "
+                            f"({table:.4g}) by {ratio:.1f}x (more than {TRACE_TABLE_LIMIT}x): using the table")
+    return dataclasses.replace(chip, number_sources=sources, **updates), used, warnings
+
+
+def _unknown_chip(vendor: str, device_type: str | None, stats: Mapping[str, Any]) -> Chip:
+    label = _VENDOR_LABEL.get(vendor, "accelerator")
+    sources = {"peak_bf16_flops_per_s": "missing", "hbm_bytes_per_s": "missing"}
+    return Chip(key=f"unknown-{vendor}", name=f"unknown {label}", vendor=vendor, peak_bf16_flops_per_s=math.nan,
+                hbm_bytes_per_s=math.nan, interconnect="torus" if vendor == "google" else "switch",
+                core_count=int(stats["core_count"]) if _number(stats, "core_count") else None,
+                compute_capability=_compute_capability(stats), number_sources=sources)
+
+
+def chip_for_device(device_type: str | None, vendor: str | None, stats: Mapping[str, Any] | None,
+                    catalog: Mapping[str, Chip]) -> Detection:
+    """The chip of one device plane (``stats`` = its plane stats), priced per device, never None."""
+    stats = dict(stats or {})
+    kind = vendor_of(device_type, vendor, stats)
+    if kind == "cpu":
+        return Detection(catalog["cpu"], f"{catalog['cpu'].name} (no accelerator described); "
+                                         "CPU numbers are a rough placeholder")
+    chip, how = _known_chip(device_type, kind, stats, catalog)
+    known = chip is not None
+    if chip is None:
+        chip = _unknown_chip(kind, device_type, stats)
+        how = f"device {device_type or vendor or kind!r} matches no catalog chip"
+    chip, used, warnings = _apply_trace_numbers(chip.per_device(), stats, trusted=not known)
+    note = f"{chip.name} (from {how})"
+    if used:
+        note += "; from the trace: " + ", ".join(sorted(used))
+    if not known:
+        missing = [label for field, label in (("peak_bf16_flops_per_s", "peak FLOP/s"), ("hbm_bytes_per_s",
+                   "HBM bandwidth")) if not math.isfinite(getattr(chip, field))]
+        missing += ["interconnect bandwidth", "host-link bandwidth"]
+        note += "; missing: " + ", ".join(missing) + " (name the chip with --chip or add it with --chip-file)"
+        warnings.append(f"unknown chip ({device_type or vendor}), priced as an unknown "
+                        f"{_VENDOR_LABEL.get(kind, 'accelerator')}: {', '.join(missing)} not known; "
+                        "pass --chip NAME or a chips file")
+    return Detection(chip, note, tuple(warnings))
+
+
+def choose_chip(devices: pd.DataFrame, platform: str, chip_name: str | None,
+                catalog: Mapping[str, Chip]) -> Detection:
+    """The chip an analysis prices with: detected from the first device plane, or named with ``--chip``
+    (a name or a slice name such as ``v5p-128``). Raises ChipCatalogError for an unknown ``--chip``."""
+    first = devices.iloc[0] if len(devices) else None
+    detected = None
+    if first is not None and platform not in ("cpu", "hlo"):
+        detected = chip_for_device(first.get("device_type"), first.get("vendor"), first.get("plane_stats") or {},
+                                   catalog)
+    if chip_name:
+        named = find_chip(chip_name, catalog)
+        if named is None:
+            problem = slice_name_problem(chip_name, catalog)
+            raise ChipCatalogError(f"--chip {chip_name!r}: {problem}" if problem else
+                                   f"--chip {chip_name!r}: unknown chip; known: {', '.join(sorted(catalog))} "
+                                   "(or a TPU slice name such as v6e-8)")
+        slice_note = f", slice of {named.slice_chips} chips" if named.slice_chips else ""
+        # The trace's peaks belong to the chip that recorded it: apply them only if that is the chip named.
+        if detected is not None and detected.chip.key == named.key:
+            chip = dataclasses.replace(detected.chip, slice_chips=named.slice_chips, slice_shape=named.slice_shape)
+            return Detection(chip, f"{chip.name} (from --chip{slice_note}; matches the capture, trace peaks "
+                                   "applied)", detected.warnings)
+        warnings = ()
+        if detected is not None:
+            warnings = (f"--chip {chip_name!r} overrides the detected {detected.chip.name}: using the chip table only",)
+        return Detection(named.per_device(), f"{named.name} (from --chip{slice_note}; chip table numbers)", warnings)
+    if platform == "hlo":
+        cpu = catalog["cpu"]
+        return Detection(cpu, f"{cpu.name} (no trace and no --chip)",
+                         ("no trace and no --chip: predictions use the generic CPU entry; pass --chip (e.g. --chip v6e)",))
+    if detected is None:
+        return Detection(catalog["cpu"], f"{catalog['cpu'].name} (no accelerator in the capture)")
+    return detected

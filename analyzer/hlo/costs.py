@@ -1,0 +1,294 @@
+"""FLOPs per HLO instruction, and the per-instruction cost table, for captures whose trace has no ``flops``/``bytes_accessed``
+(GPU, CPU, ``--hlo-dir`` alone).
+
+FLOPs
+- dot: 2 x output elements x contracted size (batch dims are part of the output).
+- convolution: 2 x (input features / feature groups) x output features x (batch / batch groups)
+  x the product over spatial dims of the (output position, kernel tap) pairs that land on real
+  input, not on padding or dilation holes (XLA's HloCostAnalysis rule). TPU rewrites matmuls as
+  convolutions with a window over a padded size-1 dim; counting taps naively would overstate
+  those 32x.
+- fusion/call: the sum over the called computation, recursively.
+- elementwise arithmetic: 1 per output element; reduce: 1 per input element; reduce-window:
+  1 per output element and window tap. Data movement, convert and collectives: 0 (a collective's
+  reduction is the collective model's business).
+- custom-call: cuBLAS gemm and cuDNN convolution targets like dot/convolution; Pallas kernels with a
+  cost estimate and cuDNN fused attention as :mod:`.kernel_costs` says; other kernels (flash, splash,
+  Pallas without an estimate, unknown targets): NaN, so they are bound "unknown", not "hbm".
+
+Bytes (by memory space) are :mod:`.hlo_bytes`' business; :func:`instruction_costs` joins both per row.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from ...parsers.hlo_text import HloModule, Instruction, Shape
+from ...parsers.hlo_tokens import HloParseError, parse_int, parse_ints
+from .op_bytes import ByteCounter, data_shape as _array
+from .control_flow import Runs, computation_runs
+from .kernel_costs import (
+    backend_json as _backend_json,
+    custom_call_kind,
+    fmha_flops,
+    pallas_cost_estimate,
+    target as _target,
+)
+
+__all__ = ["instruction_costs", "dot_flops", "convolution_flops", "instruction_flops",
+           "top_level_computations", "matmul_dims"]
+
+_ELEMENTWISE = frozenset("""
+add subtract multiply divide remainder maximum minimum power atan2 abs negate sign exponential
+exponential-minus-one log log-plus-one logistic sqrt rsqrt cbrt tanh tan sine cosine erf floor
+ceil round-nearest-afz round-nearest-even compare select clamp and or xor not shift-left
+shift-right-arithmetic shift-right-logical is-finite popcnt count-leading-zeros real imag complex
+reduce-precision stochastic-convert map
+""".split())
+
+
+def _dot_flops_from(lhs: Shape, out: Shape, lhs_contracting: list[int]) -> float:
+    contracted = math.prod(lhs.dims[d] for d in lhs_contracting)
+    return 2.0 * _array(out).num_elements * contracted
+
+
+def dot_flops(instr: Instruction, module: HloModule) -> float:
+    """2 x output elements x contracted size of a ``dot`` (or a cuBLAS gemm custom-call)."""
+    lhs = module.resolve_operand_shapes(instr)[0]
+    if instr.opcode == "custom-call":
+        dnums = _backend_json(instr).get("gemm_backend_config", {}).get("dot_dimension_numbers", {})
+        return _dot_flops_from(lhs, instr.shape, [int(d) for d in
+                                                  dnums.get("lhs_contracting_dimensions", [])])
+    return _dot_flops_from(lhs, instr.shape, parse_ints(instr.attrs.get("lhs_contracting_dims", "")))
+
+
+def _parse_window(text: str, rank: int) -> list[dict]:
+    """``{size=3x3 stride=2x2 pad=1_1x0_0 lhs_dilate=1x1 rhs_dilate=1x1}`` per spatial dim."""
+    dims = [dict(size=1, stride=1, lo=0, hi=0, lhs_dilate=1, rhs_dilate=1) for _ in range(rank)]
+    for key, value in re.findall(r"(\w+)=([^\s}]+)", text or ""):
+        for d, part in zip(dims, value.split("x")):
+            if key == "pad":
+                lo, _, hi = part.partition("_")
+                d["lo"], d["hi"] = parse_int(lo, "window pad"), parse_int(hi, "window pad")
+            elif key in ("size", "stride", "lhs_dilate", "rhs_dilate"):  # int64 at most (a fuzzer's 23 digits)
+                d[key] = parse_int(part, f"window {key}")
+    return dims
+
+
+def _valid_taps(in_size: int, out_size: int, kernel: int, w: dict) -> int:
+    """(output position, kernel tap) pairs reading a real input element in one spatial dim."""
+    if kernel <= 0 or out_size <= 0:
+        return 0
+    ld = w["lhs_dilate"]
+    if ld == 1:  # closed form per tap: the output positions whose input index is in range
+        start = np.arange(kernel) * w["rhs_dilate"] - w["lo"]
+        o_min = np.maximum(-(start // w["stride"]), 0)  # ceil(-start / stride)
+        o_max = np.minimum((in_size - 1 - start) // w["stride"], out_size - 1)
+        return int(np.maximum(o_max - o_min + 1, 0).sum())
+    k = np.arange(kernel)[:, None]
+    o = np.arange(out_size)[None, :]
+    pos = o * w["stride"] - w["lo"] + k * w["rhs_dilate"]
+    ok = (pos >= 0) & (pos % ld == 0) & (pos // ld < in_size)
+    return int(ok.sum())
+
+
+def _conv_flops_from(inp: Shape, kernel: Shape, out: Shape, attrs: dict) -> float:
+    labels = attrs.get("dim_labels", "")
+    m = re.fullmatch(r"(\w+)_(\w+)->(\w+)", labels)
+    if not m:
+        raise ValueError(f"cannot read dim_labels {labels!r}")
+    in_l, k_l, out_l = m.groups()
+    spatial = [c for c in in_l if c not in "bf"]
+    windows = _parse_window(attrs.get("window", ""), len(spatial))
+    taps = 1
+    for s, w in zip(spatial, windows):
+        taps *= _valid_taps(inp.dims[in_l.index(s)], out.dims[out_l.index(s)],
+                            kernel.dims[k_l.index(s)], w)
+    fgc = int(attrs.get("feature_group_count", 1) or 1)
+    bgc = int(attrs.get("batch_group_count", 1) or 1)
+    fma = (inp.dims[in_l.index("f")] // fgc) * out.dims[out_l.index("f")] \
+        * (inp.dims[in_l.index("b")] // bgc) * taps
+    return 2.0 * fma
+
+
+def convolution_flops(instr: Instruction, module: HloModule) -> float:
+    """FLOPs of a ``convolution`` or cuDNN convolution custom-call (rule in the module doc)."""
+    ops = module.resolve_operand_shapes(instr)
+    out = _array(instr.shape)
+    target = _target(instr)
+    if "BackwardInput" in target:  # operands (d_output, filter) -> d_input
+        return _conv_flops_from(out, ops[1], ops[0], instr.attrs)
+    if "BackwardFilter" in target:  # operands (input, d_output) -> d_filter
+        return _conv_flops_from(ops[0], out, ops[1], instr.attrs)
+    return _conv_flops_from(ops[0], ops[1], out, instr.attrs)
+
+
+class _Costs:
+    """Per-module memo of computation FLOPs and matmul presence."""
+
+    def __init__(self, module: HloModule):
+        self.module = module
+        self.comp_flops: dict[str, tuple[float, str]] = {}
+        self.comp_matmul: dict[str, Instruction | None] = {}
+
+    def flops(self, instr: Instruction) -> tuple[float, str]:
+        """(FLOPs, note); NaN FLOPs when unknown."""
+        op = instr.opcode
+        if op == "dot":
+            return dot_flops(instr, self.module), ""
+        if op == "convolution":
+            return convolution_flops(instr, self.module), ""
+        if op in ("fusion", "call", "async-start"):
+            return self.computation_flops(instr.called_computations()[0])
+        if op == "custom-call":
+            kind = custom_call_kind(instr)
+            if kind == "gemm":
+                return dot_flops(instr, self.module), ""
+            if kind == "conv":
+                return convolution_flops(instr, self.module), ""
+            if kind == "zero":
+                return 0.0, ""
+            if _target(instr) == "tpu_custom_call" and (est := pallas_cost_estimate(instr)) is not None:
+                return est["flops"], "Pallas kernel: FLOPs from its cost_estimate"
+            if _target(instr).startswith("__cudnn$fmha"):
+                return fmha_flops(instr, self.module)
+            return math.nan, f"{kind} custom-call {_target(instr)}"
+        if op in _ELEMENTWISE:
+            return float(_array(instr.shape).num_elements), ""
+        if op == "reduce":
+            ops = self.module.resolve_operand_shapes(instr)
+            return float(sum(s.num_elements for s in ops[: len(ops) // 2])), ""
+        if op == "reduce-window":
+            window = _parse_window(instr.attrs.get("window", ""), len(_array(instr.shape).dims))
+            return float(_array(instr.shape).num_elements * math.prod(w["size"] for w in window)), ""
+        if op == "select-and-scatter":
+            src = self.module.resolve_operand_shapes(instr)[1]
+            window = _parse_window(instr.attrs.get("window", ""), len(src.dims))
+            return float(src.num_elements * math.prod(w["size"] for w in window)), ""
+        if op == "sort":
+            shape = _array(instr.shape)
+            dim = parse_ints(instr.attrs.get("dimensions", "0"))[0]
+            n = shape.dims[dim] if shape.dims else 1
+            return float(shape.num_elements * max(math.ceil(math.log2(max(n, 1))), 1)), ""
+        return 0.0, ""
+
+    def computation_flops(self, name: str) -> tuple[float, str]:
+        if name not in self.comp_flops:
+            total, notes = 0.0, []
+            for ins in self.module.computations[name].instructions:
+                f, note = self.flops(ins)
+                total += f
+                if note:
+                    notes.append(note)
+            self.comp_flops[name] = (total, "; ".join(dict.fromkeys(notes)))
+        return self.comp_flops[name]
+
+    def matmul(self, instr: Instruction) -> Instruction | None:
+        """The dot/convolution (or gemm/conv custom-call) this instruction is or contains."""
+        if instr.opcode in ("dot", "convolution"):
+            return instr
+        if instr.opcode == "custom-call":
+            return instr if custom_call_kind(instr) in ("gemm", "conv") else None
+        if instr.opcode in ("fusion", "call", "async-start"):
+            name = instr.called_computations()[0]
+            if name not in self.comp_matmul:
+                found = None
+                for ins in self.module.computations[name].instructions:
+                    found = self.matmul(ins)
+                    if found is not None:
+                        break
+                self.comp_matmul[name] = found
+            return self.comp_matmul[name]
+        return None
+
+def matmul_dims(instr: Instruction, module: HloModule | None) -> dict | None:
+    """The (M, N, K, batch) of the dot or convolution an op is or fuses, or None.
+
+    dot: K = contracted size, batch = batch dims, M = the lhs's other dims, N = the rhs's other dims
+    (several free dims multiply). convolution: K = input features per group (the kernel's ``i``),
+    N = output features (the kernel's ``o``), M = batch x output spatial positions. Each as a product of
+    logical (unpadded) sizes: what the MXU / tensor cores tile."""
+    mm = _Costs(module).matmul(instr) if module is not None else (
+        instr if instr.opcode in ("dot", "convolution") else None)
+    if mm is None or mm.opcode not in ("dot", "convolution"):
+        return None
+    shapes = module.resolve_operand_shapes(mm) if module is not None else mm.operand_shapes
+    if len(shapes) < 2 or shapes[0].dims is None or shapes[1].dims is None:
+        return None
+    lhs, rhs = shapes[0].dims, shapes[1].dims
+    if mm.opcode == "dot":
+        lc, lb = parse_ints(mm.attrs.get("lhs_contracting_dims", "")), parse_ints(mm.attrs.get("lhs_batch_dims", ""))
+        rc, rb = parse_ints(mm.attrs.get("rhs_contracting_dims", "")), parse_ints(mm.attrs.get("rhs_batch_dims", ""))
+        m = math.prod(d for i, d in enumerate(lhs) if i not in lc and i not in lb)
+        n = math.prod(d for i, d in enumerate(rhs) if i not in rc and i not in rb)
+        return dict(m=m, n=n, k=math.prod(lhs[i] for i in lc), batch=math.prod(lhs[i] for i in lb))
+    labels = re.fullmatch(r"(\w+)_(\w+)->(\w+)", mm.attrs.get("dim_labels", ""))
+    out = _array(mm.shape).dims
+    if labels is None or out is None:
+        return None
+    _, k_l, out_l = labels.groups()
+    spatial = math.prod(d for c, d in zip(out_l, out) if c not in "bf")
+    return dict(m=out[out_l.index("b")] * spatial, n=rhs[k_l.index("o")], k=rhs[k_l.index("i")], batch=1)
+
+
+def instruction_flops(instr: Instruction, module: HloModule) -> float:
+    """FLOPs of one instruction (NaN when unknown), fusions summed over their bodies."""
+    return _Costs(module).flops(instr)[0]
+
+
+def top_level_computations(module: HloModule) -> list[str]:
+    """ENTRY plus while/conditional/call bodies: the computations whose instructions run as ops."""
+    roles = module.computation_roles()
+    return [name for name in module.computations if roles.get(name) in ("entry", "control")]
+
+
+_COLUMNS = ["name", "opcode", "computation", "flops", "flops_source", "flops_note",
+            "bytes_accessed", "hbm_bytes", "vmem_bytes", "host_bytes", "other_bytes", "dtype",
+            "is_matmul", "op_name", "source_file", "source_line", "runs", "branches", "runs_note"]
+
+
+def instruction_costs(module: HloModule, scope: str = "top") -> pd.DataFrame:
+    """One row per instruction of the top-level computations (``scope='all'``: every one).
+
+    Columns: name, opcode, computation, flops (NaN unknown), flops_source ('hlo'), flops_note,
+    bytes_accessed (= hbm + vmem + host + other), hbm_bytes, vmem_bytes, host_bytes,
+    other_bytes, dtype (a matmul's operand dtype, else the result's), is_matmul, op_name,
+    source_file, source_line, runs (executions per program run: loop trip counts, nested ones multiplied;
+    1 where the computation is not reached from ENTRY), branches (``conditional=i`` tags, ';'-joined, of the
+    conditional branches the row sits in), runs_note (how its loops' trip counts were found).
+    """
+    costs, counter = _Costs(module), ByteCounter(module)
+    runs = computation_runs(module)
+    names = top_level_computations(module) if scope == "top" else list(module.computations)
+    rows = []
+    for cname in names:
+        here = runs.get(cname, Runs(1.0))
+        for ins in module.computations[cname].instructions:
+            try:
+                # A top-level call's body is itself top level and has its own rows.
+                flops, note = costs.flops(ins) if ins.opcode != "call" else (0.0, "")
+            except (ValueError, IndexError, KeyError, HloParseError) as exc:  # odd dims/labels/window: keep it
+                flops, note = math.nan, f"cannot count FLOPs: {exc}"
+            try:
+                acc = counter.split(ins)
+            except (IndexError, KeyError):
+                acc = {}
+            try:
+                mm = costs.matmul(ins)
+                mm_dtype = module.resolve_operand_shapes(mm)[0].dtype if mm is not None and mm.operand_names else None
+            except (IndexError, KeyError):  # a fusion without calls=, a call to a missing computation
+                mm, mm_dtype = None, None
+            dtype = mm_dtype or _array(ins.shape).dtype
+            split = [float(acc.get(k, 0.0)) for k in ("hbm_bytes", "vmem_bytes", "host_bytes",
+                                                      "other_bytes")]
+            rows.append((ins.name, ins.opcode, cname, flops, "hlo", note, sum(split), *split,
+                         dtype, mm is not None, ins.op_name, ins.source_file, ins.source_line,
+                         here.runs, here.branches, here.note))
+    df = pd.DataFrame(rows, columns=_COLUMNS)
+    df["flops"] = df["flops"].astype(float)
+    df["source_line"] = df["source_line"].astype("Int64")
+    return df

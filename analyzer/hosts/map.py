@@ -1,0 +1,189 @@
+"""Read a capture's hosts on every core, or on a Dask cluster: the per-host map, then the merge.
+
+One host file: read here, all events kept (the single-capture path). Several: each host is decoded and
+reduced where it is read (``host_reduce``) and the reductions merged (``host_merge``), so memory is
+bounded by the largest host, not the sum. Only TPU hosts are reduced that way: on GPU and CPU captures
+which ops are transfers, and so the unions the transfer numbers take (communication kernels against
+compute kernels, the non-transfer ops), come from the HLO, known only once every host is merged; those
+hosts are decoded in parallel and their events all kept.
+
+Where the map runs: ``workers`` local processes (default: the cores this process may use), in this
+process with one, or the Dask cluster at ``scheduler`` (``dask.distributed``; the workers read the host
+files by their path, so they must see the same files).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Callable
+
+import pandas as pd
+
+from ...errors import InputError, UsageError
+from ...parsers.discovery import CaptureFiles
+from ...parsers.worker_start import fork_is_safe, worker_context
+from ...parsers.xplane import read_xspace
+from ..capture.build import build_capture
+from .merge import Measured, merge_hosts
+from .reduce import HostHlo, HostPart, reduce_host
+from ..steps.op_stats import measure
+from ..steps.choice import StepChoice, choose_steps
+
+Progress = Callable[[str], None]
+
+
+def default_workers() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and taskset narrow)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # not Linux
+        return max(os.cpu_count() or 1, 1)
+
+
+class _InProcess(Executor):
+    """One worker: each host in turn, here (no process to start, one host's events in memory at a time)."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # handed to the caller through the future, as a pool does
+            future.set_exception(exc)
+        return future
+
+
+def _dask_executor(scheduler: str):
+    try:
+        from distributed import Client
+    except ImportError:
+        raise UsageError("--scheduler needs dask.distributed: pip install 'xladiag[dask]'") from None
+    try:
+        client = Client(scheduler, timeout="10s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise UsageError(f"--scheduler {scheduler}: cannot reach the Dask scheduler: {exc}") from None
+    return client, client.get_executor()
+
+
+@contextmanager
+def _executor(workers: int, scheduler: str | None, memory_urls: bool = False):
+    if scheduler:
+        client, executor = _dask_executor(scheduler)
+        try:
+            yield executor
+        finally:
+            client.close()
+    elif workers <= 1 or (memory_urls and not fork_is_safe()):
+        # memory:// lives in this process: only a forked child sees it.
+        yield _InProcess()
+    else:
+        # Forked workers start with xladiag imported; where fork is unsafe (threads, JAX) they start clean.
+        with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context()) as pool:
+            yield pool
+
+
+class _Programs:
+    """What every host repeats of the programs it ran, kept once as the hosts arrive (in any order):
+
+    - each program's HLO bytes, given back to the first host in file order that carries them (what
+      ``embedded_hlo`` takes);
+    - op metadata rows: a host's row is dropped when a host before it in file order, already arrived, has one
+      for the op (the merge keeps the first host's row per op, so a dropped row is never the one kept)."""
+
+    def __init__(self):
+        self.data: dict[tuple[str, bytes], bytes] = {}
+        self.first: dict[tuple[str, bytes], int] = {}
+        self.op_first: dict[tuple[str, str], int] = {}
+
+    def _thin_metadata(self, index: int, meta: pd.DataFrame | None) -> pd.DataFrame | None:
+        if meta is None:
+            return meta
+        keys = [(p, n) for p, n in zip(meta["program_id"], meta["op_name"]) if isinstance(p, str)]  # per op
+        drop = {k for k in keys if self.op_first.get(k, index) < index}
+        for k in keys:
+            self.op_first[k] = min(self.op_first.get(k, index), index)
+        if not drop:
+            return meta
+        return meta[[(p, n) not in drop for p, n in zip(meta["program_id"], meta["op_name"])]]
+
+    def take(self, index: int, part: HostPart) -> HostPart:
+        if part.hlo is None:
+            return part
+        part = replace(part, op_metadata=self._thin_metadata(index, part.op_metadata))
+        refs = []
+        for program_id, name, data in part.hlo.hlo_protos:
+            key = (program_id, hashlib.sha1(data).digest())
+            self.data.setdefault(key, data)
+            self.first[key] = min(self.first.get(key, index), index)
+            refs.append((program_id, name, key))
+        return replace(part, hlo=HostHlo(part.hlo.path, tuple(refs)))
+
+    def give_back(self, index: int, part: HostPart) -> HostPart:
+        protos = tuple((pid, name, self.data[key]) for pid, name, key in part.hlo.hlo_protos
+                       if self.first[key] == index)
+        return replace(part, hlo=HostHlo(part.hlo.path, protos))
+
+
+def _map(executor: Executor, calls: dict[int, tuple], progress: Progress | None, what: str, where: str,
+         programs: _Programs | None = None) -> dict:
+    """``reduce_host(*args)`` of every call, by key, progress as each host finishes."""
+    futures = {executor.submit(reduce_host, *args): key for key, args in calls.items()}
+    out = {}
+    try:
+        for done, future in enumerate(as_completed(futures), 1):
+            key = futures[future]
+            out[key] = programs.take(key, future.result()) if programs else future.result()
+            if progress:
+                progress(f"{what} {done}/{len(calls)} hosts ({where})")
+    except BrokenProcessPool:
+        raise InputError("a worker process died while reading the host files (out of memory?): "
+                         "rerun with --workers 1") from None
+    return out
+
+
+def _single(spaces, progress: Progress | None, choice: StepChoice | None = None) -> Measured:
+    """All events of the hosts in one capture: the single-capture path."""
+    capture = build_capture(spaces)
+    # From here on only the programs' HLO is read from the spaces (embedded_hlo): their event tables, a copy
+    # of the capture's, go before the step events are made (the peak of a single big host).
+    spaces = [replace(s, events=s.events.iloc[:0], event_stats=s.event_stats.iloc[:0]) for s in spaces]
+    if progress:
+        progress(f"measuring {len(capture.events):,} op events on {len(capture.devices)} devices")
+    steps = choose_steps(capture, choice)
+    step_ops, op_table, steps = measure(capture, steps)  # steps now carry their busy times
+    return Measured(platform=capture.platform, hosts=capture.hosts, devices=capture.devices,
+                    warnings=capture.warnings, op_metadata=capture.op_metadata, async_spans=capture.async_spans,
+                    steps=steps, step_ops=step_ops, op_table=op_table, hlo_sources=tuple(spaces))
+
+
+def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, workers: int | None = None,
+                    scheduler: str | None = None, choice: StepChoice | None = None) -> Measured:
+    """The measured tables of the capture's host files (see the module doc for where they are read);
+    ``choice``: the program or steps the user gave (step_choice)."""
+    paths = [str(p) for p in files.xplane_files]
+    if workers is not None and workers < 1:
+        raise UsageError(f"--workers {workers}: give at least 1")
+    if len(paths) == 1:
+        if progress:
+            progress(f"reading {files.xplane_files[0].name} (1/1 hosts)")
+        return _single([read_xspace(paths[0], workers=workers)], progress, choice)  # its planes on `workers` cores
+    n = min(workers or default_workers(), len(paths))
+    where = f"Dask at {scheduler}" if scheduler else f"{n} worker{'s' if n != 1 else ''}"
+    with _executor(n, scheduler, any(p.startswith("memory://") for p in paths)) as executor:
+        programs = _Programs()
+        parts = _map(executor, {i: (p, None, False, choice) for i, p in enumerate(paths)}, progress, "read", where,
+                     programs)
+        parts = [parts[i] for i in range(len(paths))]
+        if all(p.space is None for p in parts):
+            parts = [programs.give_back(i, p) for i, p in enumerate(parts)]
+            return merge_hosts(parts, lambda calls: _map(executor, calls, progress, "reduced again with the run's "
+                                                         "steps:", where), choice)
+        # Not all TPU: every host's events are needed (see the module doc).
+        raw = {i: (p.path, None, True) for i, p in enumerate(parts) if p.space is None}
+        again = _map(executor, raw, progress, "read again in full", where) if raw else {}
+    spaces = [again[i].space if i in again else p.space for i, p in enumerate(parts)]
+    return _single(spaces, progress, choice)

@@ -1,0 +1,219 @@
+"""The reduced hosts of a multi-host TPU capture (:mod:`.host_reduce`) merged into the tables the analysis
+reads, as :func:`.op_stats.measure` makes them from all events: the same steps, op ids, per-op statistics
+and busy times; the step events of one representative step per device; the transfer inputs as totals.
+
+Devices are numbered across hosts in file order and events by their row in the run's event table, as
+``build_capture`` numbers them, so ties in time break the same way: an op's id is its rank by its first
+event in (start, device, row) order, the other programs' ops are listed by first event in (device, row)
+order.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import union_categoricals
+
+from ..capture.build import Capture
+from .reduce import KEY, HostPart, key_codes
+from ..capture.intervals import union_length
+from ..steps.op_stats import OP_KEY
+from ..capture.planes import empty_table
+from ..capture.sanity import check_warnings
+from ..steps.choice import StepChoice, choose_steps
+from ..steps.windows import PS_PER_S, Steps
+from ..steps.transfers import HostTotals
+
+# {index: (host file, the run's steps for its devices)} -> {index: the host reduced with those steps}
+Rerun = Callable[[dict[int, tuple[str, Steps]]], dict[int, HostPart]]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The measured side of a capture, whichever way its hosts were read."""
+
+    platform: str
+    hosts: tuple[str, ...]
+    devices: pd.DataFrame
+    warnings: tuple[str, ...]
+    op_metadata: pd.DataFrame
+    async_spans: pd.DataFrame
+    steps: Steps
+    step_ops: pd.DataFrame  # tables.STEP_EVENTS: every step's events, or a representative step per device
+    op_table: pd.DataFrame  # op_stats.measure's per-op table
+    hlo_sources: tuple  # what embedded_hlo reads the capture's HLO from (spaces or HostHlo)
+    totals: HostTotals | None = None  # set when step_ops holds representative steps only
+
+
+def _shifted(frame: pd.DataFrame, by: int, *columns: str) -> pd.DataFrame:
+    return frame.assign(**{c: frame[c].to_numpy(np.int64) + by for c in columns}) if len(frame) else frame
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The hosts' rows in file order; a column categorical on every host stays categorical (its categories
+    united), not one Python string per row."""
+    out = pd.concat(frames, ignore_index=True)
+    for col in frames[0].columns if frames else ():
+        if all(isinstance(f[col].dtype, pd.CategoricalDtype) for f in frames) and len(frames) > 1:
+            out[col] = union_categoricals([f[col].array for f in frames])
+    return out
+
+
+def _lite_capture(parts: list[HostPart], bases: list[int], hosts: tuple[str, ...], devices: pd.DataFrame) -> Capture:
+    """What ``find_steps`` reads of the whole run: annotations, Steps line, module executions, and per device
+    two events spanning its first start, last start and last end (the whole-capture fallback)."""
+    ext = _concat([_shifted(p.extents, b, "device") for p, b in zip(parts, bases)])
+    events = pd.DataFrame({"device": np.concatenate([ext["device"], ext["device"]]),
+                           "start_ps": np.concatenate([ext["first_start_ps"], ext["last_start_ps"]]),
+                           "span_ps": np.concatenate([np.zeros(len(ext), np.int64),
+                                                      ext["end_ps"] - ext["last_start_ps"]])})
+    return Capture(platform="tpu", hosts=hosts, devices=devices, events=events,
+                   modules=_concat([_shifted(p.modules, b, "device") for p, b in zip(parts, bases)]),
+                   op_metadata=empty_table(KEY), async_spans=empty_table(["device"]),
+                   steps_line=_concat([_shifted(p.steps_line, b, "device") for p, b in zip(parts, bases)]),
+                   step_annotations=_concat([_shifted(p.annotations, b, "device") for p, b in zip(parts, bases)]))
+
+
+def _host_steps(steps: Steps, base: int, n: int) -> pd.DataFrame:
+    table = steps.table
+    mine = table[(table["device"] >= base) & (table["device"] < base + n)]
+    return _shifted(mine, -base, "device").reset_index(drop=True)
+
+
+def _same_steps(part: HostPart, steps: Steps, local: pd.DataFrame) -> bool:
+    own = part.steps
+    if (own.by_launch, own.program, own.program_id) != (steps.by_launch, steps.program, steps.program_id):
+        return False
+    mine = own.table.reset_index(drop=True)
+    return list(mine.columns) == list(local.columns) and len(mine) == len(local) and all(
+        np.array_equal(mine[c].to_numpy(), local[c].to_numpy()) for c in mine.columns)
+
+
+def _module_names(modules: pd.DataFrame) -> pd.Series:
+    """program_id -> module name, from the first execution that names one (as build_capture)."""
+    return modules.dropna(subset=["program_id"]).drop_duplicates("program_id").set_index("program_id")["module"]
+
+
+def _grouped(frame: pd.DataFrame, order_cols: list[str]) -> pd.DataFrame:
+    """Per op key over the hosts: summed counts and times, least/most time, and the key's first event
+    (least ``order_cols``); rows in first-event order."""
+    codes, keys = key_codes(frame)
+    n = len(keys)
+    out = keys.assign(occurrences=np.bincount(codes, weights=frame["occurrences"], minlength=n).astype(np.int64))
+    for col, fn, init in (("total_ps", np.add, 0), ("min_ps", np.minimum, np.iinfo(np.int64).max),
+                          ("max_ps", np.maximum, np.iinfo(np.int64).min)):
+        acc = np.full(n, init, np.int64)
+        fn.at(acc, codes, frame[col].to_numpy(np.int64))
+        out[col] = acc
+    order = np.lexsort([frame[c].to_numpy(np.int64) for c in reversed(order_cols)])
+    _, at = np.unique(codes[order], return_index=True)  # at[k]: where key k's first event comes in that order
+    return out.iloc[np.argsort(at, kind="stable")].reset_index(drop=True)
+
+
+def _times(stats: pd.DataFrame) -> pd.DataFrame:
+    total_s = stats["total_ps"].to_numpy(np.float64) / PS_PER_S
+    return stats.assign(total_s=total_s, mean_s=total_s / stats["occurrences"].to_numpy(np.float64),
+                        min_s=stats["min_ps"].to_numpy(np.float64) / PS_PER_S,
+                        max_s=stats["max_ps"].to_numpy(np.float64) / PS_PER_S)
+
+
+def _op_table(parts, bases, steps: Steps, module_of: pd.Series) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the per-op table, (program_id, op_name) -> op_id of the step's ops)."""
+    in_step = _grouped(_concat([_shifted(p.step_ops, b, "first_device") for p, b in zip(parts, bases)]),
+                       ["first_start_ps", "first_device", "first_event"])
+    in_step = _times(in_step.assign(op_id=np.arange(len(in_step), dtype=np.int64)))
+    in_step["module"] = in_step["program_id"].map(module_of).fillna("").astype(str)
+    device_steps = max(len(steps.after_warmup), 1)
+    in_step["occurrences_per_step"] = in_step["occurrences"] / device_steps
+    in_step["measured_s_per_step"] = in_step["total_s"] / device_steps
+    mean_step = steps.mean_s
+    in_step["share_of_step"] = in_step["measured_s_per_step"] / mean_step if mean_step > 0 else np.nan
+    columns = ["op_id", *OP_KEY, "occurrences", "occurrences_per_step", "total_s", "mean_s", "min_s", "max_s",
+               "measured_s_per_step", "share_of_step"]
+    table = in_step.sort_values("measured_s_per_step", ascending=False, kind="stable")[columns]
+    table = table.reset_index(drop=True).assign(in_step=True)
+    others = _other_ops(parts, bases, steps, module_of, in_step)
+    if len(others):
+        table = pd.concat([table, others], ignore_index=True)
+    return table, in_step[[*KEY, "op_id"]]
+
+
+def _other_ops(parts, bases, steps: Steps, module_of: pd.Series, in_step: pd.DataFrame) -> pd.DataFrame:
+    """The ops of events outside the steps that are not the step program's (op_stats._other_program_ops)."""
+    if not (steps.program or steps.annotated):
+        return pd.DataFrame()
+    frame = _concat([_shifted(p.other_ops, b, "first_device") for p, b in zip(parts, bases)])
+    if frame.empty:
+        return pd.DataFrame()
+    stats = _times(_grouped(frame, ["first_device", "first_event"]))
+    stats["module"] = stats["program_id"].map(module_of).fillna("").astype(str)
+    if steps.program:
+        keep = (stats["module"] != steps.program) | (stats["program_id"] != steps.program_id)
+    else:
+        step_keys = pd.MultiIndex.from_frame(in_step[KEY].astype(str))
+        keep = ~pd.MultiIndex.from_frame(stats[KEY].astype(str)).isin(step_keys)
+    stats = stats[keep].sort_values("total_s", ascending=False, kind="stable")
+    return stats[[*OP_KEY, "occurrences", "total_s", "mean_s", "min_s", "max_s"]].assign(in_step=False, op_id=-1)
+
+
+def _op_ids(frame: pd.DataFrame, ids: pd.DataFrame) -> np.ndarray:
+    pid = frame["program_id"].astype(object).where(frame["program_id"].notna(), "").astype(str)
+    query = pd.DataFrame({"program_id": pid.to_numpy(), "op_name": frame["op_name"].astype(str).to_numpy()})
+    return query.merge(ids, on=KEY, how="left")["op_id"].fillna(-1).to_numpy(np.int64)
+
+
+def _busy(parts, steps: Steps) -> Steps:
+    """The run's steps with busy times: per device-step from its host, per step the union over hosts."""
+    busy = np.concatenate([p.steps.busy_ps for p in parts]) if parts else np.zeros(0, np.int64)
+    step_values = np.unique(steps.after_warmup["step"].to_numpy(np.int64))
+    blocks = _concat([p.busy_blocks for p in parts])
+    rows = np.searchsorted(step_values, blocks["step"].to_numpy(np.int64))
+    any_ps = union_length(blocks["start_ps"], blocks["end_ps"], rows, len(step_values))
+    return replace(steps, busy_ps=busy, busy_any_ps=any_ps)
+
+
+def merge_hosts(parts: list[HostPart], rerun: Rerun, choice: StepChoice | None = None) -> Measured:
+    """One run's measured tables from its hosts' reductions (``rerun``: reduce hosts again with given steps;
+    ``choice``: the program or steps the user gave, step_choice)."""
+    counts, kept, seen = Counter(), [], set()
+    for part in parts:  # as sanity.checked_spaces: a host repeating another's planes counts once
+        if part.fingerprint and part.fingerprint in seen:
+            counts["duplicate_hosts"] += 1
+            continue
+        seen.add(part.fingerprint)
+        counts.update(part.checks)
+        kept.append(part)
+    sizes = [len(p.devices) for p in kept]
+    bases = list(np.cumsum([0, *sizes[:-1]]).astype(int))
+    hosts = tuple(p.hostname for p in kept)
+    devices = _concat([_shifted(p.devices, b, "device") for p, b in zip(kept, bases)])
+    steps = choose_steps(_lite_capture(kept, bases, hosts, devices), choice)
+    local = [_host_steps(steps, b, n) for b, n in zip(bases, sizes)]
+    differ = {i: (p.path, replace(steps, table=local[i], busy_ps=None, busy_any_ps=None))
+              for i, p in enumerate(kept) if not _same_steps(p, steps, local[i])}
+    for i, part in (rerun(differ) if differ else {}).items():
+        kept[i] = replace(part, hlo=kept[i].hlo)  # the same file: its HLO was already taken once
+    steps = _busy(kept, steps)
+    module_of = _module_names(_concat([p.modules for p in kept]))
+    op_table, ids = _op_table(kept, bases, steps, module_of)
+    event_bases = list(np.cumsum([0, *[p.n_events for p in kept[:-1]]]).astype(int))
+    rep = _concat([_shifted(_shifted(p.rep_events, b, "device"), e, "event")
+                   for p, b, e in zip(kept, bases, event_bases)])
+    rep = rep.sort_values(["start_ps", "device", "event"], kind="stable").reset_index(drop=True)
+    rep["module"] = rep["program_id"].astype(object).map(module_of).fillna("")
+    for col in ("module", "program_id", "op_name", "line"):
+        rep[col] = rep[col].astype(object).where(rep[col].notna(), "").astype("category")
+    rep["op_id"] = _op_ids(rep, ids)
+    span_ops = _concat([p.span_ops for p in kept])
+    span_ps = pd.Series(span_ops["duration_ps"].to_numpy(np.int64), index=_op_ids(span_ops, ids))
+    recording = {d + b for p, b in zip(kept, bases) for d in p.recording}
+    totals = HostTotals(span_ps.groupby(level=0).sum(), len(recording))
+    metadata = _concat([p.op_metadata for p in kept]).drop_duplicates(["program_id", "op_name"])
+    spans = _concat([_shifted(p.spans, b, "device") for p, b in zip(kept, bases)])
+    return Measured(platform="tpu", hosts=hosts, devices=devices, warnings=tuple(check_warnings(counts)),
+                    op_metadata=metadata.reset_index(drop=True), async_spans=spans, steps=steps, step_ops=rep,
+                    op_table=op_table, hlo_sources=tuple(p.hlo for p in kept), totals=totals)

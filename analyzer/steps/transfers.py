@@ -1,0 +1,270 @@
+"""Transfers the step waits on: async spans assigned to steps once, and per-op exposure columns.
+
+A transfer is an op of :data:`~.collectives.TRANSFER_KINDS` (``transfer_kind``, from ``hlo_facts``). Async
+transfers come in pairs: a start op issues the transfer and a done op waits for it (``start_op``, found
+once in ``hlo_facts`` from the done op's operand, becomes ``start_op_id`` here). What the device waits is
+the *exposed* time; the start-to-done time is the time *in flight*:
+
+* TPU: the done op's time on the op line is the wait; the "Async XLA Ops" line records each transfer's
+  start-to-done span (possibly on one device only), extended to the end of its done op.
+* GPU: the communication kernels do the transfer; the part no compute kernel on the same device overlaps
+  (any stream) is exposed, and the kernel time is in flight.
+* CPU: collectives are synchronous: all of their time is exposed.
+* HLO only: the predicted transfer time stands in for the exposed time.
+
+Everything is per step: seconds summed over the measured device-steps (of the devices that recorded
+spans, for in-flight time) and divided by their number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..capture.intervals import covered, first_at_or_after, union_length
+from .windows import PS_PER_S, Steps, measured_rows, step_rows
+from ..tables import TRANSFER_SPANS
+
+
+@dataclass(frozen=True)
+class Transfers:
+    """Step-level transfer numbers; the per-op ones are columns of the ops table (tables.OPS)."""
+
+    spans: pd.DataFrame  # tables.TRANSFER_SPANS
+    recording_devices: int = 0  # devices whose capture recorded async spans
+    non_transfer_s_per_step: float = 0.0  # union of the other ops per step: what transfers can hide behind
+    busy_s_per_step: dict[str, float] = field(default_factory=dict)  # per kind: union of its transfers' time
+
+
+@dataclass(frozen=True)
+class HostTotals:
+    """What the transfer numbers need of the step's events when hosts were reduced where they were read
+    (analyzer/hosts/merge.py), the step events then being one representative step per device."""
+
+    span_device_ps: pd.Series  # op_id -> device time summed over the devices with spans in measured steps
+    recording_devices: int  # devices whose capture recorded any async span
+
+
+def _flag(ops: pd.DataFrame, col: str) -> np.ndarray:
+    return ops[col].fillna(False).to_numpy(dtype=bool)
+
+
+def _op_ids(ops: pd.DataFrame, module, program_id, name) -> np.ndarray:
+    """op_id of each (module or None, program_id, op_name) among the step's ops, -1 when none."""
+    step = ops[ops["op_id"] >= 0]
+    keys = ["program_id", "op_name"] if module is None else ["module", "program_id", "op_name"]
+    table = step[keys + ["op_id"]].astype({k: str for k in keys}).drop_duplicates(keys)
+    # The query's distinct keys are joined (a few hundred), then spread back over its rows (spans: 100ks).
+    raw = {"program_id": program_id, "op_name": name, **({} if module is None else {"module": module})}
+    codes, uniques = zip(*(pd.factorize(pd.Series(v).to_numpy(), use_na_sentinel=False) for v in raw.values()))
+    combined = np.zeros(len(codes[0]), np.int64)
+    for c, u in zip(codes, uniques):
+        combined = combined * len(u) + c
+    distinct, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+    query = pd.DataFrame({k: u[c[first]] for k, c, u in zip(raw, codes, uniques)})
+    query["program_id"] = pd.Series(query["program_id"]).astype(object).fillna("").astype(str).to_numpy()
+    for k in raw:
+        if k != "program_id":
+            query[k] = pd.Series(query[k]).astype(str).to_numpy()
+    joined = query.merge(table, on=keys, how="left")
+    return joined["op_id"].fillna(-1).to_numpy(np.int64)[inverse.reshape(-1)]
+
+
+def _by_op(op_ids: np.ndarray, values: np.ndarray, ops: pd.DataFrame) -> np.ndarray:
+    """Sum of ``values`` per op_id, aligned with the rows of ``ops`` (0 for ops without values)."""
+    ids = ops["op_id"].to_numpy(np.int64)
+    size = max(int(ids.max(initial=-1)), int(op_ids.max(initial=-1))) + 1
+    sums = np.bincount(op_ids[op_ids >= 0], weights=values[op_ids >= 0], minlength=size)
+    return np.where(ids >= 0, sums[np.maximum(ids, 0)], 0.0)
+
+
+def done_ends(start, rows, op, ev_rows, ev_op, ev_end) -> np.ndarray:
+    """Per span (its start, measured device-step row, done op code, -1 for none): the end of the first event of
+    that done op in the same device-step that ends at or after the span began; -1 where there is none.
+
+    The recorded span can end before its done op does (v6e: copy-done.5 waits 182 ms behind a span that
+    closed 115 ms after the start), so the transfer runs to the done op's end."""
+    done_ops = np.unique(op[op >= 0])
+    keep = np.isin(ev_op, done_ops)
+    ev_rows, ev_op, ev_end = ev_rows[keep], ev_op[keep], ev_end[keep]
+    if len(ev_end) == 0:
+        return np.full(len(start), -1, np.int64)
+    # Group = (device-step, done op), the op numbered densely among the done ops: small codes, one sort key.
+    width = len(done_ops)
+    ev_group = ev_rows * width + np.searchsorted(done_ops, ev_op)
+    span_group = np.where(op >= 0, rows * width + np.searchsorted(done_ops, op), -1)
+    hit = first_at_or_after(start, span_group, ev_end, ev_group)
+    return np.where(hit >= 0, ev_end[np.maximum(hit, 0)], -1)
+
+
+def transfer_spans(async_spans: pd.DataFrame, ops: pd.DataFrame, step_ops: pd.DataFrame,
+                   steps: Steps) -> pd.DataFrame:
+    """The recorded async spans that end in a measured step (tables.TRANSFER_SPANS)."""
+    if async_spans is None or async_spans.empty:
+        return TRANSFER_SPANS.empty()
+    span_end = async_spans["end_ps"].to_numpy(np.int64)
+    rows = step_rows(steps, async_spans["device"].to_numpy(np.int64), span_end - 1)
+    inside = rows >= 0
+    sp = async_spans[inside]
+    rows, span_end = rows[inside], span_end[inside]
+    start = sp["start_ps"].to_numpy(np.int64)
+    op_id = _op_ids(ops, None, sp["program_id"], sp["done_op"])
+    if "done_end_ps" in sp:  # hosts reduced where read: each found its spans' done ends (host_reduce)
+        waited = sp["done_end_ps"].to_numpy(np.int64)
+    else:
+        done = step_ops[np.isin(step_ops["op_id"].to_numpy(np.int64), np.unique(op_id[op_id >= 0]))]
+        waited = done_ends(start, rows, op_id, measured_rows(steps, done["device"], done["step"]),
+                           done["op_id"].to_numpy(np.int64),
+                           done["start_ps"].to_numpy(np.int64) + done["duration_ps"].to_numpy(np.int64))
+    end = np.maximum(span_end, np.where(waited >= 0, waited, 0))
+    kind = ops.set_index("op_id")["transfer_kind"] if len(ops) else pd.Series(dtype=object)
+    kind = kind[kind.index >= 0]
+    measured = steps.after_warmup
+    return TRANSFER_SPANS.coerce(pd.DataFrame({
+        "device": sp["device"].to_numpy(np.int64), "step": measured["step"].to_numpy(np.int64)[rows],
+        "op_id": op_id, "kind": kind.reindex(op_id).astype(object).to_numpy(), "start_ps": start, "end_ps": end}))
+
+
+def _extent(step_ops: pd.DataFrame) -> np.ndarray:
+    """Timeline extent of each event, for overlaps (GPU kernels: their span on the stream)."""
+    return step_ops["span_ps" if "span_ps" in step_ops else "duration_ps"].to_numpy(np.int64)
+
+
+def _union_s(steps: Steps, device, step, start, end) -> float:
+    """Seconds covered by the intervals, summed over the measured device-steps."""
+    rows = measured_rows(steps, device, step)
+    return float(union_length(start, end, rows, len(steps.after_warmup)).sum()) / PS_PER_S
+
+
+@dataclass(frozen=True)
+class _Ops:
+    """What the transfer arithmetic needs of each op row."""
+
+    kind: pd.Series  # transfer kind or None
+    start: np.ndarray  # issues a transfer (async start, send, recv)
+    done: np.ndarray  # waits for one
+    waits: np.ndarray  # its time is a wait: the rows that get exposure columns
+
+    @property
+    def is_async(self) -> np.ndarray:
+        return self.start | self.done
+
+
+@dataclass(frozen=True)
+class _Events:
+    """The step's events seen through their op (kind, async) with their timeline extent."""
+
+    kind: np.ndarray  # object: transfer kind or None
+    is_comm: np.ndarray
+    is_async: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+
+def _events(ops: pd.DataFrame, step_ops: pd.DataFrame, o: _Ops) -> _Events:
+    pos = pd.Series(np.arange(len(ops)), index=ops["op_id"].to_numpy())
+    pos = pos[pos.index >= 0].reindex(step_ops["op_id"].to_numpy(np.int64)).fillna(-1).to_numpy(np.int64)
+    take = np.maximum(pos, 0)
+    kind = np.where(pos >= 0, o.kind.to_numpy(dtype=object)[take], None)
+    start = step_ops["start_ps"].to_numpy(np.int64)
+    return _Events(kind, pd.notna(kind), np.where(pos >= 0, o.is_async[take], False), start,
+                   start + _extent(step_ops))
+
+
+def _gpu_exposure(ops, step_ops, steps, ev: _Events):
+    """(exposed, in flight, exposed where in flight) per op: the part of each communication kernel no compute
+    kernel on the same device overlaps (any stream); the kernel time is in flight."""
+    device = step_ops["device"].to_numpy(np.int64)
+    comm, other = ev.is_comm, ~ev.is_comm
+    hidden = covered(ev.start[comm], ev.end[comm], device[comm], ev.start[other], ev.end[other], device[other])
+    per_op = _by_op(step_ops["op_id"].to_numpy(np.int64)[comm], ((ev.end - ev.start)[comm] - hidden).astype(float),
+                    ops)
+    exposed = per_op / PS_PER_S / len(steps.after_warmup)
+    return exposed, ops["measured_s_per_step"].to_numpy(float), exposed
+
+
+def _span_exposure(ops, step_ops, steps, spans: pd.DataFrame, o: _Ops, totals: HostTotals | None = None):
+    """(exposed, in flight, exposed where in flight, span device-steps) per op from the op line and the
+    recorded spans: in-flight time and the matching wait over the device-steps of the devices that recorded
+    spans; synchronous transfers are in flight exactly while exposed."""
+    exposed = ops["measured_s_per_step"].fillna(0.0).to_numpy(float)
+    span_devices = spans["device"].unique()
+    n_span = max(int(steps.after_warmup["device"].isin(span_devices).sum()), 1)
+    ids, span_ids = ops["op_id"].to_numpy(np.int64), spans["op_id"].to_numpy(np.int64)
+    in_flight = _by_op(span_ids, (spans["end_ps"] - spans["start_ps"]).to_numpy(float), ops) / PS_PER_S / n_span
+    in_flight = np.where(np.isin(ids, span_ids) & (ids >= 0), in_flight, np.nan)
+    if totals is not None:
+        on_span_ps = totals.span_device_ps[totals.span_device_ps.index >= 0]
+        exposed_where = _by_op(on_span_ps.index.to_numpy(np.int64), on_span_ps.to_numpy(float), ops) / PS_PER_S / n_span
+    else:
+        on_span = np.isin(step_ops["device"].to_numpy(np.int64), span_devices)
+        exposed_where = _by_op(step_ops["op_id"].to_numpy(np.int64)[on_span],
+                               step_ops["duration_ps"].to_numpy(float)[on_span], ops) / PS_PER_S / n_span
+    sync = ~o.is_async
+    return exposed, np.where(sync, exposed, in_flight), np.where(sync, exposed, exposed_where), n_span
+
+
+def _busy_by_kind(parts: pd.DataFrame, steps: Steps, n: int, sync_exposed: pd.Series) -> dict[str, float]:
+    """Per kind: the union of its transfers' time per step, plus its synchronous transfers' time."""
+    busy = {k: _union_s(steps, p["device"], p["step"], p["start_ps"].to_numpy(np.int64),
+                        p["end_ps"].to_numpy(np.int64)) / n
+            for k, p in parts.groupby("kind", sort=True, observed=True)}
+    for k, part in sync_exposed.groupby(sync_exposed.index.to_numpy(), sort=True):
+        busy[k] = busy.get(k, 0.0) + float(part.sum())  # synchronous: the time is the transfer
+    return busy
+
+
+def attach_transfers(ops: pd.DataFrame, step_ops: pd.DataFrame | None, steps: Steps | None,
+                     async_spans: pd.DataFrame | None, platform: str,
+                     totals: HostTotals | None = None) -> tuple[pd.DataFrame, Transfers]:
+    """``ops`` with the transfer columns (tables.OPS: ``start_op_id`` ... ``hidden_fraction``), and the
+    step-level :class:`Transfers`. ``totals``: a TPU capture reduced per host (its step_ops a sample)."""
+    ops = ops.copy()
+    kind = ops["transfer_kind"].astype(object).where(ops["transfer_kind"].notna(), None)
+    start = _flag(ops, "is_async_start") | ops["opcode"].isin(["send", "recv"]).to_numpy()
+    done, in_step = _flag(ops, "is_async_done"), _flag(ops, "in_step")
+    gpu = platform == "gpu"
+    # The rows whose time is a wait: on GPU the start kernel does the transfer; on TPU starts only issue it.
+    o = _Ops(kind, start, done, in_step & kind.notna().to_numpy() & (gpu | ~start))
+    ops["start_op_id"] = np.where(done, _op_ids(ops, ops["module"], ops["program_id"], ops["start_op"]), -1) \
+        if len(ops) else np.zeros(0, np.int64)
+    ops["transfer_is_async"] = o.is_async
+    per_occurrence = ops["collective_bytes"].astype(float).fillna(ops["host_bytes"].astype(float))
+    ops["transfer_bytes_per_step"] = per_occurrence * ops["occurrences_per_step"].astype(float).fillna(1.0)
+    plain = kind.isna().to_numpy() & ~o.is_async
+    spans, recording, busy = TRANSFER_SPANS.empty(), 0, {}
+    if platform == "hlo" or steps is None:
+        exposed = ops["predicted_s_per_step"].fillna(0.0).to_numpy(float)
+        in_flight, exposed_where = np.full(len(ops), np.nan), exposed
+        non_transfer = float(ops.loc[plain, "predicted_s_per_step"].sum())
+    else:
+        n = max(len(steps.after_warmup), 1)
+        ev = _events(ops, step_ops, o)
+        if gpu:
+            exposed, in_flight, exposed_where = _gpu_exposure(ops, step_ops, steps, ev)
+            parts = pd.DataFrame({"device": step_ops["device"].to_numpy(), "step": step_ops["step"].to_numpy(),
+                                  "start_ps": ev.start, "end_ps": ev.end, "kind": ev.kind})[ev.is_comm]
+        else:
+            spans = transfer_spans(async_spans, ops, step_ops, steps)
+            recording = int(async_spans["device"].nunique()) if async_spans is not None and len(async_spans) else 0
+            recording = totals.recording_devices if totals else recording
+            exposed, in_flight, exposed_where, n_span = _span_exposure(ops, step_ops, steps, spans, o, totals)
+            parts, n = spans[spans["kind"].notna()], (n_span if len(spans) else n)
+        if platform == "tpu":  # one op at a time on the op line: the union is the plain sum
+            non_transfer = float(ops.loc[in_step & plain, "measured_s_per_step"].sum())
+        else:
+            compute = ~ev.is_comm & ~ev.is_async
+            non_transfer = _union_s(steps, step_ops["device"][compute], step_ops["step"][compute],
+                                    ev.start[compute], ev.end[compute]) / max(len(steps.after_warmup), 1)
+        sync = o.waits & ~o.is_async
+        busy = _busy_by_kind(parts, steps, n, pd.Series(exposed[sync], index=kind[sync].to_numpy()))
+    ops["exposed_s_per_step"] = np.where(o.waits, exposed, np.nan)
+    ops["exposed_where_in_flight_measured_s_per_step"] = np.where(o.waits, exposed_where, np.nan)
+    ops["in_flight_s_per_step"] = np.where(o.waits, in_flight, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        hidden = np.clip(1.0 - ops["exposed_where_in_flight_measured_s_per_step"] / ops["in_flight_s_per_step"],
+                         0.0, 1.0)
+    ops["hidden_fraction"] = hidden.where(ops["in_flight_s_per_step"] > 0)
+    return ops, Transfers(spans, recording, non_transfer, busy)

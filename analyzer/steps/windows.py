@@ -1,0 +1,255 @@
+"""Training steps: the windows every per-step number is measured over.
+
+In order of preference:
+1. The user's step annotations (``StepTraceAnnotation`` on the host, every platform): a step is the
+   annotation's span, host gaps (data loading, callbacks) included, and the device work it launched
+   belongs to it even where the device runs it after the span (JAX dispatches asynchronously).
+2. A ``Steps`` line (TPU captures that have one).
+3. Executions of the dominant program (the one, by program id, with the most device time), which is
+   what a ``jit_train_step`` looks like in the trace.
+4. The whole capture.
+The first step carries compilation and warm-up, so it is dropped whenever there is more than one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from ..capture.build import Capture
+from ..capture.intervals import blocks, locate, union_length
+
+PS_PER_S = 1e12
+
+
+@dataclass(frozen=True)
+class Steps:
+    table: pd.DataFrame  # device, step, start_ps, end_ps, duration_ps, is_warmup
+    program: str  # the module whose executions are the steps ('' when from a Steps line)
+    source: str  # how the steps were found, for the report
+    warmup_excluded: bool
+    # Per measured device-step (rows of ``after_warmup``): time some op runs, the union of the op events' spans
+    # (concurrent streams and async ops count once). None until :func:`with_busy_time` has seen the events.
+    busy_ps: np.ndarray | None = None
+    program_id: str = ""  # the id of ``program`` ('' when the capture has none): names repeat, ids do not
+    # Annotated steps: ops belong to the step whose span launched them (events' launch_ps), not the one
+    # their device time falls in.
+    by_launch: bool = False
+    annotation: str = ""  # the annotation's name, as the user gave it ('' when not annotated)
+    # Per measured step (the distinct values of after_warmup["step"], in order): time at least one device is
+    # busy. With annotated steps, duration minus this is time every device waits for the host.
+    busy_any_ps: np.ndarray | None = None
+
+    def __repr__(self) -> str:
+        return f"<Steps {self.count} measured of {self.mean_s:.6g} s mean ({self.source})>"
+
+    @property
+    def after_warmup(self) -> pd.DataFrame:
+        """The steps analysis runs over (warm-up excluded)."""
+        return self.table[~self.table["is_warmup"]]
+
+    # The per-step distribution, one value per measured device-step (compare mode, stragglers).
+    @property
+    def duration_s(self) -> np.ndarray:
+        return self.after_warmup["duration_ps"].to_numpy(np.float64) / PS_PER_S
+
+    @property
+    def busy_s(self) -> np.ndarray:
+        busy = self.busy_ps if self.busy_ps is not None else np.full(len(self.after_warmup), np.nan)
+        return busy.astype(np.float64) / PS_PER_S
+
+    @property
+    def idle_s(self) -> np.ndarray:
+        return np.clip(self.duration_s - self.busy_s, 0.0, None)
+
+    def device_steps(self) -> pd.DataFrame:
+        """One row per measured (device, step): duration, busy and idle seconds (tables.DEVICE_STEPS)."""
+        m = self.after_warmup
+        return pd.DataFrame({"device": m["device"].to_numpy(), "step": m["step"].to_numpy(),
+                             "duration_s": self.duration_s, "busy_s": self.busy_s, "idle_s": self.idle_s})
+
+    @property
+    def annotated(self) -> bool:
+        """The steps are the user's annotations (their host gaps count)."""
+        return self.by_launch
+
+    def host_wait_s(self) -> pd.DataFrame:
+        """Per measured step: ``step``, ``step_num``, ``duration_s`` (mean over devices), ``busy_any_s`` (time
+        at least one device works on it) and ``all_idle_s`` (duration minus that, >= 0: no device busy)."""
+        m = self.after_warmup
+        per = m.groupby("step", sort=True).agg(step_num=("step_num", "first"), duration_ps=("duration_ps", "mean"))
+        busy = self.busy_any_ps if self.busy_any_ps is not None else np.full(len(per), np.nan)
+        duration = per["duration_ps"].to_numpy(np.float64) / PS_PER_S
+        busy_s = np.asarray(busy, np.float64) / PS_PER_S
+        return pd.DataFrame({"step": per.index.to_numpy(), "step_num": per["step_num"].to_numpy(),
+                             "duration_s": duration, "busy_any_s": busy_s,
+                             "all_idle_s": np.clip(duration - busy_s, 0.0, None)})
+
+    @property
+    def count(self) -> int:
+        return int(self.after_warmup["step"].nunique())
+
+    @property
+    def mean_s(self) -> float:
+        m = self.after_warmup
+        if m.empty:
+            return float("nan")
+        # Mean over device-steps: devices may run their executions staggered in time, and
+        # per-op "per step" numbers use the same denominator.
+        return float(m["duration_ps"].mean() / PS_PER_S)
+
+
+def _number(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.sort_values(["device", "start_ps"], kind="stable").copy()
+    frame["step"] = frame.groupby("device").cumcount()
+    frame["end_ps"] = frame["start_ps"] + frame["duration_ps"]
+    if "step_num" not in frame:
+        frame["step_num"] = frame["step"]
+    n_steps = frame.groupby("device")["step"].transform("max") + 1
+    frame["is_warmup"] = (frame["step"] == 0) & (n_steps > 1)
+    return frame[["device", "step", "step_num", "start_ps", "end_ps", "duration_ps", "is_warmup"]].reset_index(drop=True)
+
+
+def _annotated_steps(capture: Capture) -> Steps | None:
+    ann = capture.step_annotations
+    if ann.empty:
+        return None
+    frame = pd.DataFrame({"device": ann["device"].astype("int64"), "step_num": ann["step_num"].astype("int64"),
+                          "start_ps": ann["start_ps"].astype("int64"),
+                          "duration_ps": (ann["end_ps"] - ann["start_ps"]).astype("int64")})
+    table = _number(frame)
+    n = int(table["step"].max()) + 1
+    source = f"{n} annotated step{'s' if n != 1 else ''} '{ann['name'].iloc[0]}' (StepTraceAnnotation on the host)"
+    return Steps(table, "", source, bool(table["is_warmup"].any()), by_launch=True,
+                 annotation=str(ann["name"].iloc[0]))
+
+
+def dominant_program(capture: Capture) -> tuple[str, str]:
+    """(name, program id) of the program with the most device time: by id, since one name can be
+    several programs (a function jitted for several shapes, a recompile)."""
+    modules = capture.modules
+    named = modules[modules["module"].astype(str) != ""]
+    if named.empty:
+        return "", ""
+    pid = named["program_id"].astype(object).where(named["program_id"].notna(), "").astype(str)
+    time = named.groupby([named["module"].astype(str), pid])["duration_ps"].sum()
+    name, program_id = time.idxmax()
+    return str(name), str(program_id)
+
+
+def program_steps(capture: Capture, program: str, program_id: str) -> Steps:
+    """The executions of one program (by name and id) as the steps."""
+    modules = capture.modules
+    pid = modules["program_id"].astype(object).where(modules["program_id"].notna(), "").astype(str)
+    runs = modules[(modules["module"] == program) & (pid == program_id)][["device", "start_ps", "duration_ps"]]
+    table = _number(runs.astype({"start_ps": "int64", "duration_ps": "int64"}))
+    n = int(table["step"].max()) + 1
+    named = f"{program}({program_id})" if program_id else program
+    return Steps(table, program, f"{n} execution{'s' if n != 1 else ''} of {named}", bool(table["is_warmup"].any()),
+                 program_id=program_id)
+
+
+def find_steps(capture: Capture) -> Steps:
+    annotated = _annotated_steps(capture)
+    if annotated is not None:
+        return annotated
+    if not capture.steps_line.empty:
+        table = _number(capture.steps_line.astype({"start_ps": "int64", "duration_ps": "int64"}))
+        return Steps(table, "", "the capture's 'Steps' line", bool(table["is_warmup"].any()))
+
+    program, program_id = dominant_program(capture)
+    if program:
+        return program_steps(capture, program, program_id)
+
+    # No program structure at all: the whole op span on each device is one step.
+    ops = capture.events
+    spans = ops.groupby("device").agg(start_ps=("start_ps", "min"), end_ps=("start_ps", "max"))
+    ends = (ops["start_ps"] + ops["span_ps"]).groupby(ops["device"]).max()
+    spans["duration_ps"] = ends - spans["start_ps"]
+    table = _number(spans.reset_index()[["device", "start_ps", "duration_ps"]])
+    return Steps(table, "", "the whole capture (no program executions found)", False)
+
+
+def measured_rows(steps: Steps, device, step) -> np.ndarray:
+    """Row position in ``steps.after_warmup`` of each (device, step) pair, -1 for a pair not measured.
+
+    The row is the device-step's integer code: interval sums group by it."""
+    measured = steps.after_warmup
+    device, step = np.asarray(device, np.int64), np.asarray(step, np.int64)
+    if measured.empty or len(device) == 0:
+        return np.full(len(device), -1, np.int64)
+    md, ms = measured["device"].to_numpy(np.int64), measured["step"].to_numpy(np.int64)
+    n_steps = int(max(ms.max(), step.max(initial=0))) + 1
+    lookup = np.full((int(max(md.max(), device.max(initial=0))) + 1) * n_steps, -1, np.int64)
+    lookup[md * n_steps + ms] = np.arange(len(md))
+    ok = (device >= 0) & (step >= 0)
+    return np.where(ok, lookup[np.where(ok, device * n_steps + step, 0)], -1)
+
+
+def with_busy_time(steps: Steps, step_ops: pd.DataFrame,
+                   in_capture_order: tuple[pd.DataFrame, np.ndarray] | None = None) -> Steps:
+    """``steps`` with ``busy_ps``: per measured device-step, the union of its events' [start, start + span).
+
+    ``in_capture_order``: (the capture's events, their rows from :func:`assigned_steps`): the same intervals in
+    the capture's (device, start) order, which needs no sort. ``busy_any_ps``, per step the union over every
+    device, is the union of the per-device blocks: far fewer intervals than events."""
+    if in_capture_order is not None:
+        events, rows = in_capture_order
+        inside = rows >= 0
+        start = events["start_ps"].to_numpy(np.int64)[inside]
+        end = events["span_ps"].to_numpy(np.int64)[inside]
+        end += start
+        rows = rows[inside]
+        del inside
+    else:
+        start = step_ops["start_ps"].to_numpy(np.int64)
+        end = start + step_ops["span_ps"].to_numpy(np.int64)  # the timeline extent: streams and async ops overlap
+        rows = measured_rows(steps, step_ops["device"], step_ops["step"])
+    # Busy on any device, per step: its code is the step's rank among the measured steps.
+    step_values = np.unique(steps.after_warmup["step"].to_numpy(np.int64))
+    if (rows < 0).any():  # events outside the measured device-steps still count for their step
+        any_rows = np.searchsorted(step_values, step_ops["step"].to_numpy(np.int64))
+        return replace(steps, busy_ps=union_length(start, end, rows, len(steps.after_warmup)),
+                       busy_any_ps=union_length(start, end, any_rows, len(step_values)))
+    group, block_start, block_end = blocks(start, end, rows)
+    step_of_row = np.searchsorted(step_values, steps.after_warmup["step"].to_numpy(np.int64))
+    return replace(steps, busy_ps=union_length(block_start, block_end, group, len(steps.after_warmup)),
+                   busy_any_ps=union_length(block_start, block_end, step_of_row[group], len(step_values)))
+
+
+def step_rows(steps: Steps, device, time_ps) -> np.ndarray:
+    """Row position in ``steps.after_warmup`` of the measured step each (device, time) falls in, -1 if none."""
+    measured = steps.after_warmup
+    return locate(time_ps, device, measured["start_ps"], measured["end_ps"], measured["device"])
+
+
+def assign_steps(ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
+    """``ops`` restricted to measured steps, with ``step`` and ``event`` (row in ``ops``) columns.
+
+    Rows come in start-time order (stable), indexed by their position in that order."""
+    return assigned_steps(ops, steps)[0]
+
+
+def assigned_steps(ops: pd.DataFrame, steps: Steps) -> tuple[pd.DataFrame, np.ndarray]:
+    """(:func:`assign_steps`, per row of ``ops`` in its own order the row in ``steps.after_warmup`` of the
+    measured step it belongs to, -1 outside them): the codes :func:`with_busy_time` groups by."""
+    measured = steps.after_warmup
+    if measured.empty or ops.empty:
+        empty = ops.iloc[0:0].assign(step=pd.Series(dtype="int64"), event=pd.Series(dtype="int64"))
+        return empty, np.full(len(ops), -1, np.int64)
+    start = ops["start_ps"].to_numpy(np.int64)
+    order = np.argsort(start, kind="stable")
+    when = start
+    if steps.by_launch and "launch_ps" in ops:
+        launch = ops["launch_ps"].to_numpy(np.int64)
+        when = np.where(launch >= 0, launch, start)  # the span that launched it, else where it ran
+    rows = step_rows(steps, ops["device"].to_numpy(np.int64)[order], when[order])
+    inside = rows >= 0
+    out = ops.iloc[order[inside]].rename_axis("event").reset_index()
+    out["step"] = measured["step"].to_numpy(np.int64)[rows[inside]]
+    out.index = np.flatnonzero(inside)
+    by_row = np.empty(len(ops), np.int64)
+    by_row[order] = rows
+    return out, by_row
