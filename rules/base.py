@@ -1,14 +1,24 @@
 """The rule contract: what a rule is, what it returns, and the helpers every rule shares.
 
 A rule is one module in this folder with a ``RULE_ID`` string, a docstring in five parts (*What it
-finds*, *Why it costs time*, *How the cost is estimated*, *Fix*, *Details*; ``catalog.py`` parses them)
-and ``check(analysis) -> list[Finding]``. It reads the analysis' tables only: no parsing, no file I/O.
-Registered by one line in ``registry.py``, which wraps the module in a :class:`ModuleRule`; anything
-with ``id``, ``doc`` and ``check`` satisfies :class:`Rule` the same way.
+finds*, *Why it costs time*, *How the cost is estimated*, *Fix*, *Details*; ``catalog.py`` parses them),
+its ``PRECEDENCE`` (which finding keeps an op two rules name: ``claims.py``) and, first numbers then words:
+
+- ``measure(analysis) -> Numbers | list[Numbers] | None``: a frozen dataclass per finding whose public
+  fields are the documented *Details* (in their order, with their units) and whose ``priced`` field is a
+  :class:`Priced` (cost, saving, ops, claims: what every finding carries);
+- ``title(numbers)``, ``evidence(numbers)`` and ``fix(numbers, target)``: the words, from those numbers only
+  (``target``: the :class:`Target` platform and chip the fix must run on);
+- ``check(analysis)``: ``compose(RULE_ID, measure, title, evidence, fix, analysis)``.
+
+It reads the analysis' tables only: no parsing, no file I/O. Registered by one line in ``registry.py``,
+which wraps the module in a :class:`ModuleRule`; anything with ``id``, ``doc``, ``precedence`` and
+``check`` satisfies :class:`Rule` the same way.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -18,6 +28,7 @@ from ..units import format_bytes, format_percent, format_seconds  # noqa: F401 (
 
 if TYPE_CHECKING:
     from ..analyzer.analysis import Analysis
+    from ..analyzer.chips.catalog import Chip
 
 BENEFITS = ("step_time", "throughput")
 HIGH_FRACTION = 0.10  # a finding costing >= 10 % of the step is high severity
@@ -98,12 +109,18 @@ class Rule(Protocol):
     @property
     def doc(self) -> str: ...  # the five-part docstring the catalogue reads
 
+    @property
+    def precedence(self) -> float: ...  # lower keeps a shared op first (``claims.resolve_claims``)
+
     def check(self, analysis: Analysis) -> list[Finding]: ...
+
+
+LAST = float("inf")  # the precedence of a rule that claims no op another rule might name
 
 
 @dataclass(frozen=True)
 class ModuleRule:
-    """A rule written as a module (``RULE_ID``, docstring, ``check``), seen as a :class:`Rule`."""
+    """A rule written as a module (``RULE_ID``, ``PRECEDENCE``, docstring, ``check``), seen as a :class:`Rule`."""
 
     module: ModuleType
 
@@ -114,6 +131,10 @@ class ModuleRule:
     @property
     def doc(self) -> str:
         return self.module.__doc__ or ""
+
+    @property
+    def precedence(self) -> float:
+        return getattr(self.module, "PRECEDENCE", LAST)
 
     def check(self, analysis: Analysis) -> list[Finding]:
         return self.module.check(analysis)
@@ -181,3 +202,81 @@ def make_finding(
         claims=tuple(claims),
         benefit=benefit,
     )
+
+
+# ---- numbers, then words ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a fix must run on: the platform of the capture (``tpu``, ``gpu``, ``cpu``; ``hlo`` for a dump alone)
+    and the chip the numbers were priced on."""
+
+    platform: str
+    chip: Chip
+
+    @classmethod
+    def of(cls, analysis: Analysis) -> Target:
+        return cls(analysis.platform, analysis.chip)
+
+
+@dataclass(frozen=True)
+class Priced:
+    """The numbers every finding carries, whatever its rule (:func:`make_finding`'s arguments)."""
+
+    time_s_per_step: float  # what the problem costs now
+    est_savings_s_per_step: float  # what the fix should recover
+    step_s: float
+    confidence: str
+    ops: tuple[OpEvidence, ...]
+    claims: tuple[OpClaim, ...] = ()
+    kind: str = ""
+    main_op: str = ""
+    lever: str = ""
+    benefit: str = "step_time"
+
+
+def details_of(numbers) -> dict[str, Any]:
+    """A rule's numbers as the finding's ``details``: its fields in order, without ``priced`` and without
+    the fields declared ``field(metadata={"detail": False})`` (inputs of the words that are no detail)."""
+    return {f.name: getattr(numbers, f.name) for f in dataclasses.fields(numbers)
+            if f.name != "priced" and f.metadata.get("detail", True)}
+
+
+def compose(rule_id: str, measure, title, evidence, fix, analysis: Analysis) -> list[Finding]:
+    """A rule's ``check``: its measured numbers (none, one or a list), each put into words."""
+    measured = measure(analysis)
+    if measured is None:
+        return []
+    target = Target.of(analysis)
+    return [make_finding(rule=rule_id, title=title(n), evidence=evidence(n), fix=fix(n, target),
+                         details=details_of(n), **_fields(n.priced))
+            for n in (measured if isinstance(measured, list) else [measured])]
+
+
+def _fields(instance) -> dict[str, Any]:
+    """A dataclass' fields, one level deep (``dataclasses.asdict`` would turn its OpEvidence into dicts)."""
+    return {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance)}
+
+
+def is_nan(x) -> bool:
+    """True for a NaN (an unknown number in the tables), numpy's included; False for anything else, None too."""
+    try:
+        return bool(x != x)
+    except (TypeError, ValueError):
+        return False
+
+
+def time_column(analysis: Analysis) -> str:
+    """The ops column of seconds per step a rule prices with: measured when there is a trace, else predicted."""
+    return "measured_s_per_step" if analysis.measured else "predicted_s_per_step"
+
+
+def times_are(analysis: Analysis) -> str:
+    """``measured`` or ``predicted``: what a finding's seconds are (its ``times_are`` detail)."""
+    return "measured" if analysis.measured else "predicted"
+
+
+def seconds_per_step(ops, analysis: Analysis):
+    """Each op's seconds per step, measured or predicted (unknown counts 0): the time a finding can claim."""
+    return ops[time_column(analysis)].fillna(0.0)

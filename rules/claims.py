@@ -2,7 +2,8 @@
 
 Two rules can name the same op (a small all-gather is latency-bound, exposed and maybe recomputed). The
 more specific diagnosis keeps the op; the other lists it as related and its saving shrinks to the ops it
-keeps. "Specific" is about the op itself, most specific first:
+keeps. "Specific" is about the op itself; each rule declares its rank as ``PRECEDENCE`` (``registry.PRECEDENCE``
+collects them), most specific first:
 
 1. ``retiling-copy``: the op should not exist at all (a layout change nobody asked for);
 2. ``latency-bound-collective``: the op is too small for its link; its fix (combine) changes the op;
@@ -18,7 +19,7 @@ keeps. "Specific" is about the op itself, most specific first:
 9. ``low-precision``: any compute-bound matmul, the most generic matmul diagnosis: it counts only the dots no
    finding above explains (a padded dot's time belongs to mxu-padding).
 
-A rule not in the list ranks after them. The recoverable total is the sum of the savings that remain.
+A rule without a rank (``base.LAST``) ranks after them. The recoverable total is the sum of the savings that remain.
 """
 
 from __future__ import annotations
@@ -26,23 +27,20 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from .base import Finding, format_seconds
+from collections.abc import Mapping
 
-PRECEDENCE = ("retiling-copy", "latency-bound-collective", "remat-overhead", "sharding-intensity", "hbm-headroom",
-              "exposed-collective", "mxu-padding", "materialized-attention", "low-precision")
+from .base import LAST, Finding, format_seconds
 
-
-def _rank(finding: Finding) -> tuple:
-    rule = PRECEDENCE.index(finding.rule) if finding.rule in PRECEDENCE else len(PRECEDENCE)
-    return rule, -finding.est_savings_s_per_step, finding.key
-
-
-def resolve_claims(findings: list[Finding]) -> list[Finding]:
+def resolve_claims(findings: list[Finding], precedence: Mapping[str, float]) -> list[Finding]:
     """``findings`` with every claimed op counted by one finding only (same order as given).
 
     A finding that loses ops to a more specific one keeps the share of its saving that its remaining
     ops carry (its own estimate, prorated by claimed seconds), names the lost ops in ``related`` and says
-    so in its evidence. Its cost (``time_s_per_step``, the title) stays what the rule measured."""
+    so in its evidence. Its cost (``time_s_per_step``, the title) stays what the rule measured.
+    ``precedence``: rule id -> rank (lower keeps a shared op first); a rule not in it ranks last."""
+    def _rank(finding: Finding) -> tuple:
+        return precedence.get(finding.rule, LAST), -finding.est_savings_s_per_step, finding.key
+
     owner: dict[tuple[str, str, str], Finding] = {}
     out = list(findings)
     for index in sorted(range(len(findings)), key=lambda i: _rank(findings[i])):

@@ -49,17 +49,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analyzer.collectives import TRANSFER_KINDS, link_bandwidth
+from ..analyzer.models.collectives import TRANSFER_KINDS, link_bandwidth
 from .base import OpEvidence, format_bytes, op_claims, format_percent, format_seconds, make_finding
 from .collective_levers import gpu_overlap, tpu_overlap
 from .levers import flag, name, target
 
 RULE_ID = "exposed-collective"
+PRECEDENCE = 6  # any transfer not hidden: the most generic, it counts only what no other explains
 MIN_FRACTION = 0.005  # measured exposure under half a percent of the step is noise, not a finding
 
 
 def exposure_by_op(ops: pd.DataFrame) -> pd.DataFrame:
-    """The step's transfer waits (ops with ``exposed_s_per_step``, analyzer.transfers), most exposed first,
+    """The step's transfer waits (ops with ``exposed_s_per_step``, analyzer.steps.transfers), most exposed first,
     with short names for the columns this rule reads."""
     part = ops[ops["exposed_s_per_step"].notna()].rename(columns={
         "transfer_kind": "kind", "transfer_is_async": "is_async", "transfer_bytes_per_step": "bytes_per_step",

@@ -54,6 +54,7 @@ from .levers import name
 from .remat_overhead import REMAT_LADDER, outputs_that_fit, recomputed_ops
 
 RULE_ID = "hbm-headroom"
+PRECEDENCE = 5  # the same recomputed ops as remat-overhead, which keeps them when both fire
 NEAR_FULL = 0.90  # at or above: no room for a bigger batch or a lighter remat policy
 LARGE_HEADROOM = 0.25  # at least this share of HBM free: worth spending
 KINDS = ("near-full", "headroom")  # the finding's kind (over-capacity is a near-full one)

@@ -39,12 +39,13 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from ..analyzer.collectives import KINDS, latency_threshold_bytes, predict_collective
+from ..analyzer.models.collectives import KINDS, latency_threshold_bytes, predict_collective
 from .base import OpEvidence, format_bytes, op_claims, format_percent, format_seconds, make_finding
 from .collective_levers import GPU_COMBINE_FLAG, gpu_combine
 from .levers import name, target
 
 RULE_ID = "latency-bound-collective"
+PRECEDENCE = 2  # the op is too small for its link; its fix (combine) changes the op
 MIN_FRACTION = 0.005
 
 

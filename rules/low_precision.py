@@ -41,6 +41,7 @@ from .base import OpEvidence, format_percent, format_seconds, make_finding, op_c
 from .levers import IRONWOOD, name
 
 RULE_ID = "low-precision"
+PRECEDENCE = 9  # any compute-bound matmul: only the dots no finding above explains
 MIN_SHARE = 0.05  # compute-bound dots under 5 % of the step: quantizing them is not worth the numerics risk
 MIN_RATIO = 1.2  # an 8-bit peak that is not clearly faster than bf16 (v4 int8, v5p fp8) is no lever
 HIGH_PRECISION = ("bf16", "f16", "f32")

@@ -37,6 +37,7 @@ from .base import OpEvidence, format_bytes, format_seconds, make_finding, op_cla
 from .levers import name, scoped_vmem
 
 RULE_ID = "materialized-attention"
+PRECEDENCE = 8  # the score chain's ops
 MIN_SCORE_BYTES = 1 << 20  # a score matrix under 1 MiB fits on chip anyway
 
 

@@ -32,18 +32,43 @@ Details:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import pandas as pd
 
-from .base import OpEvidence, format_percent, format_seconds, make_finding, op_claims
+from .base import (
+    OpEvidence, Priced, Target, compose, format_percent, format_seconds, is_nan, op_claims, seconds_per_step,
+    times_are,
+)
 from .levers import name
 
 RULE_ID = "mxu-padding"
+PRECEDENCE = 7  # a matmul's padded share; a recomputed dot's time belongs to remat-overhead first
 MIN_FRACTION = 0.10
 # cuBLAS Tensor Core usage: dimensions multiples of 16 bytes of elements (docs.nvidia.com/cuda/cublas,
 # "Tensor Core Usage"): 8 for 16-bit types, 16 for 8-bit, 4 for TF32.
 _GPU_MULTIPLE = {"f16": 8, "bf16": 8, "f32": 4, "s8": 16, "u8": 16}
 _GPU_MULTIPLE_8BIT = 16
+
+
+@dataclass(frozen=True)
+class Numbers:
+    multiple: int  # count
+    multiple_source: str
+    padded_flops_fraction: float  # fraction
+    padded_s_per_step: float  # s
+    dots: list  # per flagged dot, largest padded time first (the first 50)
+    times_are: str
+    priced: Priced
+    flagged: int = field(metadata={"detail": False})  # dots at or above MIN_FRACTION
+    saves_s_per_step: float = field(metadata={"detail": False})  # all flagged dots together
+    shown: tuple = field(metadata={"detail": False})  # (op, K, N, padded fraction) of the first five
+    largest_rows: float = field(metadata={"detail": False})  # M of the dot with the most padded time
+
+
+def check(analysis) -> list:
+    return compose(RULE_ID, measure, title, evidence, fix, analysis)
 
 
 def _multiples(analysis, dtypes: pd.Series) -> tuple[pd.Series, str]:
@@ -58,23 +83,25 @@ def _multiples(analysis, dtypes: pd.Series) -> tuple[pd.Series, str]:
     return pd.Series(np.nan, index=dtypes.index), ""
 
 
-def check(analysis) -> list:
+def _padded_dots(analysis) -> tuple[pd.DataFrame, str]:
+    """In-step dots with known K and N whose padded share is at least MIN_FRACTION, with that ``fraction``."""
     ops = analysis.ops
-    if ops.empty:
-        return []
     dots = ops[ops["in_step"] & ops["matmul_k"].notna() & ops["matmul_n"].notna() & (ops["flops"] > 0)].copy()
     if dots.empty:
-        return []
-    mult, source = _multiples(analysis, dots["dtype"])
-    dots["multiple"] = mult
+        return dots, ""
+    dots["multiple"], source = _multiples(analysis, dots["dtype"])
     dots = dots[dots["multiple"] > 0]
-    if dots.empty:
-        return []
     m, k, n = dots["multiple"], dots["matmul_k"], dots["matmul_n"]
     dots["fraction"] = 1.0 - k * n / (np.ceil(k / m) * m * np.ceil(n / m) * m)
-    dots = dots[dots["fraction"] >= MIN_FRACTION]
+    return dots[dots["fraction"] >= MIN_FRACTION], source
+
+
+def measure(analysis) -> Numbers | None:
+    if analysis.ops.empty:
+        return None
+    dots, source = _padded_dots(analysis)
     if dots.empty:
-        return []
+        return None
     chip = analysis.chip
     peak = dots["dtype"].astype(str).map(lambda d: chip.peak_flops_per_s(d)).astype(float)
     occ = dots["occurrences_per_step"].fillna(1.0)
@@ -85,51 +112,62 @@ def check(analysis) -> list:
     savings = (np.maximum(t_padded, t_mem) - np.maximum(t_flop, t_mem)) * occ
     if analysis.measured:
         savings = np.minimum(savings, dots["measured_s_per_step"].fillna(0.0) * dots["fraction"])
-    op_s = dots["measured_s_per_step" if analysis.measured else "predicted_s_per_step"].fillna(0.0)
-    dots["op_s"] = op_s
-    dots["savings_s"] = np.minimum(savings, op_s)  # never more than the dot's own time
+    dots["op_s"] = seconds_per_step(dots, analysis)
+    dots["savings_s"] = np.minimum(savings, dots["op_s"])  # never more than the dot's own time
     dots = dots.sort_values("padded_s", ascending=False)
 
     padded_s, savings_s = float(dots["padded_s"].sum()), float(dots["savings_s"].sum())
     useful = float((t_flop * occ).sum())
     fraction = padded_s / (padded_s + useful) if padded_s + useful > 0 else 0.0
-    multiple = int(dots["multiple"].iloc[0])
-    top = dots.iloc[0]
-    shown = ", ".join(f"{r.op_name} (K={r.matmul_k:.0f}, N={r.matmul_n:.0f}: {r.fraction:.0%})"
-                      for r in dots.head(5).itertuples())
-    more = f" and {len(dots) - 5} more" if len(dots) > 5 else ""
-    hbm_bound = savings_s < 0.5 * padded_s
-    evidence = (f"{len(dots)} {'matmul pads' if len(dots) == 1 else 'matmuls pad'} K or N to multiples of {multiple} ({source}): {shown}{more}. "
-                f"{format_percent(fraction)} of the MXU work is padding, "
-                f"{format_seconds(padded_s)} per step at the chip table's peak; aligning them saves "
-                f"{format_seconds(savings_s)} per step by the roofline (HLO dims and FLOPs"
-                + (", trace times)." if analysis.measured else "; no trace: predicted, not measured).")
-                + (" They are mostly HBM-bound at this size, so the padding costs little time now; it "
-                   "will once they grow compute-bound." if hbm_bound else ""))
-    rows = top.matmul_m
-    batch_text = ("" if rows % 128 == 0 else
-                  f" The largest one streams {rows:.0f} rows: keep {name('per_device_batch_size')} x "
-                  f"{name('max_target_length')} "
-                  "a multiple of 128 (else 8).")
-    fix = (f"Make the matmul widths multiples of {multiple}: in MaxText {name('base_emb_dim')}, "
-           f"{name('base_mlp_dim')}, {name('head_dim')} and {name('vocab_size')} (pad the vocabulary up to a "
-           f"multiple of {multiple}); in your own model the embedding, "
-           f"MLP, head and vocabulary widths." + batch_text)
-    return [make_finding(
-        rule=RULE_ID,
-        title=f"{len(dots)} {'matmul pads' if len(dots) == 1 else 'matmuls pad'} to the {multiple}-wide matrix unit: {fraction:.0%} of their MXU work is padding",
+    priced = Priced(
         time_s_per_step=padded_s, est_savings_s_per_step=savings_s, step_s=analysis.step_s,
         confidence="medium" if analysis.measured else "low",
         ops=tuple(OpEvidence(str(r.op_name), float(r.measured_s_per_step) if analysis.measured
-                             and r.measured_s_per_step == r.measured_s_per_step else float(r.padded_s),
-                             float(r.predicted_s_per_step) if r.predicted_s_per_step == r.predicted_s_per_step
-                             else None, f"K={r.matmul_k:.0f} N={r.matmul_n:.0f} padded {r.fraction:.1%}")
+                             and not is_nan(r.measured_s_per_step) else float(r.padded_s),
+                             None if is_nan(r.predicted_s_per_step) else float(r.predicted_s_per_step),
+                             f"K={r.matmul_k:.0f} N={r.matmul_n:.0f} padded {r.fraction:.1%}")
                   for r in dots.head(10).itertuples()),
-        evidence=evidence, fix=fix, claims=op_claims(dots, dots["op_s"]),
-        details={"multiple": multiple, "multiple_source": source, "padded_flops_fraction": fraction,
-                 "padded_s_per_step": padded_s,
-                 "dots": [{"op": str(r.op_name), "m": float(r.matmul_m), "n": float(r.matmul_n),
-                           "k": float(r.matmul_k), "batch": float(r.matmul_batch), "dtype": str(r.dtype),
-                           "padded_fraction": float(r.fraction), "padded_s_per_step": float(r.padded_s),
-                           "savings_s_per_step": float(r.savings_s)} for r in dots.head(50).itertuples()],
-                 "times_are": "measured" if analysis.measured else "predicted"})]
+        claims=op_claims(dots, dots["op_s"]))
+    return Numbers(
+        multiple=int(dots["multiple"].iloc[0]), multiple_source=source, padded_flops_fraction=fraction,
+        padded_s_per_step=padded_s,
+        dots=[{"op": str(r.op_name), "m": float(r.matmul_m), "n": float(r.matmul_n), "k": float(r.matmul_k),
+               "batch": float(r.matmul_batch), "dtype": str(r.dtype), "padded_fraction": float(r.fraction),
+               "padded_s_per_step": float(r.padded_s), "savings_s_per_step": float(r.savings_s)}
+              for r in dots.head(50).itertuples()],
+        times_are=times_are(analysis), priced=priced, flagged=len(dots), saves_s_per_step=savings_s,
+        shown=tuple((str(r.op_name), float(r.matmul_k), float(r.matmul_n), float(r.fraction))
+                    for r in dots.head(5).itertuples()),
+        largest_rows=float(dots["matmul_m"].iloc[0]))
+
+
+def title(n: Numbers) -> str:
+    pads = "matmul pads" if n.flagged == 1 else "matmuls pad"
+    return (f"{n.flagged} {pads} to the {n.multiple}-wide matrix unit: {n.padded_flops_fraction:.0%} of their "
+            "MXU work is padding")
+
+
+def evidence(n: Numbers) -> str:
+    pads = "matmul pads" if n.flagged == 1 else "matmuls pad"
+    shown = ", ".join(f"{op} (K={k:.0f}, N={nn:.0f}: {f:.0%})" for op, k, nn, f in n.shown)
+    more = f" and {n.flagged - 5} more" if n.flagged > 5 else ""
+    measured = n.times_are == "measured"
+    hbm_bound = n.saves_s_per_step < 0.5 * n.padded_s_per_step
+    return (f"{n.flagged} {pads} K or N to multiples of {n.multiple} ({n.multiple_source}): {shown}{more}. "
+            f"{format_percent(n.padded_flops_fraction)} of the MXU work is padding, "
+            f"{format_seconds(n.padded_s_per_step)} per step at the chip table's peak; aligning them saves "
+            f"{format_seconds(n.saves_s_per_step)} per step by the roofline (HLO dims and FLOPs"
+            + (", trace times)." if measured else "; no trace: predicted, not measured).")
+            + (" They are mostly HBM-bound at this size, so the padding costs little time now; it "
+               "will once they grow compute-bound." if hbm_bound else ""))
+
+
+def fix(n: Numbers, target: Target) -> str:
+    rows = n.largest_rows
+    batch_text = ("" if rows % 128 == 0 else
+                  f" The largest one streams {rows:.0f} rows: keep {name('per_device_batch_size')} x "
+                  f"{name('max_target_length')} a multiple of 128 (else 8).")
+    return (f"Make the matmul widths multiples of {n.multiple}: in MaxText {name('base_emb_dim')}, "
+            f"{name('base_mlp_dim')}, {name('head_dim')} and {name('vocab_size')} (pad the vocabulary up to a "
+            f"multiple of {n.multiple}); in your own model the embedding, MLP, head and vocabulary widths."
+            + batch_text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from .base import Finding, ModuleRule, Rule
+from .base import LAST, Finding, ModuleRule, Rule
 from .claims import resolve_claims
 from .selection import Dropped, Selection
 
@@ -28,6 +28,8 @@ RULES: tuple[Rule, ...] = tuple(ModuleRule(import_module(f".{name}", __package__
 
 
 RULE_IDS: tuple[str, ...] = tuple(rule.id for rule in RULES)
+# Which finding keeps an op two rules name (claims.py): each rule's declared PRECEDENCE, lower first.
+PRECEDENCE: dict[str, float] = {rule.id: rule.precedence for rule in RULES if rule.precedence != LAST}
 
 
 def run_rules(analysis, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
@@ -43,5 +45,5 @@ def run_selected(analysis, selection: Selection, rules: tuple[Rule, ...] = RULES
     for rule in rules:
         findings.extend(rule.check(analysis))
     kept, dropped = selection.split(findings)
-    kept = resolve_claims(kept)
+    kept = resolve_claims(kept, {rule.id: rule.precedence for rule in rules})
     return sorted(kept, key=lambda f: (-f.est_savings_s_per_step, -f.time_s_per_step, f.rule)), dropped

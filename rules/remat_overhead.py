@@ -44,6 +44,7 @@ from .base import OpEvidence, format_bytes, op_claims, format_percent, format_se
 from .levers import name
 
 RULE_ID = "remat-overhead"
+PRECEDENCE = 3  # the op is forward work done again; its fix (keep the result) removes it
 FULL_POLICY_EXTRA_FLOPS = (0.25, 0.30)
 # MaxText remat presets from least kept to most: each saves the names of the one before plus more
 # (decoders.py: qkv projections; + out_proj; + attention context; minimal = every dot without batch dims).

@@ -43,6 +43,7 @@ from .base import OpEvidence, format_bytes, op_claims, format_percent, format_se
 from .levers import name, target
 
 RULE_ID = "retiling-copy"
+PRECEDENCE = 1  # the op should not exist at all (a layout change nobody asked for)
 _MOVE_WORDS = {"copy", "transpose", "bitcast", "reshape", "fusion", "wrapped", "input", "loop", "kd"}
 
 

@@ -60,11 +60,12 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..analyzer.collectives import latency_threshold_bytes
+from ..analyzer.models.collectives import latency_threshold_bytes
 from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding, op_claims
 from .levers import name, target
 
 RULE_ID = "sharding-intensity"
+PRECEDENCE = 4  # more bytes than the matmuls it feeds can hide; its fix lets any schedule hide it
 # The finding's kind: its axis label as a slug ('8 devices (0-7)' -> '8-devices-0-7'); the JSON Schema
 # admits kinds of this form beside the transfer kinds.
 AXIS_KIND_PATTERN = r"^[0-9]+-(devices|groups-of-[0-9]+)(-[0-9]+)*$"

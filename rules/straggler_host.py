@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analyzer.host_step_times import host_step_times
+from ..analyzer.hosts.step_times import host_step_times
 from .base import format_percent, format_seconds, make_finding
 from ..units import count
 from .levers import name

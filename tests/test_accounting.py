@@ -13,7 +13,8 @@ from builders import scenarios as xb
 from conftest import HLO_PROGRAM, HLO_SAMPLE, SAMPLES
 from xladiag.analyzer.analysis import analyze
 from xladiag.api import build_report
-from xladiag.rules.claims import PRECEDENCE, resolve_claims
+from xladiag.rules.claims import resolve_claims
+from xladiag.rules.registry import PRECEDENCE
 from xladiag.rules.base import OpClaim, make_finding
 from xladiag.rules.registry import RULES
 from xladiag.rules.selection import Selection
@@ -108,7 +109,7 @@ def test_more_specific_rule_keeps_a_shared_op():
     shared, other = OpClaim("jit_f", "1", "all-gather.1", 0.6), OpClaim("jit_f", "1", "all-gather.2", 0.4)
     exposed = make("exposed-collective", 1.0, (shared, other))
     latency = make("latency-bound-collective", 0.5, (shared,))
-    out = resolve_claims([exposed, latency])
+    out = resolve_claims([exposed, latency], PRECEDENCE)
     assert out[1] == latency  # the more specific one is untouched
     assert out[0].related == (("all-gather.1", latency.key),)
     assert out[0].est_savings_s_per_step == pytest.approx(1.0 * 0.4 / 1.0)  # prorated to the op it keeps
