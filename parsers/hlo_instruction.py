@@ -43,6 +43,9 @@ class Instruction:
     computation: str
     is_root: bool
     text: str = field(repr=False)
+    # Per operand, the tuple element it reads (`%fusion.14#0`, newer XLA's short form of a get-tuple-element);
+    # -1: the whole result. Empty when no operand names an element.
+    operand_elements: tuple[int, ...] = ()
 
     def called_computations(self) -> tuple[str, ...]:
         """Names of computations this instruction calls (fusion body, reducer, loop body …)."""
@@ -98,7 +101,7 @@ class InstructionReader:
             for part in split_top(tail[1:]):
                 key, _, value = part.partition("=")
                 attrs[key.strip()] = value.strip()
-        names, shapes = [], []
+        names, shapes, elements = [], [], []
         if opcode == "parameter":
             number = strip_comments(operands_text).strip()
             if not number.isdigit() or len(number) > _MAX_PARAMETER_DIGITS:
@@ -111,7 +114,10 @@ class InstructionReader:
         else:
             for op in split_top(strip_comments(operands_text)):
                 shape_part, _, op_name = op.rpartition(" ")
-                names.append(op_name.lstrip("%"))
+                ref, hash_, element = op_name.lstrip("%").rpartition("#")
+                tuple_element = bool(hash_) and element.isdigit()
+                names.append(ref if tuple_element else op_name.lstrip("%"))
+                elements.append(int(element) if tuple_element else -1)
                 if shape_part.strip():
                     try:
                         shapes.append(parse_shape(shape_part))
@@ -120,7 +126,8 @@ class InstructionReader:
         op_name, source_file, source_line = self.metadata(attrs.get("metadata", ""))
         return Instruction(name, opcode, shape, tuple(names),
                            tuple(shapes) if len(shapes) == len(names) else (), attrs, op_name,
-                           source_file, source_line, comp, is_root, line)
+                           source_file, source_line, comp, is_root, line,
+                           tuple(elements) if any(e >= 0 for e in elements) else ())
 
     def metadata(self, raw: str) -> tuple[str, str, int | None]:
         if not raw:

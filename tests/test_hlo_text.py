@@ -400,3 +400,39 @@ def test_find_hlo_dumps(tmp_path):
     for p in keep + skip:
         p.write_text("")
     assert find_hlo_dumps(tmp_path) == sorted(keep)
+
+
+def test_an_operand_may_name_one_tuple_element():
+    """Newer XLA prints a get-tuple-element as ``%producer#k`` (JAX 0.11 GPU dumps, e.g. the bundled H100 pair)."""
+    text = """HloModule m, is_scheduled=true
+
+%fused (p0: f32[4,8]) -> (f32[4,8], bf16[2]) {
+  %p0 = f32[4,8]{1,0} parameter(0)
+  %c = bf16[2]{0} constant({1, 2})
+  ROOT %t = (f32[4,8]{1,0}, bf16[2]{0}) tuple(%p0, %c)
+}
+
+ENTRY %main (a: f32[4,8]) -> bf16[2] {
+  %a = f32[4,8]{1,0} parameter(0)
+  %two = (f32[4,8]{1,0}, bf16[2]{0}) fusion(%a), kind=kLoop, calls=%fused
+  %first = f32[4,8]{1,0} negate(%two#0)
+  ROOT %second = bf16[2]{0} copy(%two#1)
+}
+"""
+    m = parse_hlo_module(text)
+    first, second = m.instruction("first"), m.instruction("second")
+    assert first.operand_names == ("two",) and first.operand_elements == (0,)
+    assert m.resolve_operand_shapes(first)[0].dims == (4, 8)
+    assert m.resolve_operand_shapes(second)[0].dtype == "bf16"
+    assert m.instruction("two").operand_elements == ()  # a plain operand reads the whole result
+
+
+def test_jax_gpu_dump_with_tuple_element_operands_parses():
+    dump = REPO / "sample_profiles" / "gpu_h100_attention_pair" / "before" / "hlo"
+    (path,) = dump.glob("*after_optimizations.txt")
+    m = parse_hlo_module(path.read_text(), str(path))
+    assert m.entry and not m.truncated
+    users = [i for c in m.computations.values() for i in c.instructions if i.operand_elements]
+    assert users, "the recording holds %x#k operands"
+    for ins in users:
+        assert len(m.resolve_operand_shapes(ins)) == len(ins.operand_names)
