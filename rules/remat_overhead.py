@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .base import (
-    OpEvidence, Priced, Target, compose, float_or_none, format_bytes, format_percent, format_seconds, op_claims,
-    seconds_per_step, times_are,
+    OpEvidence, Priced, Target, compose, float_or_none, format_bytes, format_percent, format_seconds, is_nan,
+    op_claims, seconds_per_step, times_are,
 )
 from .levers import name
 
@@ -102,7 +102,7 @@ def outputs_that_fit(remat, headroom: float | None):
     by_value = remat.assign(rate=remat["time_s"] / remat["bytes"]).sort_values("rate", ascending=False)
     room, keep = max(headroom, 0.0), []
     for index, nbytes in by_value["bytes"].items():  # a few hundred ops at most
-        if nbytes == nbytes and nbytes <= room:
+        if not is_nan(nbytes) and nbytes <= room:
             keep.append(index)
             room -= nbytes
     return by_value.loc[keep]
@@ -177,7 +177,7 @@ def title(n: Numbers) -> str:
         return f"{n.remat_instructions_in_dump} recomputed instructions in the dump (no time predicted)"
     share = _share(n)
     return (f"Recomputation (remat) takes {format_seconds(n.remat_s_per_step)} per step"
-            + (f" ({share:.0%})" if share == share else ""))
+            + ("" if is_nan(share) else f" ({share:.0%})"))
 
 
 def evidence(n: Numbers) -> str:
