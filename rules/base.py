@@ -280,3 +280,9 @@ def times_are(analysis: Analysis) -> str:
 def seconds_per_step(ops, analysis: Analysis):
     """Each op's seconds per step, measured or predicted (unknown counts 0): the time a finding can claim."""
     return ops[time_column(analysis)].fillna(0.0)
+
+
+def float_or_none(x) -> float | None:
+    """``x`` as a float, or None when it is unknown (None or NaN): how a details number or an op's prediction
+    reads in the JSON."""
+    return None if x is None or is_nan(x) else float(x)

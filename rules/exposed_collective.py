@@ -46,17 +46,48 @@ Details:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import pandas as pd
 
 from ..analyzer.models.collectives import TRANSFER_KINDS, link_bandwidth
-from .base import OpEvidence, format_bytes, op_claims, format_percent, format_seconds, make_finding
+from .base import (
+    OpEvidence, Priced, Target, compose, float_or_none, format_bytes, format_percent, format_seconds, is_nan,
+    op_claims,
+)
 from .collective_levers import gpu_overlap, tpu_overlap
-from .levers import flag, name, target
+from .levers import flag, name, target as advice_for
 
 RULE_ID = "exposed-collective"
 PRECEDENCE = 6  # any transfer not hidden: the most generic, it counts only what no other explains
 MIN_FRACTION = 0.005  # measured exposure under half a percent of the step is noise, not a finding
+
+
+@dataclass(frozen=True)
+class Numbers:
+    kind: str
+    platform: str
+    exposed_s_per_step: float  # s
+    in_flight_s_per_step: float | None  # s
+    hidden_fraction: float | None  # fraction
+    predicted_transfer_s_per_step: float  # s
+    measured_transfer_s_per_step: float | None  # s
+    needed_transfer_s_per_step: float  # s
+    compute_s_per_step: float  # s
+    overlap_recoverable_s_per_step: float  # s
+    bytes_per_step: float  # bytes
+    ops: list  # per op, most exposed first
+    priced: Priced
+    measured: bool = field(metadata={"detail": False})  # a trace timed the step
+    any_async: bool = field(metadata={"detail": False})  # some op has a start-to-done span
+    recording_devices: int = field(metadata={"detail": False})  # devices that recorded async spans
+    num_devices: int = field(metadata={"detail": False})
+    memory_report: bool = field(metadata={"detail": False})  # the dump tells the peak memory (the headroom)
+    offload_fit: float = field(metadata={"detail": False})  # share of the offloaded bytes HBM can hold
+    network: str = field(metadata={"detail": False})  # `ici`, `nvlink` or another link (no C/W)
+    c_over_w: float | None = field(metadata={"detail": False})  # tokens per device that hide an FSDP gather
+    group_size: int = field(metadata={"detail": False})  # Y: the usual replica group of the kind
 
 
 def exposure_by_op(ops: pd.DataFrame) -> pd.DataFrame:
@@ -67,56 +98,6 @@ def exposure_by_op(ops: pd.DataFrame) -> pd.DataFrame:
         "in_flight_s_per_step": "span_s_per_step",
         "exposed_where_in_flight_measured_s_per_step": "exposed_span_devices_s_per_step"})
     return part.sort_values("exposed_s_per_step", ascending=False, kind="stable").reset_index(drop=True)
-
-
-def _fix(kind: str, analysis, part: pd.DataFrame, needed_s: float, compute_s: float) -> str:
-    chip, platform = analysis.chip, analysis.platform
-    # W of C/W: both directions of one torus axis, or a switch port's whole bandwidth.
-    try:
-        network, w = link_bandwidth(chip, both_directions=True)
-    except ValueError:
-        network, w = "", None
-    w = w if network in ("ici", "nvlink") else None
-    c_over_w = chip.peak_bf16_flops_per_s / w if w else None
-    if kind == "host-offload":
-        return (f"Host offload is exposed: {format_bytes(part['bytes_per_step'].sum())} per step cross PCIe to or "
-                f"from host memory (S(5)) and need about {format_seconds(needed_s)}, against "
-                f"{format_seconds(compute_s)} of non-transfer work to hide them behind. Offload fewer or smaller "
-                "tensors, or issue the offload earlier and the reload later so the copies run under compute: in "
-                f"MaxText, with {name('remat_policy')}='{name('custom')}', set the largest 'offload' entries (e.g. "
-                f"{name('decoder_layer_input')}, {name('mlpwi')}, {name('query_proj')}) to 'device' where HBM allows, "
-                f"or 'remat'; with {name('jax.checkpoint')}, "
-                f"{name('jax.checkpoint_policies.save_and_offload_only_these_names')}"
-                f"({name('names_which_can_be_saved')}=[...], {name('names_which_can_be_offloaded')}=[the few "
-                f"largest], {name('offload_src')}='device', {name('offload_dst')}='{name('pinned_host')}'); keep "
-                f"arrays placed with {name('memory_kind')}='pinned_host' in device memory when they fit."
-                + (f" On TPU, MaxText's {name('HOST_OFFLOAD_FLAGS')} in {name('LIBTPU_INIT_ARGS')} (e.g. "
-                   f"{flag('xla_tpu_host_transfer_overlap_limit', 24)}) let more transfers overlap."
-                   if target(platform, chip) == "tpu" else ""))
-    parts = []
-    if kind == "all-gather" and c_over_w:
-        parts.append(f"If these gather FSDP weights, they hide once the per-device batch exceeds C/W = "
-                     f"{c_over_w:,.0f} tokens on {chip.name} (one mesh axis; over k axes C/(k*W)): raise "
-                     f"{name('per_device_batch_size')}, or shard the weights over fewer devices (smaller FSDP axis).")
-    if kind in ("all-reduce", "reduce-scatter") and c_over_w:
-        link = {"ici": "ICI", "nvlink": {"nvidia": "NVLink", "amd": "Infinity Fabric"}.get(chip.vendor, "GPU-link")
-                }.get(network, "interconnect")
-        group = part["replica_group_size"].dropna()
-        y = int(group.mode().iloc[0]) if len(group) else analysis.num_devices
-        parts.append(f"If these are tensor-parallel reductions (group of Y = {y}), TP is {link}-bound "
-                     "unless the MLP "
-                     f"dimension exceeds Y*C/W = {y * c_over_w:,.0f}: lower the TP degree "
-                     f"({name('ici_tensor_parallelism')}) and prefer FSDP.")
-    where = target(platform, chip)
-    if where == "gpu":
-        parts.append(gpu_overlap(kind, chip))
-    elif where == "tpu":
-        parts.append(tpu_overlap(kind, chip))
-    else:
-        parts.append("Nothing to change on this host: CPU collectives are synchronous rendezvous and overlap "
-                     "nothing. Their count and sizes hold on the accelerator, their times do not: capture the "
-                     "step there to see what is exposed.")
-    return " ".join(p for p in parts if p)
 
 
 def _resident_bytes(part: pd.DataFrame) -> float:
@@ -133,95 +114,165 @@ def _offload_fit(analysis, part: pd.DataFrame) -> float:
     return float(min(1.0, max(capacity - peak, 0.0) / need))
 
 
-def _fit_text(analysis, part: pd.DataFrame, fit: float) -> str:
-    need = format_bytes(_resident_bytes(part))
-    if analysis.dump.peak_memory_bytes is None:
-        return f"if the {need} they hold fit in HBM (no memory-usage report: headroom unknown)"
-    return f"the share of the {need} they hold that fits in HBM ({fit:.0%})"
-
-
-def _num(x) -> float | None:
-    return None if x is None or x != x else float(x)
+def _c_over_w(chip) -> tuple[str, float | None]:
+    """The link and C/W (peak FLOP/s over W: both directions of one torus axis, or a switch port's whole
+    bandwidth); None for other links."""
+    try:
+        network, w = link_bandwidth(chip, both_directions=True)
+    except ValueError:
+        network, w = "", None
+    w = w if network in ("ici", "nvlink") else None
+    return network, chip.peak_bf16_flops_per_s / w if w else None
 
 
 def check(analysis) -> list:
+    return compose(RULE_ID, measure, title, evidence, fix, analysis)
+
+
+def measure(analysis) -> list[Numbers] | None:
     if not len(analysis.ops):
-        return []
+        return None
     exposure = exposure_by_op(analysis.ops)
     if exposure.empty:
-        return []
+        return None
     step_s = analysis.step_s
-    transfers = analysis.transfers
-    compute_s, measured, span_devices = (transfers.non_transfer_s_per_step, transfers.busy_s_per_step,
-                                         transfers.recording_devices)
-    findings = []
+    out = []
     for kind in sorted(exposure["kind"].unique(), key=lambda k: TRANSFER_KINDS.index(k) if k in TRANSFER_KINDS else 99):
         part = exposure[exposure["kind"] == kind]
         exposed_s = float(part["exposed_s_per_step"].sum())
         if analysis.measured and not (step_s > 0 and exposed_s / step_s >= MIN_FRACTION):
             continue
-        predicted_s = float(part["predicted_s_per_step"].fillna(0.0).sum())
-        measured_s = measured.get(kind, np.nan)
-        needed_s = min([t for t in (predicted_s, measured_s) if t == t and t > 0] or [exposed_s])
-        overlap_s = max(0.0, exposed_s - max(0.0, needed_s - compute_s))  # what a better schedule can hide
-        cpu = analysis.platform == "cpu"
-        if cpu:  # synchronous rendezvous: no schedule hides a collective on the host
-            overlap_s = 0.0
-        fit = _offload_fit(analysis, part) if kind == "host-offload" else 1.0
-        # The saving prices the lever the fix leads with: offload less (removes the transfer) or overlap.
-        savings_s, lever = ((exposed_s * fit, "keeping the offloaded arrays in HBM")
-                            if kind == "host-offload" else (overlap_s, "overlapping them with compute"))
-        known = part["span_s_per_step"].notna()
-        span_s = float(part.loc[known, "span_s_per_step"].sum()) if known.any() else np.nan
-        hidden = 1.0 - float(part.loc[known, "exposed_span_devices_s_per_step"].sum()) / span_s \
-            if span_s > 0 else np.nan
-        n, noun = len(part), {"host-offload": "host-offload copy", "send-recv": "send/recv"}.get(kind, kind)
-        what = f"{n} {noun} op{'s leave' if n != 1 else ' leaves'}"
-        if analysis.measured:
-            where = (f" on the {span_devices} of {analysis.num_devices} devices that recorded async spans"
-                     if analysis.platform == "tpu" and 0 < span_devices < analysis.num_devices else "")
-            hidden_text = (f", {hidden:.0%} of their {format_seconds(span_s)} in flight hidden{where}"
-                           if hidden == hidden and part["is_async"].any() else "")
-            head = (f"{what} {format_seconds(exposed_s)} per step exposed ({format_percent(exposed_s / step_s)} of "
-                    f"the {format_seconds(step_s)} step){hidden_text}")
-            if cpu:
-                evidence = (f"{head}. CPU collectives are synchronous rendezvous: no schedule hides them on this "
-                            "host, so nothing is counted as recoverable here; how much the accelerator's schedule "
-                            "would hide, a CPU capture cannot tell.")
-            else:
-                evidence = (f"{head}; the transfers need at least {format_seconds(needed_s)} against "
-                            f"{format_seconds(compute_s)} of non-transfer work per step, so overlap can recover "
-                            f"about {format_seconds(overlap_s)}")
-                evidence += (f". Keeping the arrays in HBM removes the transfers instead: the saving counted, "
-                             f"{format_seconds(savings_s)}, {_fit_text(analysis, part, fit)}."
-                             if kind == "host-offload" else " (the saving counted).")
-            confidence = "medium" if kind == "host-offload" or analysis.platform == "cpu" else "high"
-        else:
-            evidence = (f"{n} {noun} ops are predicted (no trace: times are predicted, not measured) to take "
-                        f"{format_seconds(exposed_s)} per step if nothing overlaps them, against "
-                        f"{format_seconds(compute_s)} of predicted non-transfer work.")
-            confidence = "low"
-        ops = tuple(OpEvidence(str(r.op_name), float(r.exposed_s_per_step), _num(r.predicted_s_per_step),
-                               "synchronous" if not r.is_async else
-                               f"{r.hidden_fraction:.0%} of {format_seconds(r.span_s_per_step)} in flight hidden"
-                               if r.hidden_fraction == r.hidden_fraction else "async")
-                    for r in part.head(10).itertuples())
-        details = {
-            "kind": kind, "platform": analysis.platform, "exposed_s_per_step": exposed_s,
-            "in_flight_s_per_step": _num(span_s), "hidden_fraction": _num(hidden),
-            "predicted_transfer_s_per_step": predicted_s, "measured_transfer_s_per_step": _num(measured_s),
-            "needed_transfer_s_per_step": needed_s, "compute_s_per_step": compute_s,
-            "overlap_recoverable_s_per_step": overlap_s,
-            "bytes_per_step": float(part["bytes_per_step"].fillna(0.0).sum()),
-            "ops": [{"op": str(r.op_name), "exposed_s_per_step": float(r.exposed_s_per_step),
-                     "exposed_where_in_flight_measured_s_per_step": float(r.exposed_span_devices_s_per_step),
-                     "in_flight_s_per_step": _num(r.span_s_per_step), "hidden_fraction": _num(r.hidden_fraction),
-                     "synchronous": not bool(r.is_async)} for r in part.itertuples()],
-        }
-        label = {"host-offload": "host-offload transfers", "send-recv": "send/recv"}.get(kind, kind + "s")
-        findings.append(make_finding(
-            rule=RULE_ID, title=f"Exposed {label}: {format_seconds(exposed_s)} per step not hidden behind compute",
-            time_s_per_step=exposed_s, est_savings_s_per_step=savings_s, step_s=step_s, confidence=confidence,
-            ops=ops, evidence=evidence, fix=_fix(kind, analysis, part, needed_s, compute_s), details=details, kind=kind,
-            lever=lever, claims=op_claims(part, part["exposed_s_per_step"])))
-    return findings
+        out.append(_measure_kind(analysis, kind, part, exposed_s))
+    return out
+
+
+def _measure_kind(analysis, kind: str, part: pd.DataFrame, exposed_s: float) -> Numbers:
+    transfers = analysis.transfers
+    compute_s = transfers.non_transfer_s_per_step
+    predicted_s = float(part["predicted_s_per_step"].fillna(0.0).sum())
+    measured_s = transfers.busy_s_per_step.get(kind, np.nan)
+    needed_s = min([t for t in (predicted_s, measured_s) if not is_nan(t) and t > 0] or [exposed_s])
+    overlap_s = max(0.0, exposed_s - max(0.0, needed_s - compute_s))  # what a better schedule can hide
+    if analysis.platform == "cpu":  # synchronous rendezvous: no schedule hides a collective on the host
+        overlap_s = 0.0
+    fit = _offload_fit(analysis, part) if kind == "host-offload" else 1.0
+    # The saving prices the lever the fix leads with: offload less (removes the transfer) or overlap.
+    savings_s, lever = ((exposed_s * fit, "keeping the offloaded arrays in HBM")
+                        if kind == "host-offload" else (overlap_s, "overlapping them with compute"))
+    known = part["span_s_per_step"].notna()
+    span_s = float(part.loc[known, "span_s_per_step"].sum()) if known.any() else np.nan
+    hidden = 1.0 - float(part.loc[known, "exposed_span_devices_s_per_step"].sum()) / span_s \
+        if span_s > 0 else np.nan
+    confidence = ("low" if not analysis.measured
+                  else "medium" if kind == "host-offload" or analysis.platform == "cpu" else "high")
+    priced = Priced(
+        time_s_per_step=exposed_s, est_savings_s_per_step=savings_s, step_s=analysis.step_s, confidence=confidence,
+        ops=tuple(OpEvidence(str(r.op_name), float(r.exposed_s_per_step), float_or_none(r.predicted_s_per_step),
+                             "synchronous" if not r.is_async else
+                             f"{r.hidden_fraction:.0%} of {format_seconds(r.span_s_per_step)} in flight hidden"
+                             if not is_nan(r.hidden_fraction) else "async")
+                  for r in part.head(10).itertuples()),
+        claims=op_claims(part, part["exposed_s_per_step"]), kind=kind, lever=lever)
+    group = part["replica_group_size"].dropna()
+    network, c_over_w = _c_over_w(analysis.chip)
+    return Numbers(
+        kind=kind, platform=analysis.platform, exposed_s_per_step=exposed_s, in_flight_s_per_step=float_or_none(span_s),
+        hidden_fraction=float_or_none(hidden), predicted_transfer_s_per_step=predicted_s,
+        measured_transfer_s_per_step=float_or_none(measured_s), needed_transfer_s_per_step=needed_s,
+        compute_s_per_step=compute_s, overlap_recoverable_s_per_step=overlap_s,
+        bytes_per_step=float(part["bytes_per_step"].fillna(0.0).sum()),
+        ops=[{"op": str(r.op_name), "exposed_s_per_step": float(r.exposed_s_per_step),
+              "exposed_where_in_flight_measured_s_per_step": float(r.exposed_span_devices_s_per_step),
+              "in_flight_s_per_step": float_or_none(r.span_s_per_step),
+              "hidden_fraction": float_or_none(r.hidden_fraction), "synchronous": not bool(r.is_async)}
+             for r in part.itertuples()],
+        priced=priced, measured=analysis.measured, any_async=bool(part["is_async"].any()),
+        recording_devices=transfers.recording_devices, num_devices=analysis.num_devices,
+        memory_report=analysis.dump.peak_memory_bytes is not None, offload_fit=fit, network=network,
+        c_over_w=c_over_w, group_size=int(group.mode().iloc[0]) if len(group) else analysis.num_devices)
+
+
+def title(n: Numbers) -> str:
+    label = {"host-offload": "host-offload transfers", "send-recv": "send/recv"}.get(n.kind, n.kind + "s")
+    return f"Exposed {label}: {format_seconds(n.exposed_s_per_step)} per step not hidden behind compute"
+
+
+def _fit_text(n: Numbers) -> str:
+    need = format_bytes(n.bytes_per_step / 2)  # the bytes the offloaded arrays hold: each goes out and back
+    if not n.memory_report:
+        return f"if the {need} they hold fit in HBM (no memory-usage report: headroom unknown)"
+    return f"the share of the {need} they hold that fits in HBM ({n.offload_fit:.0%})"
+
+
+def evidence(n: Numbers) -> str:
+    count, noun = len(n.ops), {"host-offload": "host-offload copy", "send-recv": "send/recv"}.get(n.kind, n.kind)
+    exposed_s, compute_s, step_s = n.exposed_s_per_step, n.compute_s_per_step, n.priced.step_s
+    if not n.measured:
+        return (f"{count} {noun} ops are predicted (no trace: times are predicted, not measured) to take "
+                f"{format_seconds(exposed_s)} per step if nothing overlaps them, against "
+                f"{format_seconds(compute_s)} of predicted non-transfer work.")
+    where = (f" on the {n.recording_devices} of {n.num_devices} devices that recorded async spans"
+             if n.platform == "tpu" and 0 < n.recording_devices < n.num_devices else "")
+    hidden_text = (f", {n.hidden_fraction:.0%} of their {format_seconds(n.in_flight_s_per_step)} in flight "
+                   f"hidden{where}" if n.hidden_fraction is not None and n.any_async else "")
+    head = (f"{count} {noun} op{'s leave' if count != 1 else ' leaves'} {format_seconds(exposed_s)} per step "
+            f"exposed ({format_percent(exposed_s / step_s)} of the {format_seconds(step_s)} step){hidden_text}")
+    if n.platform == "cpu":
+        return (f"{head}. CPU collectives are synchronous rendezvous: no schedule hides them on this "
+                "host, so nothing is counted as recoverable here; how much the accelerator's schedule "
+                "would hide, a CPU capture cannot tell.")
+    text = (f"{head}; the transfers need at least {format_seconds(n.needed_transfer_s_per_step)} against "
+            f"{format_seconds(compute_s)} of non-transfer work per step, so overlap can recover "
+            f"about {format_seconds(n.overlap_recoverable_s_per_step)}")
+    return text + (f". Keeping the arrays in HBM removes the transfers instead: the saving counted, "
+                   f"{format_seconds(n.priced.est_savings_s_per_step)}, {_fit_text(n)}."
+                   if n.kind == "host-offload" else " (the saving counted).")
+
+
+def _host_offload_fix(n: Numbers, target: Target) -> str:
+    return (f"Host offload is exposed: {format_bytes(n.bytes_per_step)} per step cross PCIe to or "
+            f"from host memory (S(5)) and need about {format_seconds(n.needed_transfer_s_per_step)}, against "
+            f"{format_seconds(n.compute_s_per_step)} of non-transfer work to hide them behind. Offload fewer or "
+            "smaller tensors, or issue the offload earlier and the reload later so the copies run under compute: in "
+            f"MaxText, with {name('remat_policy')}='{name('custom')}', set the largest 'offload' entries (e.g. "
+            f"{name('decoder_layer_input')}, {name('mlpwi')}, {name('query_proj')}) to 'device' where HBM allows, "
+            f"or 'remat'; with {name('jax.checkpoint')}, "
+            f"{name('jax.checkpoint_policies.save_and_offload_only_these_names')}"
+            f"({name('names_which_can_be_saved')}=[...], {name('names_which_can_be_offloaded')}=[the few "
+            f"largest], {name('offload_src')}='device', {name('offload_dst')}='{name('pinned_host')}'); keep "
+            f"arrays placed with {name('memory_kind')}='pinned_host' in device memory when they fit."
+            + (f" On TPU, MaxText's {name('HOST_OFFLOAD_FLAGS')} in {name('LIBTPU_INIT_ARGS')} (e.g. "
+               f"{flag('xla_tpu_host_transfer_overlap_limit', 24)}) let more transfers overlap."
+               if advice_for(target.platform, target.chip) == "tpu" else ""))
+
+
+def _by_cause(n: Numbers, chip) -> str:
+    """The advice a cause of the kind implies (FSDP gathers, tensor-parallel reductions), with C/W."""
+    if n.kind == "all-gather" and n.c_over_w:
+        return (f"If these gather FSDP weights, they hide once the per-device batch exceeds C/W = "
+                f"{n.c_over_w:,.0f} tokens on {chip.name} (one mesh axis; over k axes C/(k*W)): raise "
+                f"{name('per_device_batch_size')}, or shard the weights over fewer devices (smaller FSDP axis).")
+    if n.kind in ("all-reduce", "reduce-scatter") and n.c_over_w:
+        link = {"ici": "ICI", "nvlink": {"nvidia": "NVLink", "amd": "Infinity Fabric"}.get(chip.vendor, "GPU-link")
+                }.get(n.network, "interconnect")
+        return (f"If these are tensor-parallel reductions (group of Y = {n.group_size}), TP is {link}-bound "
+                "unless the MLP "
+                f"dimension exceeds Y*C/W = {n.group_size * n.c_over_w:,.0f}: lower the TP degree "
+                f"({name('ici_tensor_parallelism')}) and prefer FSDP.")
+    return ""
+
+
+def fix(n: Numbers, target: Target) -> str:
+    if n.kind == "host-offload":
+        return _host_offload_fix(n, target)
+    chip = target.chip
+    where = advice_for(target.platform, chip)
+    if where == "gpu":
+        overlap = gpu_overlap(n.kind, chip)
+    elif where == "tpu":
+        overlap = tpu_overlap(n.kind, chip)
+    else:
+        overlap = ("Nothing to change on this host: CPU collectives are synchronous rendezvous and overlap "
+                   "nothing. Their count and sizes hold on the accelerator, their times do not: capture the "
+                   "step there to see what is exposed.")
+    return " ".join(p for p in (_by_cause(n, chip), overlap) if p)

@@ -47,9 +47,13 @@ Details:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
-from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding, op_claims
+from .base import (
+    OpEvidence, Priced, Target, compose, format_bytes, format_percent, format_seconds, op_claims, times_are,
+)
 from .levers import name
 from .remat_overhead import REMAT_LADDER, outputs_that_fit, recomputed_ops
 
@@ -58,6 +62,31 @@ PRECEDENCE = 5  # the same recomputed ops as remat-overhead, which keeps them wh
 NEAR_FULL = 0.90  # at or above: no room for a bigger batch or a lighter remat policy
 LARGE_HEADROOM = 0.25  # at least this share of HBM free: worth spending
 KINDS = ("near-full", "headroom")  # the finding's kind (over-capacity is a near-full one)
+
+
+@dataclass(frozen=True)
+class Numbers:
+    verdict: str
+    peak_memory_bytes: float  # bytes
+    peak_source: str
+    hbm_capacity_bytes: float  # bytes
+    capacity_source: str
+    used_fraction: float  # fraction, at most 1
+    headroom_bytes: float  # bytes
+    remat_s_per_step: float  # s
+    remat_extra_hbm_bytes: float  # bytes
+    remat_s_freed_per_step: float  # s
+    temp_bytes: float | None  # bytes
+    batch_growth_limit: float | None  # count
+    times_are: str
+    priced: Priced
+    chip: str = field(metadata={"detail": False})  # the chip's name
+    remat_ops: int = field(metadata={"detail": False})  # recomputed ops in the step
+    ops_that_fit: int = field(metadata={"detail": False})  # those whose outputs fit in the headroom
+
+
+def check(analysis) -> list:
+    return compose(RULE_ID, measure, title, evidence, fix, analysis)
 
 
 def _peak(dump) -> tuple[float | None, str]:
@@ -69,84 +98,116 @@ def _peak(dump) -> tuple[float | None, str]:
     return None, ""
 
 
-def check(analysis) -> list:
+def _verdict(used: float) -> tuple[str, str]:
+    """The verdict and the finding's kind (over-capacity is a near-full one)."""
+    if used > 1:
+        return "over-capacity", "near-full"
+    return ("near-full", "near-full") if used >= NEAR_FULL else ("headroom", "headroom")
+
+
+def _priced(analysis, verdict: str, kind: str, remat, fit) -> Priced:
+    """Warnings cost nothing; headroom buys back the recomputation that fits, or (nothing recomputed) a bigger
+    batch, a throughput lever that is not priced."""
+    confidence = "high" if verdict != "headroom" else ("medium" if analysis.measured else "low")
+    if verdict != "headroom":
+        return Priced(0.0, 0.0, analysis.step_s, confidence, (), kind=kind)
+    if not len(remat):
+        return Priced(0.0, 0.0, analysis.step_s, confidence, (), kind=kind, benefit="throughput",
+                      lever="a bigger per_device_batch_size (more samples per step; not priced)")
+    return Priced(
+        float(remat["time_s"].sum()), float(fit["time_s"].sum()), analysis.step_s, confidence,
+        ops=tuple(OpEvidence(str(r.op_name), float(r.time_s), None) for r in
+                  remat.sort_values("time_s", ascending=False).head(10).itertuples()),
+        claims=op_claims(remat, remat["time_s"]), kind=kind,
+        lever=("a lighter remat policy that keeps the recomputed outputs in the free HBM" if len(fit) == len(remat)
+               else f"keeping the outputs of the {len(fit)} recomputed ops that fit in the free HBM"))
+
+
+def measure(analysis) -> Numbers | None:
     chip = analysis.chip
     capacity = chip.hbm_capacity_bytes
     peak, peak_source = _peak(analysis.dump)
     if chip.vendor == "cpu" or not capacity or peak is None or analysis.ops.empty:
-        return []
+        return None
     used = peak / capacity
     headroom = max(capacity - peak, 0.0)
     if NEAR_FULL > used > 1 - LARGE_HEADROOM:
-        return []
-    capacity_source = chip.number_sources.get("hbm_capacity_bytes", "chip table")
-    measured = analysis.measured
+        return None
     remat = recomputed_ops(analysis)
-    remat_s = float(remat["time_s"].sum())
-    remat_bytes = float(np.nansum(remat["bytes"]))
     fit = outputs_that_fit(remat, headroom)
-    freed_s = float(fit["time_s"].sum())
     temp = analysis.dump.scratch_bytes
-    growth = 1.0 + headroom / temp if temp else None  # no scratch at all: the batch is not what fills HBM
-    memory_text = (f"The program's peak is {format_bytes(peak)} per device ({peak_source}) of {chip.name}'s "
-                   f"{format_bytes(capacity)} ({capacity_source}): {format_percent(min(used, 1.0))} used")
+    verdict, kind = _verdict(used)
+    return Numbers(
+        verdict=verdict, peak_memory_bytes=peak, peak_source=peak_source, hbm_capacity_bytes=float(capacity),
+        capacity_source=chip.number_sources.get("hbm_capacity_bytes", "chip table"),
+        used_fraction=float(min(used, 1.0)), headroom_bytes=headroom, remat_s_per_step=float(remat["time_s"].sum()),
+        remat_extra_hbm_bytes=float(np.nansum(remat["bytes"])), remat_s_freed_per_step=float(fit["time_s"].sum()),
+        temp_bytes=None if temp is None else float(temp),
+        batch_growth_limit=1.0 + headroom / temp if temp else None,  # no scratch: the batch does not fill HBM
+        times_are=times_are(analysis), priced=_priced(analysis, verdict, kind, remat, fit), chip=chip.name,
+        remat_ops=len(remat), ops_that_fit=len(fit))
 
-    verdict, kind = ("over-capacity", "near-full") if used > 1 else ("near-full", "near-full") if used >= NEAR_FULL \
-        else ("headroom", "headroom")
-    claims, lever, benefit, time_s, savings_s = (), "", "step_time", 0.0, 0.0
-    ops: tuple = ()
-    if verdict == "over-capacity":
-        title = f"The program needs {format_bytes(peak)} per device, more than {chip.name}'s {format_bytes(capacity)} of HBM"
-        evidence = (f"The program's peak is {format_bytes(peak)} per device ({peak_source}), {used:.0%} of {chip.name}'s "
-                    f"{format_bytes(capacity)} ({capacity_source}): {format_bytes(peak - capacity)} over.")
-        fix = (f"It does not fit on {chip.name} as compiled: shard it over more devices (MaxText "
-               f"{name('ici_fsdp_parallelism')}), recompute more ({name('remat_policy')}='{name('full')}') or offload "
-               f"activations ({name('remat_policy')}='{name('minimal_offloaded')}'), or lower "
-               f"{name('per_device_batch_size')}.")
-    elif verdict == "near-full":
-        title = f"HBM is {format_percent(used)} full at the program's peak: no room for a bigger batch or lighter remat"
-        evidence = memory_text + f", {format_bytes(headroom)} free."
-        fix = (f"Do not raise {name('per_device_batch_size')} or lighten {name('remat_policy')} as they are: the step would "
-               f"run out of HBM. To make room first: shard more (MaxText {name('ici_fsdp_parallelism')}), recompute more "
-               f"({name('remat_policy')}='{name('full')}') or offload activations to host memory "
-               f"('{name('minimal_offloaded')}').")
-    elif len(remat):
-        time_s, savings_s, benefit = remat_s, freed_s, "step_time"
-        lever = ("a lighter remat policy that keeps the recomputed outputs in the free HBM" if len(fit) == len(remat)
-                 else f"keeping the outputs of the {len(fit)} recomputed ops that fit in the free HBM")
-        claims = op_claims(remat, remat["time_s"])
-        ops = tuple(OpEvidence(str(r.op_name), float(r.time_s), None) for r in
-                    remat.sort_values("time_s", ascending=False).head(10).itertuples())
-        title = (f"{format_bytes(headroom)} of HBM free ({format_percent(1 - used)}) while the step recomputes "
-                 f"{format_seconds(remat_s)} of activations")
-        evidence = (memory_text + f", {format_bytes(headroom)} free. {len(remat)} recomputed ops take "
-                    f"{format_seconds(remat_s)} per step ({'measured' if measured else 'predicted: no trace'}); keeping "
-                    f"their outputs needs {format_bytes(remat_bytes)}, and those of {len(fit)} of them "
-                    f"({format_seconds(freed_s)} per step) fit in the headroom.")
+
+def _used(n: Numbers) -> float:
+    """Peak over capacity, above 1 when over capacity (``used_fraction`` stops at 1)."""
+    return n.peak_memory_bytes / n.hbm_capacity_bytes
+
+
+def title(n: Numbers) -> str:
+    peak, capacity, headroom = n.peak_memory_bytes, n.hbm_capacity_bytes, n.headroom_bytes
+    if n.verdict == "over-capacity":
+        return (f"The program needs {format_bytes(peak)} per device, more than {n.chip}'s {format_bytes(capacity)} "
+                "of HBM")
+    if n.verdict == "near-full":
+        return (f"HBM is {format_percent(_used(n))} full at the program's peak: no room for a bigger batch or "
+                "lighter remat")
+    if n.remat_ops:
+        return (f"{format_bytes(headroom)} of HBM free ({format_percent(1 - _used(n))}) while the step recomputes "
+                f"{format_seconds(n.remat_s_per_step)} of activations")
+    return (f"{format_bytes(headroom)} of HBM free ({format_percent(1 - _used(n))}): room for a bigger batch "
+            "(throughput lever)")
+
+
+def evidence(n: Numbers) -> str:
+    peak, capacity, headroom = n.peak_memory_bytes, n.hbm_capacity_bytes, n.headroom_bytes
+    if n.verdict == "over-capacity":
+        return (f"The program's peak is {format_bytes(peak)} per device ({n.peak_source}), {_used(n):.0%} of "
+                f"{n.chip}'s {format_bytes(capacity)} ({n.capacity_source}): {format_bytes(peak - capacity)} over.")
+    memory_text = (f"The program's peak is {format_bytes(peak)} per device ({n.peak_source}) of {n.chip}'s "
+                   f"{format_bytes(capacity)} ({n.capacity_source}): {format_percent(min(_used(n), 1.0))} used")
+    if n.verdict == "near-full":
+        return memory_text + f", {format_bytes(headroom)} free."
+    if n.remat_ops:
+        measured = "measured" if n.times_are == "measured" else "predicted: no trace"
+        return (memory_text + f", {format_bytes(headroom)} free. {n.remat_ops} recomputed ops take "
+                f"{format_seconds(n.remat_s_per_step)} per step ({measured}); keeping their outputs needs "
+                f"{format_bytes(n.remat_extra_hbm_bytes)}, and those of {n.ops_that_fit} of them "
+                f"({format_seconds(n.remat_s_freed_per_step)} per step) fit in the headroom.")
+    growth = n.batch_growth_limit
+    growth_text = (f"; the activations and scratch (buffer assignment temp: {format_bytes(n.temp_bytes)}) could grow "
+                   f"{growth:.1f}x if they scale with the batch" if growth else "")
+    return (memory_text + f", {format_bytes(headroom)} free, and nothing is recomputed{growth_text}. A bigger "
+            "batch buys throughput, not a shorter step: its gain depends on the per-step time that does not "
+            "scale with the batch, which one profile cannot separate, so it is not priced.")
+
+
+def fix(n: Numbers, target: Target) -> str:
+    if n.verdict == "over-capacity":
+        return (f"It does not fit on {n.chip} as compiled: shard it over more devices (MaxText "
+                f"{name('ici_fsdp_parallelism')}), recompute more ({name('remat_policy')}='{name('full')}') or "
+                f"offload activations ({name('remat_policy')}='{name('minimal_offloaded')}'), or lower "
+                f"{name('per_device_batch_size')}.")
+    if n.verdict == "near-full":
+        return (f"Do not raise {name('per_device_batch_size')} or lighten {name('remat_policy')} as they are: the "
+                f"step would run out of HBM. To make room first: shard more (MaxText {name('ici_fsdp_parallelism')}), "
+                f"recompute more ({name('remat_policy')}='{name('full')}') or offload activations to host memory "
+                f"('{name('minimal_offloaded')}').")
+    if n.remat_ops:
         ladder = " -> ".join(name(p) for p in REMAT_LADDER)
-        fix = (f"Spend the headroom on recomputation first: MaxText {name('remat_policy')} {ladder}, stopping at the "
-               f"first that fits (with {name('jax.checkpoint')}, a policy that saves more); then raise "
-               f"{name('per_device_batch_size')} with what is left and measure the throughput.")
-    else:
-        benefit = "throughput"
-        lever = "a bigger per_device_batch_size (more samples per step; not priced)"
-        title = (f"{format_bytes(headroom)} of HBM free ({format_percent(1 - used)}): room for a bigger batch "
-                 "(throughput lever)")
-        growth_text = (f"; the activations and scratch (buffer assignment temp: {format_bytes(temp)}) could grow "
-                       f"{growth:.1f}x if they scale with the batch" if growth else "")
-        evidence = (memory_text + f", {format_bytes(headroom)} free, and nothing is recomputed{growth_text}. A bigger "
-                    "batch buys throughput, not a shorter step: its gain depends on the per-step time that does not "
-                    "scale with the batch, which one profile cannot separate, so it is not priced.")
-        fix = (f"Raise MaxText {name('per_device_batch_size')} (in other code, the per-device batch)"
-               + (f" up to ~{growth:.1f}x" if growth else "") + ", keeping the rows a multiple of 128 (else 8), and "
-               "compare tokens per second per device before and after.")
-    return [make_finding(
-        rule=RULE_ID, kind=kind, title=title, time_s_per_step=time_s, est_savings_s_per_step=savings_s,
-        step_s=analysis.step_s, confidence="high" if verdict != "headroom" else ("medium" if measured else "low"),
-        ops=ops, evidence=evidence, fix=fix, lever=lever, benefit=benefit, claims=claims,
-        details={"verdict": verdict, "peak_memory_bytes": peak, "peak_source": peak_source,
-                 "hbm_capacity_bytes": float(capacity), "capacity_source": capacity_source,
-                 "used_fraction": float(min(used, 1.0)), "headroom_bytes": headroom, "remat_s_per_step": remat_s,
-                 "remat_extra_hbm_bytes": remat_bytes, "remat_s_freed_per_step": freed_s,
-                 "temp_bytes": None if temp is None else float(temp), "batch_growth_limit": growth,
-                 "times_are": "measured" if measured else "predicted"})]
+        return (f"Spend the headroom on recomputation first: MaxText {name('remat_policy')} {ladder}, stopping at "
+                f"the first that fits (with {name('jax.checkpoint')}, a policy that saves more); then raise "
+                f"{name('per_device_batch_size')} with what is left and measure the throughput.")
+    growth = n.batch_growth_limit
+    return (f"Raise MaxText {name('per_device_batch_size')} (in other code, the per-device batch)"
+            + (f" up to ~{growth:.1f}x" if growth else "") + ", keeping the rows a multiple of 128 (else 8), and "
+            "compare tokens per second per device before and after.")

@@ -34,19 +34,43 @@ Details:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 
 from ..analyzer.models.collectives import KINDS, latency_threshold_bytes, predict_collective
-from .base import OpEvidence, format_bytes, op_claims, format_percent, format_seconds, make_finding
+from .base import (
+    OpEvidence, Priced, Target, compose, float_or_none, format_bytes, format_percent, format_seconds, is_nan,
+    op_claims, times_are,
+)
 from .collective_levers import GPU_COMBINE_FLAG, gpu_combine
-from .levers import name, target
+from .levers import name, target as advice_for
 
 RULE_ID = "latency-bound-collective"
 PRECEDENCE = 2  # the op is too small for its link; its fix (combine) changes the op
 MIN_FRACTION = 0.005
+
+
+@dataclass(frozen=True)
+class Numbers:
+    latency_threshold_bytes: float  # bytes
+    latency_bound_count_per_step: float  # count
+    latency_bound_s_per_step: float  # s
+    combined_predicted_s_per_step: float  # s
+    classified: dict
+    groups: list  # per (kind, replica group), all-gathers first, then most time first
+    times_are: str
+    ops: list
+    priced: Priced
+    chip: str = field(metadata={"detail": False})  # the chip's name
+    combine_bytes: dict = field(metadata={"detail": False})  # per kind with a GPU combiner flag: largest group
+    replicate_below_bytes: int = field(metadata={"detail": False})  # arrays smaller gain nothing from sharding
+
+
+def check(analysis) -> list:
+    return compose(RULE_ID, measure, title, evidence, fix, analysis)
 
 
 def classify_collectives(analysis) -> pd.DataFrame:
@@ -116,23 +140,9 @@ def _kept_s(part: pd.DataFrame, kind: str, chip) -> tuple[float, bool]:
     return kept, merges
 
 
-def check(analysis) -> list:
-    if analysis.ops.empty:
-        return []
-    try:
-        latency_threshold_bytes(analysis.chip)
-    except ValueError:  # an unknown accelerator: no link bandwidth to tell latency-bound hops by
-        return []
-    table = classify_collectives(analysis)
-    bound = table[table["latency_bound"]]
-    if bound.empty:
-        return []
-    step_s = analysis.step_s
-    time_s = float(bound["time_s"].sum())
-    if analysis.measured and not (step_s > 0 and time_s / step_s >= MIN_FRACTION):
-        return []
-    chip = analysis.chip
-    threshold = latency_threshold_bytes(chip)
+def _groups(bound: pd.DataFrame, chip) -> tuple[list, float, bool]:
+    """Per (kind, replica group), all-gathers first: its numbers; the seconds per step left once each is
+    combined; and whether anything merges at all."""
     groups, combined_s, mergeable = [], 0.0, False
     rank = {k: i for i, k in enumerate(KINDS)}
     by_group = dict(list(bound.groupby(["collective_kind", "replica_group_size"])))
@@ -141,70 +151,107 @@ def check(analysis) -> list:
         pred, total, n = _combined(part, kind, chip)
         one_s, can_merge = _kept_s(part, kind, chip)
         mergeable |= can_merge
-        combined_s += 0.0 if one_s != one_s else one_s
+        combined_s += 0.0 if is_nan(one_s) else one_s
         groups.append({"kind": kind, "replica_group_size": n,
                        "count_per_step": float(part["occurrences_per_step"].sum()),
                        "time_s_per_step": float(part["time_s"].sum()), "bytes_per_step": total,
-                       "combined_predicted_s": None if one_s != one_s else float(one_s),
+                       "combined_predicted_s": float_or_none(one_s),
                        "combined_bound_by": pred.bound_by if pred is not None else None})
+    return groups, combined_s, mergeable
+
+
+def _combine_bytes(groups: list) -> dict:
+    """One GPU combiner flag per kind: a threshold as large as the largest group of that kind lets every group
+    combine."""
+    largest: dict[str, int] = {}
+    for g in groups:
+        if g["kind"] in GPU_COMBINE_FLAG:
+            largest[g["kind"]] = max(largest.get(g["kind"], 0), int(g["bytes_per_step"]))
+    return largest
+
+
+def measure(analysis) -> Numbers | None:
+    if analysis.ops.empty:
+        return None
+    chip = analysis.chip
+    try:
+        threshold = latency_threshold_bytes(chip)
+    except ValueError:  # an unknown accelerator: no link bandwidth to tell latency-bound hops by
+        return None
+    table = classify_collectives(analysis)
+    bound = table[table["latency_bound"]]
+    if bound.empty:
+        return None
+    step_s = analysis.step_s
+    time_s = float(bound["time_s"].sum())
+    if analysis.measured and not (step_s > 0 and time_s / step_s >= MIN_FRACTION):
+        return None
+    groups, combined_s, mergeable = _groups(bound, chip)
     if not mergeable:
-        return []
-    savings_s = max(0.0, time_s - combined_s)
-    count = float(bound["occurrences_per_step"].sum())
-    first = groups[0]
-    measured = "" if analysis.measured else " (no trace: times are predicted, not measured)"
-    evidence = (f"{count:.3g} collectives per step (mean over devices) move under {format_bytes(threshold)} per hop (the {chip.name} "
-                f"latency threshold) and take {format_seconds(time_s)} per step{measured} "
-                f"({format_percent(time_s / step_s if step_s > 0 else np.nan)} of the {format_seconds(step_s)} "
-                f"step); the largest group, {first['count_per_step']:g} {first['kind']}s over "
-                f"{first['replica_group_size']} devices carrying {format_bytes(first['bytes_per_step'])}, would take "
-                f"{format_seconds(first['combined_predicted_s'])} combined. Of {len(table)} modelled "
-                f"collectives, {len(bound)} are latency-bound.")
-    sizes = ", ".join(f"{g['kind']} over {g['replica_group_size']}: {int(g['bytes_per_step']):,} B" for g in groups)
-    where = target(analysis.platform, chip)
-    if where == "gpu":
-        # One flag per kind: a threshold as large as the largest group of that kind lets every group combine.
-        largest: dict[str, int] = {}
-        for g in groups:
-            if g["kind"] in GPU_COMBINE_FLAG:
-                largest[g["kind"]] = max(largest.get(g["kind"], 0), int(g["bytes_per_step"]))
-        vendor = "AMD (ROCm) and NVIDIA GPUs alike" if chip.vendor == "amd" else "NVIDIA GPUs"
-        combine = (f"Raise XLA's combiner thresholds so these merge (on {vendor}): "
-                   f"{name('XLA_FLAGS')}='{gpu_combine(largest)}'. Also ")
-    elif where == "tpu":
-        combine = (f"Let XLA combine them (combined sizes per group: {sizes}); on TPU the combiner thresholds are "
-                   f"libtpu flags ({name('LIBTPU_INIT_ARGS')}) that the open XLA sources do not document, so also "
-                   "combine in the model: ")
-    else:
-        combine = f"Combine them in the model (combined sizes per group: {sizes}): "
-    min_array = int(threshold * max(g["replica_group_size"] for g in groups))
-    fix = (combine + "gather or reduce the small parameters of a layer as one bucket (e.g. stack norm scales "
-           "and biases into one array before sharding, or use one flattened gradient bucket), and inside a scanned "
-           f"layer stack (MaxText {name('scan_layers')}=true) remember that collectives of different layers cannot "
-           "merge.")
-    if analysis.platform == "cpu":  # the threshold is the placeholder host's: no size advice for the accelerator
-        fix += (" On this host each collective is a thread rendezvous, so fewer of them is what saves time here; "
-                "which array sizes are latency-bound on the accelerator depends on its links, which a CPU "
-                "capture cannot show.")
-    else:
-        fix += (f" Arrays under about {min_array:,} bytes gain nothing from sharding over these groups: replicate "
-                f"them ({name('PartitionSpec')}() / a MaxText {name('logical_axis_rules')} entry mapping their axes "
-                "to no mesh axis).")
+        return None
     top = bound.sort_values("time_s", ascending=False).head(10)
-    ops = tuple(OpEvidence(str(r.op_name), float(r.time_s),
-                           None if r.predicted_s_per_step != r.predicted_s_per_step else float(r.predicted_s_per_step),
-                           f"{r.collective_kind} of {int(r.collective_bytes):,} B over {int(r.replica_group_size)}, "
-                           f"{int(r.collective_per_hop_bytes):,} B per hop") for r in top.itertuples())
-    details = {"latency_threshold_bytes": threshold, "latency_bound_count_per_step": count,
-               "latency_bound_s_per_step": time_s, "combined_predicted_s_per_step": combined_s,
-               "classified": {"latency": int(len(bound)), "bandwidth": int(len(table) - len(bound))},
-               "groups": groups, "times_are": "measured" if analysis.measured else "predicted",
-               "ops": [{"op": str(r.op_name), "kind": r.collective_kind, "bytes": float(r.collective_bytes),
-                        "per_hop_bytes": float(r.collective_per_hop_bytes), "s_per_step": float(r.time_s)}
-                       for r in bound.itertuples()]}
-    return [make_finding(
-        rule=RULE_ID, title=f"{count:.0f} latency-bound collectives: {format_seconds(time_s)} per step",
-        time_s_per_step=time_s, est_savings_s_per_step=savings_s, step_s=step_s,
+    priced = Priced(
+        time_s_per_step=time_s, est_savings_s_per_step=max(0.0, time_s - combined_s), step_s=step_s,
         confidence="low" if not analysis.measured else ("medium" if analysis.platform == "cpu" else "high"),
-        ops=ops, evidence=evidence, fix=fix, details=details,
-        lever="combining them into one collective per kind and replica group", claims=_claims(analysis, bound))]
+        ops=tuple(OpEvidence(str(r.op_name), float(r.time_s), float_or_none(r.predicted_s_per_step),
+                             f"{r.collective_kind} of {int(r.collective_bytes):,} B over {int(r.replica_group_size)}, "
+                             f"{int(r.collective_per_hop_bytes):,} B per hop") for r in top.itertuples()),
+        lever="combining them into one collective per kind and replica group", claims=_claims(analysis, bound))
+    return Numbers(
+        latency_threshold_bytes=threshold, latency_bound_count_per_step=float(bound["occurrences_per_step"].sum()),
+        latency_bound_s_per_step=time_s, combined_predicted_s_per_step=combined_s,
+        classified={"latency": int(len(bound)), "bandwidth": int(len(table) - len(bound))},
+        groups=groups, times_are=times_are(analysis),
+        ops=[{"op": str(r.op_name), "kind": r.collective_kind, "bytes": float(r.collective_bytes),
+              "per_hop_bytes": float(r.collective_per_hop_bytes), "s_per_step": float(r.time_s)}
+             for r in bound.itertuples()],
+        priced=priced, chip=chip.name, combine_bytes=_combine_bytes(groups),
+        replicate_below_bytes=int(threshold * max(g["replica_group_size"] for g in groups)))
+
+
+def title(n: Numbers) -> str:
+    return (f"{n.latency_bound_count_per_step:.0f} latency-bound collectives: "
+            f"{format_seconds(n.latency_bound_s_per_step)} per step")
+
+
+def evidence(n: Numbers) -> str:
+    time_s, step_s, first = n.latency_bound_s_per_step, n.priced.step_s, n.groups[0]
+    measured = "" if n.times_are == "measured" else " (no trace: times are predicted, not measured)"
+    return (f"{n.latency_bound_count_per_step:.3g} collectives per step (mean over devices) move under "
+            f"{format_bytes(n.latency_threshold_bytes)} per hop (the {n.chip} "
+            f"latency threshold) and take {format_seconds(time_s)} per step{measured} "
+            f"({format_percent(time_s / step_s if step_s > 0 else np.nan)} of the {format_seconds(step_s)} "
+            f"step); the largest group, {first['count_per_step']:g} {first['kind']}s over "
+            f"{first['replica_group_size']} devices carrying {format_bytes(first['bytes_per_step'])}, would take "
+            f"{format_seconds(first['combined_predicted_s'])} combined. Of "
+            f"{n.classified['latency'] + n.classified['bandwidth']} modelled "
+            f"collectives, {n.classified['latency']} are latency-bound.")
+
+
+def _combine(n: Numbers, target: Target) -> str:
+    """How to make XLA (or the model) combine them, on the chip the fix runs on."""
+    sizes = ", ".join(f"{g['kind']} over {g['replica_group_size']}: {int(g['bytes_per_step']):,} B" for g in n.groups)
+    where = advice_for(target.platform, target.chip)
+    if where == "gpu":
+        vendor = "AMD (ROCm) and NVIDIA GPUs alike" if target.chip.vendor == "amd" else "NVIDIA GPUs"
+        return (f"Raise XLA's combiner thresholds so these merge (on {vendor}): "
+                f"{name('XLA_FLAGS')}='{gpu_combine(n.combine_bytes)}'. Also ")
+    if where == "tpu":
+        return (f"Let XLA combine them (combined sizes per group: {sizes}); on TPU the combiner thresholds are "
+                f"libtpu flags ({name('LIBTPU_INIT_ARGS')}) that the open XLA sources do not document, so also "
+                "combine in the model: ")
+    return f"Combine them in the model (combined sizes per group: {sizes}): "
+
+
+def fix(n: Numbers, target: Target) -> str:
+    text = (_combine(n, target) + "gather or reduce the small parameters of a layer as one bucket (e.g. stack norm "
+            "scales and biases into one array before sharding, or use one flattened gradient bucket), and inside a "
+            f"scanned layer stack (MaxText {name('scan_layers')}=true) remember that collectives of different layers "
+            "cannot merge.")
+    if target.platform == "cpu":  # the threshold is the placeholder host's: no size advice for the accelerator
+        return text + (" On this host each collective is a thread rendezvous, so fewer of them is what saves time "
+                       "here; which array sizes are latency-bound on the accelerator depends on its links, which a "
+                       "CPU capture cannot show.")
+    return text + (f" Arrays under about {n.replicate_below_bytes:,} bytes gain nothing from sharding over these "
+                   f"groups: replicate them ({name('PartitionSpec')}() / a MaxText {name('logical_axis_rules')} "
+                   "entry mapping their axes to no mesh axis).")

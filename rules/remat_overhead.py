@@ -38,9 +38,14 @@ Details:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
-from .base import OpEvidence, format_bytes, op_claims, format_percent, format_seconds, make_finding
+from .base import (
+    OpEvidence, Priced, Target, compose, float_or_none, format_bytes, format_percent, format_seconds, is_nan,
+    op_claims, seconds_per_step, times_are,
+)
 from .levers import name
 
 RULE_ID = "remat-overhead"
@@ -49,6 +54,29 @@ FULL_POLICY_EXTRA_FLOPS = (0.25, 0.30)
 # MaxText remat presets from least kept to most: each saves the names of the one before plus more
 # (decoders.py: qkv projections; + out_proj; + attention context; minimal = every dot without batch dims).
 REMAT_LADDER = ("full", "save_qkv_proj", "save_dot_except_mlp", "save_dot_with_context_except_mlp", "minimal")
+
+
+@dataclass(frozen=True)
+class Numbers:
+    remat_s_per_step: float  # s
+    remat_ops: int  # count
+    remat_instructions_in_dump: int  # count
+    remat_flops_per_step: float  # flops
+    extra_flops_fraction: float | None  # fraction
+    extra_hbm_bytes: float  # bytes
+    hbm_capacity_bytes: float | None  # bytes
+    peak_memory_bytes: float | None  # bytes
+    hbm_headroom_bytes: float | None  # bytes
+    step_bound_by: str
+    matmul_share_of_remat: float  # fraction
+    ops_that_fit: list
+    times_are: str
+    priced: Priced
+    kept_bytes: float = field(metadata={"detail": False})  # output bytes of the ops that fit
+
+
+def check(analysis) -> list:
+    return compose(RULE_ID, measure, title, evidence, fix, analysis)
 
 
 def peak_memory_bytes(analysis) -> float | None:
@@ -61,7 +89,7 @@ def recomputed_ops(analysis):
     per step: what keeping them instead of recomputing needs in HBM)."""
     ops = analysis.ops
     remat = ops[ops["in_step"] & ops["is_recomputed"]].copy()
-    remat["time_s"] = remat["measured_s_per_step" if analysis.measured else "predicted_s_per_step"].fillna(0.0)
+    remat["time_s"] = seconds_per_step(remat, analysis)
     remat["bytes"] = remat["result_bytes"] * remat["occurrences_per_step"].fillna(1.0)
     return remat
 
@@ -74,7 +102,7 @@ def outputs_that_fit(remat, headroom: float | None):
     by_value = remat.assign(rate=remat["time_s"] / remat["bytes"]).sort_values("rate", ascending=False)
     room, keep = max(headroom, 0.0), []
     for index, nbytes in by_value["bytes"].items():  # a few hundred ops at most
-        if nbytes == nbytes and nbytes <= room:
+        if not is_nan(nbytes) and nbytes <= room:
             keep.append(index)
             room -= nbytes
     return by_value.loc[keep]
@@ -86,96 +114,123 @@ def _bound(analysis) -> str:
     return max(buckets, key=buckets.get) if any(buckets.values()) else "unknown"
 
 
-def check(analysis) -> list:
+def _flops(analysis, remat) -> tuple[float, float]:
+    """FLOPs per step of the recomputed ops, and their share of the rest of the step's (NaN without the rest)."""
     ops = analysis.ops
-    if ops.empty:
-        return []
-    in_step = ops["in_step"]
+    flops = (ops["flops"].fillna(0.0) * ops["occurrences_per_step"].fillna(0.0))[ops["in_step"]]
+    remat_flops = float(flops[remat.index].sum())
+    extra_flops = remat_flops / (flops.sum() - remat_flops) if flops.sum() > remat_flops else np.nan
+    return remat_flops, extra_flops
+
+
+def _matmul_share(remat, time_s: float) -> float:
+    """Share of the recomputed time in convolutions and matmuls."""
+    if time_s <= 0:
+        return 0.0
+    is_matmul = remat["category"].astype(str).str.contains("convolution|dot") | remat["is_matmul"]
+    return float(remat.loc[is_matmul, "time_s"].sum()) / time_s
+
+
+def measure(analysis) -> Numbers | None:
+    if analysis.ops.empty:
+        return None
     remat = recomputed_ops(analysis)
     dump_count = analysis.dump.recomputed_instructions
     if remat.empty and not (not analysis.measured and dump_count):
-        return []
+        return None
     measured = analysis.measured
     time_s = float(remat["time_s"].sum())
     if measured and time_s <= 0:
-        return []
-    step_s = analysis.step_s
-    flops = (ops["flops"].fillna(0.0) * ops["occurrences_per_step"].fillna(0.0))[in_step]
-    remat_flops = float(flops[remat.index].sum())
-    extra_flops = remat_flops / (flops.sum() - remat_flops) if flops.sum() > remat_flops else np.nan
-    extra_bytes = float(np.nansum(remat["bytes"]))
-
+        return None
+    remat_flops, extra_flops = _flops(analysis, remat)
     capacity = analysis.chip.hbm_capacity_bytes
     peak = peak_memory_bytes(analysis)
     headroom = capacity - peak if capacity and peak is not None else None
     bound = _bound(analysis)
     kept = outputs_that_fit(remat, headroom)
     savings_s = time_s if kept is remat else float(kept["time_s"].sum())
-    confidence = "low" if not measured or bound != "compute" else ("medium" if headroom is None else "high")
-
-    share = time_s / step_s if step_s and step_s > 0 else np.nan
-    flop_text = (f"; they are {extra_flops:.0%} extra FLOPs on top of the rest of the step (a full policy costs "
-                 f"{FULL_POLICY_EXTRA_FLOPS[0]:.0%}-{FULL_POLICY_EXTRA_FLOPS[1]:.0%})" if extra_flops == extra_flops
-                 else "")
-    mem_text = (f"Keeping their outputs needs about {format_bytes(extra_bytes)} more HBM per device"
-                + (f" against {format_bytes(headroom)} free ({format_bytes(peak)} used of {format_bytes(capacity)} "
-                   "by the memory-usage report)" if headroom is not None else " (HBM headroom unknown: no "
-                   "memory-usage report next to the HLO dump)"))
-    if measured:
-        evidence = (f"{len(remat)} recomputed ops take {format_seconds(time_s)} per step ({format_percent(share)} of "
-                    f"the {format_seconds(step_s)} step){flop_text}. The step is {bound}-bound. {mem_text}.")
-    elif len(remat):
-        evidence = (f"The dump holds {dump_count} instructions under recomputation; the {len(remat)} scheduled "
-                    f"ones are predicted (no trace: times are predicted, not measured) to take "
-                    f"{format_seconds(time_s)} per step{flop_text}. {mem_text}.")
-    else:
-        evidence = (f"The dump holds {dump_count} instructions under recomputation (no trace: times are predicted, "
-                    "not measured), but none is a scheduled op of its own: they sit inside fusions or in "
-                    "computations the dump's scheduled ops do not reach (a truncated dump?), so no time is "
-                    "predicted for them.")
-
-    matmul_share = float(remat.loc[remat["category"].astype(str).str.contains("convolution|dot")
-                                   | remat["is_matmul"], "time_s"].sum()) / time_s \
-        if time_s > 0 else 0.0
-    if bound not in ("compute", "unknown") and measured:
-        fix = (f"The step is {bound}-bound, so recomputation is not what limits it; keep the policy unless "
-               "profiling after the other fixes shows compute-bound steps. ")
-    else:
-        fix = ""
-    if headroom is None or extra_bytes <= headroom:
-        ladder = " -> ".join(name(p) for p in REMAT_LADDER)
-        fix += (f"Use a lighter remat policy (needs ~{format_bytes(extra_bytes)} more HBM per device): MaxText "
-                f"{name('remat_policy')} {ladder} (each keeps more activations than the one before), stopping at "
-                f"the first that fits; with {name('jax.checkpoint')}, policy="
-                + (f"{name('jax.checkpoint_policies.dots_with_no_batch_dims_saveable')} (matmuls are "
-                   f"{matmul_share:.0%} of the recomputed time)." if matmul_share >= 0.5
-                   else f"{name('jax.checkpoint_policies.save_only_these_names')}(...) for the recomputed "
-                   f"activations ({name('checkpoint_name')} them)."))
-    else:
-        pcie, rest_bytes = analysis.chip.pcie_bytes_per_s, extra_bytes - float(np.nansum(kept["bytes"]))
-        fix += (f"HBM cannot hold all recomputed outputs ({format_bytes(extra_bytes)} needed, "
-                f"{format_bytes(max(headroom, 0))} free): save the {len(kept)} ops worth most seconds per byte "
-                f"(MaxText {name('remat_policy')}='{name('custom')}' with those tensors set to 'device'), and offload "
-                f"the rest ('offload', or {name('remat_policy')}='{name('minimal_offloaded')}'; jax: "
-                f"{name('jax.checkpoint_policies.save_and_offload_only_these_names')}(..., {name('offload_src')}="
-                f"'device', {name('offload_dst')}='{name('pinned_host')}'))"
-                + (f": the PCIe round trip of the rest takes ~{format_seconds(2 * rest_bytes / pcie)} per step and "
-                   "must overlap compute." if pcie else "."))
     top = remat.sort_values("time_s", ascending=False).head(10)
-    return [make_finding(
-        rule=RULE_ID,
-        title=(f"Recomputation (remat) takes {format_seconds(time_s)} per step"
-               + (f" ({share:.0%})" if share == share else "")) if len(remat)
-        else f"{dump_count} recomputed instructions in the dump (no time predicted)",
-        time_s_per_step=time_s, est_savings_s_per_step=savings_s, step_s=step_s, confidence=confidence,
-        ops=tuple(OpEvidence(str(r.op_name), float(r.time_s), None if r.predicted_s_per_step != r.predicted_s_per_step
-                             else float(r.predicted_s_per_step), str(r.tf_op or "")) for r in top.itertuples()),
-        evidence=evidence, fix=fix, claims=op_claims(remat, remat["time_s"]),
+    priced = Priced(
+        time_s_per_step=time_s, est_savings_s_per_step=savings_s, step_s=analysis.step_s,
+        confidence="low" if not measured or bound != "compute" else ("medium" if headroom is None else "high"),
+        ops=tuple(OpEvidence(str(r.op_name), float(r.time_s), float_or_none(r.predicted_s_per_step),
+                             str(r.tf_op or "")) for r in top.itertuples()),
+        claims=op_claims(remat, remat["time_s"]),
         lever=("a lighter remat policy that keeps the recomputed outputs in HBM" if savings_s >= time_s
-               else f"keeping the outputs of the {len(kept)} recomputed ops that fit in HBM"),
-        details={"remat_s_per_step": time_s, "remat_ops": int(len(remat)), "remat_instructions_in_dump": dump_count,
-                 "remat_flops_per_step": remat_flops, "extra_flops_fraction": None if extra_flops != extra_flops
-                 else float(extra_flops), "extra_hbm_bytes": extra_bytes, "hbm_capacity_bytes": capacity,
-                 "peak_memory_bytes": peak, "hbm_headroom_bytes": headroom, "step_bound_by": bound,
-                 "matmul_share_of_remat": matmul_share, "ops_that_fit": [str(n) for n in kept["op_name"]],
-                 "times_are": "measured" if measured else "predicted"})]
+               else f"keeping the outputs of the {len(kept)} recomputed ops that fit in HBM"))
+    return Numbers(
+        remat_s_per_step=time_s, remat_ops=int(len(remat)), remat_instructions_in_dump=dump_count,
+        remat_flops_per_step=remat_flops, extra_flops_fraction=float_or_none(extra_flops),
+        extra_hbm_bytes=float(np.nansum(remat["bytes"])), hbm_capacity_bytes=capacity, peak_memory_bytes=peak,
+        hbm_headroom_bytes=headroom, step_bound_by=bound, matmul_share_of_remat=_matmul_share(remat, time_s),
+        ops_that_fit=[str(n) for n in kept["op_name"]], times_are=times_are(analysis), priced=priced,
+        kept_bytes=float(np.nansum(kept["bytes"])))
+
+
+def _share(n: Numbers) -> float:
+    step_s = n.priced.step_s
+    return n.remat_s_per_step / step_s if step_s and step_s > 0 else np.nan
+
+
+def title(n: Numbers) -> str:
+    if not n.remat_ops:
+        return f"{n.remat_instructions_in_dump} recomputed instructions in the dump (no time predicted)"
+    share = _share(n)
+    return (f"Recomputation (remat) takes {format_seconds(n.remat_s_per_step)} per step"
+            + ("" if is_nan(share) else f" ({share:.0%})"))
+
+
+def evidence(n: Numbers) -> str:
+    time_s, extra, headroom = n.remat_s_per_step, n.extra_flops_fraction, n.hbm_headroom_bytes
+    flop_text = (f"; they are {extra:.0%} extra FLOPs on top of the rest of the step (a full policy costs "
+                 f"{FULL_POLICY_EXTRA_FLOPS[0]:.0%}-{FULL_POLICY_EXTRA_FLOPS[1]:.0%})" if extra is not None else "")
+    mem_text = (f"Keeping their outputs needs about {format_bytes(n.extra_hbm_bytes)} more HBM per device"
+                + (f" against {format_bytes(headroom)} free ({format_bytes(n.peak_memory_bytes)} used of "
+                   f"{format_bytes(n.hbm_capacity_bytes)} by the memory-usage report)" if headroom is not None
+                   else " (HBM headroom unknown: no memory-usage report next to the HLO dump)"))
+    if n.times_are == "measured":
+        return (f"{n.remat_ops} recomputed ops take {format_seconds(time_s)} per step "
+                f"({format_percent(_share(n))} of the {format_seconds(n.priced.step_s)} step){flop_text}. "
+                f"The step is {n.step_bound_by}-bound. {mem_text}.")
+    if n.remat_ops:
+        return (f"The dump holds {n.remat_instructions_in_dump} instructions under recomputation; the "
+                f"{n.remat_ops} scheduled ones are predicted (no trace: times are predicted, not measured) to take "
+                f"{format_seconds(time_s)} per step{flop_text}. {mem_text}.")
+    return (f"The dump holds {n.remat_instructions_in_dump} instructions under recomputation (no trace: times are "
+            "predicted, not measured), but none is a scheduled op of its own: they sit inside fusions or in "
+            "computations the dump's scheduled ops do not reach (a truncated dump?), so no time is "
+            "predicted for them.")
+
+
+def _lighter_policy(n: Numbers) -> str:
+    ladder = " -> ".join(name(p) for p in REMAT_LADDER)
+    return (f"Use a lighter remat policy (needs ~{format_bytes(n.extra_hbm_bytes)} more HBM per device): MaxText "
+            f"{name('remat_policy')} {ladder} (each keeps more activations than the one before), stopping at "
+            f"the first that fits; with {name('jax.checkpoint')}, policy="
+            + (f"{name('jax.checkpoint_policies.dots_with_no_batch_dims_saveable')} (matmuls are "
+               f"{n.matmul_share_of_remat:.0%} of the recomputed time)." if n.matmul_share_of_remat >= 0.5
+               else f"{name('jax.checkpoint_policies.save_only_these_names')}(...) for the recomputed "
+               f"activations ({name('checkpoint_name')} them)."))
+
+
+def _save_and_offload(n: Numbers, pcie: float) -> str:
+    extra_bytes = n.extra_hbm_bytes
+    rest_bytes = extra_bytes - n.kept_bytes
+    return (f"HBM cannot hold all recomputed outputs ({format_bytes(extra_bytes)} needed, "
+            f"{format_bytes(max(n.hbm_headroom_bytes, 0))} free): save the {len(n.ops_that_fit)} ops worth most "
+            f"seconds per byte (MaxText {name('remat_policy')}='{name('custom')}' with those tensors set to "
+            f"'device'), and offload the rest ('offload', or {name('remat_policy')}='{name('minimal_offloaded')}'; "
+            f"jax: {name('jax.checkpoint_policies.save_and_offload_only_these_names')}(..., {name('offload_src')}="
+            f"'device', {name('offload_dst')}='{name('pinned_host')}'))"
+            + (f": the PCIe round trip of the rest takes ~{format_seconds(2 * rest_bytes / pcie)} per step and "
+               "must overlap compute." if pcie else "."))
+
+
+def fix(n: Numbers, target: Target) -> str:
+    bound = n.step_bound_by
+    text = (f"The step is {bound}-bound, so recomputation is not what limits it; keep the policy unless "
+            "profiling after the other fixes shows compute-bound steps. "
+            if bound not in ("compute", "unknown") and n.times_are == "measured" else "")
+    if n.hbm_headroom_bytes is None or n.extra_hbm_bytes <= n.hbm_headroom_bytes:
+        return text + _lighter_policy(n)
+    return text + _save_and_offload(n, target.chip.pcie_bytes_per_s)

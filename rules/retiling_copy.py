@@ -35,16 +35,41 @@ Details:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from .base import OpEvidence, format_bytes, op_claims, format_percent, format_seconds, make_finding
-from .levers import name, target
+from .base import (
+    OpEvidence, Priced, Target, compose, float_or_none, format_bytes, format_percent, format_seconds, op_claims,
+    time_column, times_are,
+)
+from .levers import name, target as advice_for
 
 RULE_ID = "retiling-copy"
 PRECEDENCE = 1  # the op should not exist at all (a layout change nobody asked for)
 _MOVE_WORDS = {"copy", "transpose", "bitcast", "reshape", "fusion", "wrapped", "input", "loop", "kd"}
+
+
+@dataclass(frozen=True)
+class Numbers:
+    layout_s_per_step: float  # s
+    convolution_s_per_step: float  # s
+    recognised_by: str
+    times_are: str
+    convolutions: list
+    ops: list  # per layout-only op, most time first
+    by_origin: list  # most time first
+    dump_layout_changes: list
+    priced: Priced
+    top_convolutions: tuple = field(metadata={"detail": False})  # the three slowest convolutions / matmuls
+    dump_count: int = field(metadata={"detail": False})  # layout changes in the dump (the details keep 50)
+    dump_example: dict | None = field(metadata={"detail": False})  # the largest of them, without a trace
+    around_convolutions: bool = field(metadata={"detail": False})  # a convolution among the neighbours
+
+
+def check(analysis) -> list:
+    return compose(RULE_ID, measure, title, evidence, fix, analysis)
 
 
 def _name_is_relayout(name: str) -> bool:
@@ -72,8 +97,7 @@ def relayout_ops(analysis) -> pd.DataFrame:
     hlo = by_hlo[out.index].to_numpy()
     out["change"] = np.where(hlo, ops.loc[out.index, "layout_change"].to_numpy(), name_change)
     out["recognised_by"] = np.where(hlo, "hlo", "name")
-    col = "measured_s_per_step" if analysis.measured else "predicted_s_per_step"
-    out["time_s"] = out[col].fillna(0.0)
+    out["time_s"] = out[time_column(analysis)].fillna(0.0)
     return out.sort_values("time_s", ascending=False, kind="stable")
 
 
@@ -124,84 +148,104 @@ def _layouts(r) -> str:
     return f" {r.operand_layout} -> {r.result_layout}" if ok else ""
 
 
-def _padding(analysis) -> str:
-    """The MXU padding clause, for TPUs only: the chip's own MXU width (no TPU numbers in GPU advice)."""
-    if target(analysis.platform, analysis.chip) != "tpu":
-        return ""
-    mxu = getattr(analysis.chip, "mxu_dim", None)
-    size = (f"{mxu} (the {analysis.chip.name} MXU is {mxu}x{mxu})" if mxu
-            else "128 on TPU v4 / v5e / v5p, 256 on v6e / TPU7x")
-    return f", and pad dimensions to multiples of {size} so tiles need no retiling"
+def _dump_example(in_dump: pd.DataFrame) -> dict | None:
+    """The dump's largest layout change: what the evidence shows when no trace times the ops."""
+    if not len(in_dump):
+        return None
+    first = in_dump.sort_values("result_bytes", ascending=False).iloc[0]
+    return {"name": first["name"], "operand_layout": first["operand_layout"],
+            "result_layout": first["result_layout"], "result_bytes": first["result_bytes"],
+            "origin": str(first["op_name"] or "unknown").replace("\\'", "'")}
 
 
-def check(analysis) -> list:
+def _text(v) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def measure(analysis) -> Numbers | None:
     if analysis.ops.empty:
-        return []
+        return None
     found = relayout_ops(analysis)
     in_dump = analysis.dump.layout_changes
     time_s = float(found["time_s"].sum()) if len(found) else 0.0
     if time_s <= 0 and (analysis.measured or in_dump.empty):
-        return []
-    step_s = analysis.step_s
-    col = "measured_s_per_step" if analysis.measured else "predicted_s_per_step"
+        return None
+    col = time_column(analysis)
     convs, where = _neighbours(analysis, found)
-    conv_s = float(convs[col].fillna(0.0).sum())
     by_name = len(found) > 0 and bool((found["recognised_by"] == "name").all())
     origin = found.assign(origin=found["source"].fillna(found["tf_op"]).fillna("unknown"))
     by_origin = origin.groupby("origin", sort=False)["time_s"].sum().sort_values(ascending=False)
+    priced = Priced(
+        time_s_per_step=time_s, est_savings_s_per_step=time_s, step_s=analysis.step_s,
+        confidence="low" if not analysis.measured else ("medium" if by_name else "high"),
+        ops=tuple(OpEvidence(str(r.op_name), float(r.time_s), float_or_none(r.predicted_s_per_step),
+                             r.change + _layouts(r) + (f", {where[r.Index]} the convolution" if r.Index in where
+                                                       else "")) for r in found.head(10).itertuples()),
+        claims=op_claims(found, found["time_s"]), lever="removing the layout-only ops")
+    return Numbers(
+        layout_s_per_step=time_s, convolution_s_per_step=float(convs[col].fillna(0.0).sum()),
+        recognised_by="name" if by_name else "hlo", times_are=times_are(analysis),
+        convolutions=[{"op": str(n), "s_per_step": float(t)} for n, t in zip(convs["op_name"], convs[col].fillna(0.0))],
+        ops=[{"op": str(r.op_name), "s_per_step": float(r.time_s), "change": r.change,
+              "operand_layout": _text(r.operand_layout), "result_layout": _text(r.result_layout),
+              "tf_op": _text(r.tf_op), "source": _text(r.source), "relative_to_convolution": where.get(r.Index)}
+             for r in found.itertuples()],
+        by_origin=[{"origin": str(k), "s_per_step": float(v)} for k, v in by_origin.items()],
+        dump_layout_changes=in_dump.head(50).to_dict("records") if len(in_dump) else [], priced=priced,
+        top_convolutions=tuple(convs.sort_values(col, ascending=False)["op_name"].astype(str).head(3)),
+        dump_count=len(in_dump), dump_example=None if analysis.measured else _dump_example(in_dump),
+        around_convolutions=bool(convs["category"].astype(str).str.contains("convolution").any()))
+
+
+def title(n: Numbers) -> str:
+    return f"Layout-only copies and transposes: {format_seconds(n.layout_s_per_step)} per step"
+
+
+def evidence(n: Numbers) -> str:
+    time_s, conv_s, step_s = n.layout_s_per_step, n.convolution_s_per_step, n.priced.step_s
     share = time_s / step_s if step_s > 0 else np.nan
-    names = ", ".join(found["op_name"].astype(str).head(4)) + (", ..." if len(found) > 4 else "")
-    evidence = (f"{len(found)} layout-only ops ({names}) take {format_seconds(time_s)} per step "
-                f"({format_percent(share)} of the {format_seconds(step_s)} step)" if len(found)
-                else "No scheduled op is layout-only")
+    names = ", ".join(o["op"] for o in n.ops[:4]) + (", ..." if len(n.ops) > 4 else "")
+    text = (f"{len(n.ops)} layout-only ops ({names}) take {format_seconds(time_s)} per step "
+            f"({format_percent(share)} of the {format_seconds(step_s)} step)" if len(n.ops)
+            else "No scheduled op is layout-only")
     if conv_s > 0 and time_s > 0:
-        top_conv = convs.sort_values(col, ascending=False)["op_name"].astype(str).head(3)
-        evidence += (f", {time_s / conv_s:.2g}x the {format_seconds(conv_s)} of the convolutions / matmuls they "
-                     f"surround ({', '.join(top_conv)})")
-    if len(by_origin) and by_origin.index[0] != "unknown":
-        evidence += f"; most from {by_origin.index[0]} ({format_seconds(by_origin.iloc[0])})"
-    if not analysis.measured:
-        evidence += " (no trace: times are predicted from the bytes, not measured)"
-        if len(in_dump):
-            first = in_dump.sort_values("result_bytes", ascending=False).iloc[0]
-            origin = str(first["op_name"] or "unknown").replace("\\'", "'")
-            evidence += (f". The dump holds {len(in_dump)} layout-changing copies / transposes, fused ones "
-                         f"included (inside a fusion their time is the fusion's), e.g. {first['name']} "
-                         f"{first['operand_layout']} -> {first['result_layout']} "
-                         f"({format_bytes(first['result_bytes'])}) from {origin}")
-    evidence += "."
-    fix = ("Let XLA pick the layouts of the program's inputs instead of forcing the default: "
-           f"from {name('jax.experimental.layout')} import Format, Layout; "
-           f"{name('jax.jit')}(f, {name('in_shardings')}=Format(Layout.AUTO)) (then put the arguments in "
-           f"compiled.{name('input_formats')} once, outside the step). Inside the program, reorder einsum "
-           "dimensions so the producer writes what the consumer reads (contracting dimension minor-most on both "
-           "sides)" + _padding(analysis) + ".")
-    if analysis.platform == "gpu" and convs["category"].astype(str).str.contains("convolution").any():
-        fix = ("The convolution library wants another layout than the arrays have, so XLA transposes around it: "
-               f"keep activations channels-last ({name('jax.lax.conv_general_dilated')} with "
-               f"{name('dimension_numbers')} such as "
-               "('NDHWC', 'DHWIO', 'NDHWC') or ('NHWC', 'HWIO', 'NHWC')) from the input pipeline on, so no "
-               "transpose is needed before or after the convolution. " + fix)
-    ops = tuple(OpEvidence(str(r.op_name), float(r.time_s),
-                           None if r.predicted_s_per_step != r.predicted_s_per_step else float(r.predicted_s_per_step),
-                           r.change + _layouts(r) + (f", {where[r.Index]} the convolution" if r.Index in where
-                                                     else "")) for r in found.head(10).itertuples())
-    text = lambda v: v if isinstance(v, str) else None  # noqa: E731
-    details = {
-        "layout_s_per_step": time_s, "convolution_s_per_step": conv_s, "recognised_by": "name" if by_name else "hlo",
-        "times_are": "measured" if analysis.measured else "predicted",
-        "convolutions": [{"op": str(n), "s_per_step": float(t)}
-                         for n, t in zip(convs["op_name"], convs[col].fillna(0.0))],
-        "ops": [{"op": str(r.op_name), "s_per_step": float(r.time_s), "change": r.change,
-                 "operand_layout": text(r.operand_layout), "result_layout": text(r.result_layout),
-                 "tf_op": text(r.tf_op), "source": text(r.source), "relative_to_convolution": where.get(r.Index)}
-                for r in found.itertuples()],
-        "by_origin": [{"origin": str(k), "s_per_step": float(v)} for k, v in by_origin.items()],
-        "dump_layout_changes": in_dump.head(50).to_dict("records") if len(in_dump) else [],
-    }
-    return [make_finding(
-        rule=RULE_ID, title=f"Layout-only copies and transposes: {format_seconds(time_s)} per step",
-        time_s_per_step=time_s, est_savings_s_per_step=time_s, step_s=step_s,
-        confidence="low" if not analysis.measured else ("medium" if by_name else "high"), ops=ops,
-        evidence=evidence, fix=fix, details=details, lever="removing the layout-only ops",
-        claims=op_claims(found, found["time_s"]))]
+        text += (f", {time_s / conv_s:.2g}x the {format_seconds(conv_s)} of the convolutions / matmuls they "
+                 f"surround ({', '.join(n.top_convolutions)})")
+    if n.by_origin and n.by_origin[0]["origin"] != "unknown":
+        text += f"; most from {n.by_origin[0]['origin']} ({format_seconds(n.by_origin[0]['s_per_step'])})"
+    if n.times_are != "measured":
+        text += " (no trace: times are predicted from the bytes, not measured)"
+        if n.dump_example is not None:
+            e = n.dump_example
+            text += (f". The dump holds {n.dump_count} layout-changing copies / transposes, fused ones "
+                     f"included (inside a fusion their time is the fusion's), e.g. {e['name']} "
+                     f"{e['operand_layout']} -> {e['result_layout']} "
+                     f"({format_bytes(e['result_bytes'])}) from {e['origin']}")
+    return text + "."
+
+
+def _padding(target: Target) -> str:
+    """The MXU padding clause, for TPUs only: the chip's own MXU width (no TPU numbers in GPU advice)."""
+    if advice_for(target.platform, target.chip) != "tpu":
+        return ""
+    chip = target.chip
+    mxu = getattr(chip, "mxu_dim", None)
+    size = (f"{mxu} (the {chip.name} MXU is {mxu}x{mxu})" if mxu
+            else "128 on TPU v4 / v5e / v5p, 256 on v6e / TPU7x")
+    return f", and pad dimensions to multiples of {size} so tiles need no retiling"
+
+
+def fix(n: Numbers, target: Target) -> str:
+    text = ("Let XLA pick the layouts of the program's inputs instead of forcing the default: "
+            f"from {name('jax.experimental.layout')} import Format, Layout; "
+            f"{name('jax.jit')}(f, {name('in_shardings')}=Format(Layout.AUTO)) (then put the arguments in "
+            f"compiled.{name('input_formats')} once, outside the step). Inside the program, reorder einsum "
+            "dimensions so the producer writes what the consumer reads (contracting dimension minor-most on both "
+            "sides)" + _padding(target) + ".")
+    if target.platform == "gpu" and n.around_convolutions:
+        text = ("The convolution library wants another layout than the arrays have, so XLA transposes around it: "
+                f"keep activations channels-last ({name('jax.lax.conv_general_dilated')} with "
+                f"{name('dimension_numbers')} such as "
+                "('NDHWC', 'DHWIO', 'NDHWC') or ('NHWC', 'HWIO', 'NHWC')) from the input pipeline on, so no "
+                "transpose is needed before or after the convolution. " + text)
+    return text
