@@ -280,3 +280,8 @@ def times_are(analysis: Analysis) -> str:
 def seconds_per_step(ops, analysis: Analysis):
     """Each op's seconds per step, measured or predicted (unknown counts 0): the time a finding can claim."""
     return ops[time_column(analysis)].fillna(0.0)
+
+
+def float_or_none(x) -> float | None:
+    """``float(x)``, or None for a NaN: an unknown number as :class:`OpEvidence` and the JSON hold it."""
+    return None if is_nan(x) else float(x)

@@ -40,8 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .base import (
-    OpEvidence, Priced, Target, compose, format_percent, format_seconds, is_nan, op_claims, seconds_per_step,
-    times_are,
+    OpEvidence, Priced, Target, compose, float_or_none, format_percent, format_seconds, op_claims,
+    seconds_per_step, times_are,
 )
 from .levers import IRONWOOD, name
 
@@ -128,8 +128,8 @@ def measure(analysis) -> Numbers | None:
     priced = Priced(
         time_s_per_step=cost, est_savings_s_per_step=savings, step_s=step_s,
         confidence="medium" if analysis.measured else "low",
-        ops=tuple(OpEvidence(str(r.op_name), float(r.time_s), None if is_nan(r.predicted_s_per_step)
-                             else float(r.predicted_s_per_step), f"{r.dtype}, {ratio:.0f}x in {label}")
+        ops=tuple(OpEvidence(str(r.op_name), float(r.time_s), float_or_none(r.predicted_s_per_step),
+                             f"{r.dtype}, {ratio:.0f}x in {label}")
                   for r in dots.head(10).itertuples()),
         claims=op_claims(dots, dots["time_s"]), benefit="throughput",
         lever=f"{label} matmuls (an upper bound from the peak ratio)")

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .base import (
-    OpEvidence, Priced, Target, compose, format_bytes, format_seconds, is_nan, op_claims, seconds_per_step,
-    time_column, times_are,
+    OpEvidence, Priced, Target, compose, float_or_none, format_bytes, format_seconds, is_nan, op_claims,
+    seconds_per_step, time_column, times_are,
 )
 from .levers import name, scoped_vmem
 
@@ -98,7 +98,7 @@ def measure(analysis) -> Numbers | None:
         time_s_per_step=cost, est_savings_s_per_step=cost, step_s=analysis.step_s,
         confidence="medium" if measured else "low",
         ops=tuple(OpEvidence(r["op"], float(r["measured_s"]) if measured and not is_nan(r["measured_s"])
-                             else r["cost"], None if is_nan(r["predicted"]) else float(r["predicted"]),
+                             else r["cost"], float_or_none(r["predicted"]),
                              f"scores {format_bytes(r['score_bytes'])}") for r in rows[:10]),
         claims=op_claims(chain_ops, seconds_per_step(chain_ops, analysis)))
     return Numbers(

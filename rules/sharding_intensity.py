@@ -63,7 +63,8 @@ import pandas as pd
 
 from ..analyzer.models.collectives import latency_threshold_bytes
 from .base import (
-    OpEvidence, Priced, Target, compose, format_bytes, format_percent, format_seconds, is_nan, op_claims, times_are,
+    OpEvidence, Priced, Target, compose, float_or_none, format_bytes, format_percent, format_seconds, op_claims,
+    times_are,
 )
 from .levers import name, target
 
@@ -188,7 +189,7 @@ def _priced(analysis, num: dict, cost: float, fsdp_only: bool, kind: str) -> Pri
     exposed = linked["exposed_s_per_step"].fillna(0.0)
     share = cost / num["exposed"] if num["exposed"] > 0 else 0.0
     ops = tuple(OpEvidence(str(r.op_name), float(e),
-                           None if is_nan(r.predicted_s_per_step) else float(r.predicted_s_per_step),
+                           float_or_none(r.predicted_s_per_step),
                            f"{r.collective_kind} of {format_bytes(r.collective_bytes)}: "
                            f"{r.collective_matmul_flops / r.collective_bytes:,.0f} FLOPs/B vs "
                            f"{peak * r.collective_bandwidth_s / r.collective_bytes:,.0f}")
