@@ -32,38 +32,62 @@ Details:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from .base import format_percent, format_seconds, make_finding
+from .base import Priced, Target, compose, format_percent, format_seconds
 from .levers import name
 
 RULE_ID = "input-bound"
 MIN_FRACTION = 0.05  # idle below 5 % of the step is launch overhead and noise, not an input problem
 
 
+@dataclass(frozen=True)
+class Numbers:
+    steps: int  # count
+    annotation: str
+    mean_step_s: float  # s
+    mean_busy_s: float  # s
+    mean_idle_s: float  # s
+    idle_s_per_step: list  # s, in step order
+    step_nums: list
+    priced: Priced
+
+
 def check(analysis) -> list:
+    return compose(RULE_ID, measure, title, evidence, fix, analysis)
+
+
+def measure(analysis) -> Numbers | None:
     steps = analysis.steps
     if steps is None or not steps.annotated or steps.busy_any_ps is None:
-        return []
+        return None
     wait = steps.host_wait_s()
     if wait.empty:
-        return []
+        return None
     mean_step, mean_idle = float(wait["duration_s"].mean()), float(wait["all_idle_s"].mean())
     if not (math.isfinite(mean_idle) and mean_step > 0) or mean_idle < MIN_FRACTION * mean_step:
-        return []
-    mean_busy = float(wait["busy_any_s"].mean())
-    return [make_finding(
-        rule=RULE_ID,
-        title=f"Devices wait for the host {format_seconds(mean_idle)} per step ({format_percent(mean_idle / mean_step)})",
-        time_s_per_step=mean_idle, est_savings_s_per_step=mean_idle, step_s=mean_step, confidence="high",
-        ops=(),
-        evidence=(f"Over {len(wait)} annotated steps the step takes {format_seconds(mean_step)} on the host and "
-                  f"the devices work {format_seconds(mean_busy)} of it: {format_seconds(mean_idle)} per step no "
-                  "device runs anything, waiting for input, callbacks or Python."),
-        fix=(f"Prefetch the next batch while the device computes and give the loader more workers (MaxText "
-             f"{name('grain_worker_count')}); keep host callbacks and per-step Python (logging, float(loss)) off "
-             f"the step. Confirm with MaxText {name('dataset_type')}=synthetic or {name('reuse_example_batch')}=1: "
-             "if the idle time goes away, the input pipeline is the cause."),
-        details={"steps": len(wait), "annotation": steps.annotation, "mean_step_s": mean_step, "mean_busy_s": mean_busy,
-                 "mean_idle_s": mean_idle, "idle_s_per_step": [float(v) for v in wait["all_idle_s"]],
-                 "step_nums": [int(v) for v in wait["step_num"]]},
-    )]
+        return None
+    return Numbers(
+        steps=len(wait), annotation=steps.annotation, mean_step_s=mean_step,
+        mean_busy_s=float(wait["busy_any_s"].mean()), mean_idle_s=mean_idle,
+        idle_s_per_step=[float(v) for v in wait["all_idle_s"]], step_nums=[int(v) for v in wait["step_num"]],
+        priced=Priced(time_s_per_step=mean_idle, est_savings_s_per_step=mean_idle, step_s=mean_step,
+                      confidence="high", ops=()))
+
+
+def title(n: Numbers) -> str:
+    return (f"Devices wait for the host {format_seconds(n.mean_idle_s)} per step "
+            f"({format_percent(n.mean_idle_s / n.mean_step_s)})")
+
+
+def evidence(n: Numbers) -> str:
+    return (f"Over {n.steps} annotated steps the step takes {format_seconds(n.mean_step_s)} on the host and "
+            f"the devices work {format_seconds(n.mean_busy_s)} of it: {format_seconds(n.mean_idle_s)} per step no "
+            "device runs anything, waiting for input, callbacks or Python.")
+
+
+def fix(n: Numbers, target: Target) -> str:
+    return (f"Prefetch the next batch while the device computes and give the loader more workers (MaxText "
+            f"{name('grain_worker_count')}); keep host callbacks and per-step Python (logging, float(loss)) off "
+            f"the step. Confirm with MaxText {name('dataset_type')}=synthetic or {name('reuse_example_batch')}=1: "
+            "if the idle time goes away, the input pipeline is the cause.")

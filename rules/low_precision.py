@@ -37,7 +37,12 @@ Details:
 
 from __future__ import annotations
 
-from .base import OpEvidence, format_percent, format_seconds, make_finding, op_claims
+from dataclasses import dataclass, field
+
+from .base import (
+    OpEvidence, Priced, Target, compose, float_or_none, format_percent, format_seconds, op_claims,
+    seconds_per_step, times_are,
+)
 from .levers import IRONWOOD, name
 
 RULE_ID = "low-precision"
@@ -48,6 +53,30 @@ HIGH_PRECISION = ("bf16", "f16", "f32")
 # The guide's measured end-to-end gain, where one exists: (chip key, precision) -> (speed-up, source).
 END_TO_END = {("tpu7x", "fp8"): (1.3, "TPU7x guide: FP8 about 1.3x over bf16 end to end for dense models "
                                       f"(4614 vs 2307 TFLOP/s peak); {IRONWOOD}")}
+
+
+@dataclass(frozen=True)
+class Numbers:
+    precision: str
+    recipe: str
+    low_precision_peak_flops_per_s: float  # flops
+    peak_source: str
+    peak_ratio: float  # count
+    compute_bound_dot_s_per_step: float  # s
+    dot_count: int  # count
+    dots: list  # per dot, slowest first (the first 50)
+    measured_end_to_end_speedup: float | None  # count
+    end_to_end_source: str | None
+    times_are: str
+    priced: Priced
+    dtypes: tuple = field(metadata={"detail": False})  # the dots' types, sorted
+    max_dot_ratio: float = field(metadata={"detail": False})  # the largest per-dot peak ratio
+    saves_s_per_step: float = field(metadata={"detail": False})  # the upper bound, all dots together
+    chip_name: str = field(metadata={"detail": False})
+
+
+def check(analysis) -> list:
+    return compose(RULE_ID, measure, title, evidence, fix, analysis)
 
 
 def _low_precision(chip) -> tuple[str, float] | None:
@@ -68,59 +97,81 @@ def _recipe(chip, precision: str) -> str:
     return name("nanoo_fp8") if chip.vendor == "amd" else name("fp8_gpu")
 
 
-def check(analysis) -> list:
-    ops, chip = analysis.ops, analysis.chip
-    found = _low_precision(chip)
-    if ops.empty or found is None:
-        return []
-    precision, lp_peak = found
+def _compute_bound_dots(analysis):
+    """In-step compute-bound matmuls in a high-precision type with their seconds per step (``time_s``) > 0."""
+    ops = analysis.ops
     matmul = ops["is_matmul"] | ops["category"].astype(str).str.contains("convolution|dot")  # TPU: "convolution fusion"
     dots = ops[ops["in_step"] & matmul & (ops["flops"] > 0) & (ops["bound_by"] == "compute")
                & ops["dtype"].astype(str).isin(HIGH_PRECISION)].copy()
-    measured = analysis.measured
-    dots["time_s"] = dots["measured_s_per_step" if measured else "predicted_s_per_step"].fillna(0.0)
-    dots = dots[dots["time_s"] > 0]
+    dots["time_s"] = seconds_per_step(dots, analysis)
+    return dots[dots["time_s"] > 0]
+
+
+def measure(analysis) -> Numbers | None:
+    chip = analysis.chip
+    found = _low_precision(chip)
+    if analysis.ops.empty or found is None:
+        return None
+    precision, lp_peak = found
+    dots = _compute_bound_dots(analysis)
     step_s = analysis.step_s
     cost = float(dots["time_s"].sum())
     if dots.empty or not (step_s and step_s > 0) or cost < MIN_SHARE * step_s:
-        return []
+        return None
     dots["ratio"] = lp_peak / dots["dtype"].astype(str).map(chip.peak_flops_per_s).astype(float)
     dots["savings_s"] = dots["time_s"] * (1.0 - 1.0 / dots["ratio"])
     dots = dots.sort_values("time_s", ascending=False)
     savings = float(dots["savings_s"].sum())
     ratio = lp_peak / chip.peak_bf16_flops_per_s
-    recipe = _recipe(chip, precision)
     e2e, e2e_source = END_TO_END.get((chip.key, precision), (None, None))
-    source = chip.number_sources.get(f"peak_{precision}_flops_per_s", "chip table")
-    label = precision.upper() if precision == "fp8" else precision
+    label = _label(precision)
+    priced = Priced(
+        time_s_per_step=cost, est_savings_s_per_step=savings, step_s=step_s,
+        confidence="medium" if analysis.measured else "low",
+        ops=tuple(OpEvidence(str(r.op_name), float(r.time_s), float_or_none(r.predicted_s_per_step),
+                             f"{r.dtype}, {ratio:.0f}x in {label}")
+                  for r in dots.head(10).itertuples()),
+        claims=op_claims(dots, dots["time_s"]), benefit="throughput",
+        lever=f"{label} matmuls (an upper bound from the peak ratio)")
+    return Numbers(
+        precision=precision, recipe=_recipe(chip, precision), low_precision_peak_flops_per_s=lp_peak,
+        peak_source=chip.number_sources.get(f"peak_{precision}_flops_per_s", "chip table"), peak_ratio=ratio,
+        compute_bound_dot_s_per_step=cost, dot_count=int(len(dots)),
+        dots=[{"op": str(r.op_name), "dtype": str(r.dtype), "flops": float(r.flops),
+               "s_per_step": float(r.time_s), "peak_ratio": float(r.ratio),
+               "savings_s_per_step": float(r.savings_s)} for r in dots.head(50).itertuples()],
+        measured_end_to_end_speedup=e2e, end_to_end_source=e2e_source, times_are=times_are(analysis),
+        priced=priced, dtypes=tuple(sorted(set(dots["dtype"].astype(str)))), max_dot_ratio=dots["ratio"].max(),
+        saves_s_per_step=savings, chip_name=chip.name)
+
+
+def _label(precision: str) -> str:
+    return precision.upper() if precision == "fp8" else precision
+
+
+def _matmuls(count: int) -> str:
+    return "matmul" if count == 1 else "matmuls"
+
+
+def title(n: Numbers) -> str:
+    return (f"{n.dot_count} compute-bound {_matmuls(n.dot_count)} could run up to {n.max_dot_ratio:.0f}x faster in "
+            f"{_label(n.precision)}: ~{format_seconds(n.saves_s_per_step)} per step (throughput lever, an estimate)")
+
+
+def evidence(n: Numbers) -> str:
+    e2e = n.measured_end_to_end_speedup
     e2e_text = (f" The guide measured about {e2e:.1f}x end to end (a {format_percent(1 - 1 / e2e)} shorter step), "
                 "less than the bound: quantization adds work and the rest of the step stays." if e2e else "")
-    evidence = (f"{len(dots)} compute-bound {'matmul' if len(dots) == 1 else 'matmuls'} in {', '.join(sorted(set(dots['dtype'].astype(str))))} take "
-                f"{format_seconds(cost)} per step ({format_percent(cost / step_s)} of the step; "
-                + ("measured" if measured else "roofline prediction, no trace")
-                + f"). {chip.name} runs {label} at {lp_peak:.3g} FLOP/s per device, {ratio:.1f}x its bf16 peak "
-                f"({source}): at that rate they would take up to {format_seconds(savings)} less per step, an "
-                f"upper bound.{e2e_text}")
-    fix = (f"Train the matmuls in {label} (a throughput lever; check the loss against the bf16 run): MaxText "
-           f"{name('use_qwix_quantization')}=true {name('quantization')}={recipe} (the recipe for {chip.name}); in "
-           "other JAX code, quantize the same matmuls with Qwix.")
-    return [make_finding(
-        rule=RULE_ID,
-        title=(f"{len(dots)} compute-bound {'matmul' if len(dots) == 1 else 'matmuls'} could run up to "
-               f"{dots['ratio'].max():.0f}x faster in {label}: "
-               f"~{format_seconds(savings)} per step (throughput lever, an estimate)"),
-        time_s_per_step=cost, est_savings_s_per_step=savings, step_s=step_s,
-        confidence="medium" if measured else "low",
-        ops=tuple(OpEvidence(str(r.op_name), float(r.time_s), None if r.predicted_s_per_step != r.predicted_s_per_step
-                             else float(r.predicted_s_per_step), f"{r.dtype}, {ratio:.0f}x in {label}")
-                  for r in dots.head(10).itertuples()),
-        evidence=evidence, fix=fix, claims=op_claims(dots, dots["time_s"]), benefit="throughput",
-        lever=f"{label} matmuls (an upper bound from the peak ratio)",
-        details={"precision": precision, "recipe": recipe, "low_precision_peak_flops_per_s": lp_peak,
-                 "peak_source": source, "peak_ratio": ratio, "compute_bound_dot_s_per_step": cost,
-                 "dot_count": int(len(dots)),
-                 "dots": [{"op": str(r.op_name), "dtype": str(r.dtype), "flops": float(r.flops),
-                           "s_per_step": float(r.time_s), "peak_ratio": float(r.ratio),
-                           "savings_s_per_step": float(r.savings_s)} for r in dots.head(50).itertuples()],
-                 "measured_end_to_end_speedup": e2e, "end_to_end_source": e2e_source,
-                 "times_are": "measured" if measured else "predicted"})]
+    cost = n.compute_bound_dot_s_per_step
+    return (f"{n.dot_count} compute-bound {_matmuls(n.dot_count)} in {', '.join(n.dtypes)} take "
+            f"{format_seconds(cost)} per step ({format_percent(cost / n.priced.step_s)} of the step; "
+            + ("measured" if n.times_are == "measured" else "roofline prediction, no trace")
+            + f"). {n.chip_name} runs {_label(n.precision)} at {n.low_precision_peak_flops_per_s:.3g} FLOP/s per "
+            f"device, {n.peak_ratio:.1f}x its bf16 peak ({n.peak_source}): at that rate they would take up to "
+            f"{format_seconds(n.saves_s_per_step)} less per step, an upper bound.{e2e_text}")
+
+
+def fix(n: Numbers, target: Target) -> str:
+    return (f"Train the matmuls in {_label(n.precision)} (a throughput lever; check the loss against the bf16 run): "
+            f"MaxText {name('use_qwix_quantization')}=true {name('quantization')}={n.recipe} (the recipe for "
+            f"{target.chip.name}); in other JAX code, quantize the same matmuls with Qwix.")

@@ -31,9 +31,14 @@ Details:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
-from .base import OpEvidence, format_bytes, format_seconds, make_finding, op_claims
+from .base import (
+    OpEvidence, Priced, Target, compose, float_or_none, format_bytes, format_seconds, is_nan, op_claims,
+    seconds_per_step, time_column, times_are,
+)
 from .levers import name, scoped_vmem
 
 RULE_ID = "materialized-attention"
@@ -41,23 +46,33 @@ PRECEDENCE = 8  # the score chain's ops
 MIN_SCORE_BYTES = 1 << 20  # a score matrix under 1 MiB fits on chip anyway
 
 
+@dataclass(frozen=True)
+class Numbers:
+    chains: int  # count
+    score_bytes: float  # bytes, the largest matrix
+    score_bytes_per_step: float  # bytes
+    softmax_s_per_step: float  # s
+    score_hbm_s_per_step: float  # s
+    scores: list  # per chain, costliest first (the first 50)
+    times_are: str
+    priced: Priced
+    hbm_bytes_per_s: float = field(metadata={"detail": False})  # the chip table's bandwidth the scores move at
+
+
 def check(analysis) -> list:
-    ops = analysis.ops
-    if ops.empty:
-        return []
-    chain_ops = ops[ops["in_step"] & ops["attention_role"].notna()]
-    scores = chain_ops[(chain_ops["attention_role"] == "scores") & (chain_ops["result_bytes"] >= MIN_SCORE_BYTES)]
-    if scores.empty:
-        return []
-    measured = analysis.measured
-    time_col = "measured_s_per_step" if measured else "predicted_s_per_step"
+    return compose(RULE_ID, measure, title, evidence, fix, analysis)
+
+
+def _chains(analysis, chain_ops, scores) -> list[dict]:
+    """One row per score matrix: its chain's softmax time and score traffic, costliest first."""
+    time_col = time_column(analysis)
     bw = analysis.chip.hbm_bytes_per_s
     rows = []
     for head in scores.itertuples():
         members = chain_ops[chain_ops["attention_scores_op"] == head.op_name]
         softmax = members[members["attention_role"] == "softmax"]
         contexts = members[members["attention_role"] == "context"]
-        occ = head.occurrences_per_step if head.occurrences_per_step == head.occurrences_per_step else 1.0
+        occ = 1.0 if is_nan(head.occurrences_per_step) else head.occurrences_per_step
         softmax_s = float(np.nansum(softmax[time_col]))
         score_hbm_s = head.result_bytes * occ * (1 + max(len(contexts), 1)) / bw
         rows.append(dict(op=str(head.op_name), score_bytes=float(head.result_bytes), dtype=str(head.dtype),
@@ -65,45 +80,65 @@ def check(analysis) -> list:
                          score_hbm_s=float(score_hbm_s), cost=softmax_s + float(score_hbm_s),
                          predicted=head.predicted_s_per_step, measured_s=head.measured_s_per_step))
     rows.sort(key=lambda r: -r["cost"])
+    return rows
+
+
+def measure(analysis) -> Numbers | None:
+    ops = analysis.ops
+    if ops.empty:
+        return None
+    chain_ops = ops[ops["in_step"] & ops["attention_role"].notna()]
+    scores = chain_ops[(chain_ops["attention_role"] == "scores") & (chain_ops["result_bytes"] >= MIN_SCORE_BYTES)]
+    if scores.empty:
+        return None
+    measured = analysis.measured
+    rows = _chains(analysis, chain_ops, scores)
     cost = sum(r["cost"] for r in rows)
-    softmax_s = sum(r["softmax_s"] for r in rows)
-    score_hbm_s = sum(r["score_hbm_s"] for r in rows)
-    largest = max(r["score_bytes"] for r in rows)
-    per_step = sum(r["score_bytes"] * r["occ"] for r in rows)
-    top = rows[0]
-    evidence = (f"{len(rows)} attention score {'matrix goes' if len(rows) == 1 else 'matrices go'} through HBM: "
-                f"{top['op']} writes {format_bytes(top['score_bytes'])} of {top['dtype']} scores that "
-                f"{top['softmax_ops']} softmax ops read and rewrite before the second matmul reads them. The "
-                f"softmax ops take {format_seconds(softmax_s)} per step "
-                + ("(measured)" if measured else "(roofline prediction; no trace)")
-                + f" and moving the scores in and out of the matmuls {format_seconds(score_hbm_s)} at "
-                f"{format_bytes(bw)}/s (HLO result bytes, chip table bandwidth).")
-    tpu = bool(analysis.chip.mxu_dim)
-    gpu = analysis.platform == "gpu" or bool(analysis.chip.compute_capability)
+    priced = Priced(
+        time_s_per_step=cost, est_savings_s_per_step=cost, step_s=analysis.step_s,
+        confidence="medium" if measured else "low",
+        ops=tuple(OpEvidence(r["op"], float(r["measured_s"]) if measured and not is_nan(r["measured_s"])
+                             else r["cost"], float_or_none(r["predicted"]),
+                             f"scores {format_bytes(r['score_bytes'])}") for r in rows[:10]),
+        claims=op_claims(chain_ops, seconds_per_step(chain_ops, analysis)))
+    return Numbers(
+        chains=len(rows), score_bytes=max(r["score_bytes"] for r in rows),
+        score_bytes_per_step=sum(r["score_bytes"] * r["occ"] for r in rows),
+        softmax_s_per_step=sum(r["softmax_s"] for r in rows), score_hbm_s_per_step=sum(r["score_hbm_s"] for r in rows),
+        scores=[{"op": r["op"], "score_bytes": r["score_bytes"], "dtype": r["dtype"],
+                 "softmax_ops": r["softmax_ops"], "cost_s_per_step": r["cost"]} for r in rows[:50]],
+        times_are=times_are(analysis), priced=priced, hbm_bytes_per_s=analysis.chip.hbm_bytes_per_s)
+
+
+def title(n: Numbers) -> str:
+    return (f"Attention scores materialized in HBM ({format_bytes(n.score_bytes)} per matrix): "
+            f"{format_seconds(n.priced.time_s_per_step)} per step")
+
+
+def evidence(n: Numbers) -> str:
+    top = n.scores[0]
+    return (f"{n.chains} attention score {'matrix goes' if n.chains == 1 else 'matrices go'} through HBM: "
+            f"{top['op']} writes {format_bytes(top['score_bytes'])} of {top['dtype']} scores that "
+            f"{top['softmax_ops']} softmax ops read and rewrite before the second matmul reads them. The "
+            f"softmax ops take {format_seconds(n.softmax_s_per_step)} per step "
+            + ("(measured)" if n.times_are == "measured" else "(roofline prediction; no trace)")
+            + f" and moving the scores in and out of the matmuls {format_seconds(n.score_hbm_s_per_step)} at "
+            f"{format_bytes(n.hbm_bytes_per_s)}/s (HLO result bytes, chip table bandwidth).")
+
+
+def fix(n: Numbers, target: Target) -> str:
+    tpu = bool(target.chip.mxu_dim)
+    gpu = target.platform == "gpu" or bool(target.chip.compute_capability)
     tpu_fix = (f"Use a fused flash kernel: MaxText {name('attention')}='flash' (the Splash kernel on TPU; Tokamax "
                "ships Splash attention too)")
     gpu_fix = (f"Use a fused flash kernel: MaxText {name('attention')}='{name('cudnn_flash_te')}', or "
                f"{name('jax.nn.dot_product_attention')}(..., {name('implementation')}='cudnn')")
-    fix = (tpu_fix if tpu else gpu_fix if gpu else tpu_fix + "; on GPU " + gpu_fix.removeprefix("Use a fused flash "
-                                                                                                  "kernel: "))
-    fix += f": the score blocks stay on chip and the {format_bytes(per_step)} of scores per step never reach HBM."
-    vmem = scoped_vmem(analysis.chip) if tpu else ""
+    text = (tpu_fix if tpu else gpu_fix if gpu
+            else tpu_fix + "; on GPU " + gpu_fix.removeprefix("Use a fused flash kernel: "))
+    text += (f": the score blocks stay on chip and the {format_bytes(n.score_bytes_per_step)} of scores per step "
+             "never reach HBM.")
+    vmem = scoped_vmem(target.chip) if tpu else ""
     if vmem:  # the guides' next step once Splash runs: its block sizes, which scoped VMEM bounds
-        fix += (" Then tune its block sizes (tune-jax, Tokamax's tuning utilities); larger blocks need more scoped "
-                f"VMEM: {vmem}.")
-    return [make_finding(
-        rule=RULE_ID,
-        title=f"Attention scores materialized in HBM ({format_bytes(largest)} per matrix): "
-              f"{format_seconds(cost)} per step",
-        time_s_per_step=cost, est_savings_s_per_step=cost, step_s=analysis.step_s,
-        confidence="medium" if measured else "low",
-        ops=tuple(OpEvidence(r["op"], float(r["measured_s"]) if measured and r["measured_s"] == r["measured_s"]
-                             else r["cost"], None if r["predicted"] != r["predicted"] else float(r["predicted"]),
-                             f"scores {format_bytes(r['score_bytes'])}") for r in rows[:10]),
-        evidence=evidence, fix=fix,
-        claims=op_claims(chain_ops, chain_ops[time_col]),
-        details={"chains": len(rows), "score_bytes": largest, "score_bytes_per_step": per_step,
-                 "softmax_s_per_step": softmax_s, "score_hbm_s_per_step": score_hbm_s,
-                 "scores": [{"op": r["op"], "score_bytes": r["score_bytes"], "dtype": r["dtype"],
-                             "softmax_ops": r["softmax_ops"], "cost_s_per_step": r["cost"]} for r in rows[:50]],
-                 "times_are": "measured" if measured else "predicted"})]
+        text += (" Then tune its block sizes (tune-jax, Tokamax's tuning utilities); larger blocks need more scoped "
+                 f"VMEM: {vmem}.")
+    return text

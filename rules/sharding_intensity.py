@@ -56,12 +56,16 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from ..analyzer.models.collectives import latency_threshold_bytes
-from .base import OpEvidence, format_bytes, format_percent, format_seconds, make_finding, op_claims
+from .base import (
+    OpEvidence, Priced, Target, compose, float_or_none, format_bytes, format_percent, format_seconds, op_claims,
+    times_are,
+)
 from .levers import name, target
 
 RULE_ID = "sharding-intensity"
@@ -69,12 +73,42 @@ PRECEDENCE = 4  # more bytes than the matmuls it feeds can hide; its fix lets an
 # The finding's kind: its axis label as a slug ('8 devices (0-7)' -> '8-devices-0-7'); the JSON Schema
 # admits kinds of this form beside the transfer kinds.
 AXIS_KIND_PATTERN = r"^[0-9]+-(devices|groups-of-[0-9]+)(-[0-9]+)*$"
+MIN_FRACTION = 0.005  # measured: under half a percent of the step is noise
+_FSDP_KINDS = ("all-gather", "reduce-scatter")
 
 
 def axis_kind(label: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", str(label).lower()).strip("-")
-MIN_FRACTION = 0.005  # measured: under half a percent of the step is noise
-_FSDP_KINDS = ("all-gather", "reduce-scatter")
+
+
+@dataclass(frozen=True)
+class Numbers:
+    axis: str
+    group_size: int  # count
+    kinds: list
+    intensity_flops_per_byte: float  # flops
+    threshold_flops_per_byte: float  # flops
+    shortfall: float | None  # count; None when the axis' matmuls have no FLOPs
+    peak_flops_per_s: float  # flops
+    peak_source: str
+    axis_bytes_per_s: float  # bytes
+    link_source: str
+    bytes_per_step: float  # bytes
+    matmul_flops_per_step: float  # flops
+    link_s_per_step: float  # s
+    matmul_s_per_step: float  # s
+    exposed_s_per_step: float  # s
+    unhideable_s_per_step: float  # s
+    collectives_without_matmul: int  # count
+    ops: list  # per collective
+    priced: Priced
+    collectives: int = field(metadata={"detail": False})  # collectives on the axis that reach a matmul
+    chip_name: str = field(metadata={"detail": False})
+    times_are: str = field(metadata={"detail": False})  # 'measured' or 'predicted'
+
+
+def check(analysis) -> list:
+    return compose(RULE_ID, measure, title, evidence, fix, analysis)
 
 
 def axis_collectives(analysis) -> pd.DataFrame:
@@ -139,8 +173,93 @@ def _axis(analysis, part: pd.DataFrame) -> dict | None:
             "unlinked": int(len(part) - len(linked)), "w": bytes_ / link_s, "linked": linked}
 
 
-def _fix(analysis, kinds: list[str], y: int, shortfall: float) -> str:
-    k = math.ceil(shortfall)
+def measure(analysis) -> list[Numbers] | None:
+    if analysis.ops.empty or not analysis.chip.peak_bf16_flops_per_s:
+        return None
+    table = axis_collectives(analysis)
+    if table.empty:
+        return None
+    axes = (_measure_axis(analysis, axis, part) for axis, part in table.groupby("collective_axis", sort=True))
+    return [n for n in axes if n is not None]
+
+
+def _priced(analysis, num: dict, cost: float, fsdp_only: bool, kind: str) -> Priced:
+    peak = analysis.chip.peak_bf16_flops_per_s
+    linked = num["linked"].sort_values("collective_bytes", ascending=False)
+    exposed = linked["exposed_s_per_step"].fillna(0.0)
+    share = cost / num["exposed"] if num["exposed"] > 0 else 0.0
+    ops = tuple(OpEvidence(str(r.op_name), float(e),
+                           float_or_none(r.predicted_s_per_step),
+                           f"{r.collective_kind} of {format_bytes(r.collective_bytes)}: "
+                           f"{r.collective_matmul_flops / r.collective_bytes:,.0f} FLOPs/B vs "
+                           f"{peak * r.collective_bandwidth_s / r.collective_bytes:,.0f}")
+                for r, e in zip(linked.head(10).itertuples(), exposed.head(10)))
+    return Priced(
+        time_s_per_step=cost, est_savings_s_per_step=cost, step_s=analysis.step_s,
+        confidence="low" if not analysis.measured or analysis.platform == "cpu" else "medium",
+        ops=ops, claims=op_claims(linked, exposed * share), kind=kind,
+        lever=("more tokens per device (a bigger per-device batch)" if fsdp_only else
+               "more compute per byte over the axis (fewer tensor- or expert-parallel ways, more tokens)"),
+        benefit="throughput" if fsdp_only else "step_time")
+
+
+def _measure_axis(analysis, axis, part: pd.DataFrame) -> Numbers | None:
+    num = _axis(analysis, part)
+    if num is None:
+        return None
+    step_s, chip = analysis.step_s, analysis.chip
+    cost = min(num["exposed"], num["unhideable"])
+    if analysis.measured and not (step_s > 0 and cost / step_s >= MIN_FRACTION):
+        return None
+    kinds = sorted(set(part["collective_kind"].astype(str)))
+    # FSDP gathers and reductions hide only behind more tokens per device: a throughput lever.
+    fsdp_only = set(kinds) <= set(_FSDP_KINDS)
+    y = int(part["replica_group_size"].dropna().mode().iloc[0]) if part["replica_group_size"].notna().any() \
+        else analysis.num_devices
+    shortfall = num["threshold"] / num["intensity"] if num["intensity"] > 0 else float("inf")
+    model = str(part["collective_model"].dropna().iloc[0]) if part["collective_model"].notna().any() else ""
+    link_source = f"{_source(analysis, 'ici_link_bytes_per_s_oneway')}; {model.split('; ')[0]}".strip("; ")
+    return Numbers(
+        axis=str(axis), group_size=y, kinds=kinds,
+        intensity_flops_per_byte=num["intensity"], threshold_flops_per_byte=num["threshold"],
+        shortfall=shortfall if math.isfinite(shortfall) else None,
+        peak_flops_per_s=float(chip.peak_bf16_flops_per_s), peak_source=_source(analysis, "peak_bf16_flops_per_s"),
+        axis_bytes_per_s=num["w"], link_source=link_source, bytes_per_step=num["bytes"],
+        matmul_flops_per_step=num["flops"], link_s_per_step=num["link_s"],
+        matmul_s_per_step=num["matmul_s"], exposed_s_per_step=num["exposed"],
+        unhideable_s_per_step=num["unhideable"], collectives_without_matmul=num["unlinked"],
+        ops=num["ops"], priced=_priced(analysis, num, cost, fsdp_only, axis_kind(axis)),
+        collectives=len(num["linked"]), chip_name=chip.name, times_are=times_are(analysis))
+
+
+def title(n: Numbers) -> str:
+    return (f"{'/'.join(n.kinds)} over {n.group_size} devices: {n.intensity_flops_per_byte:,.0f} FLOPs per byte, "
+            f"below the {n.threshold_flops_per_byte:,.0f} that hides them")
+
+
+def evidence(n: Numbers) -> str:
+    step_s = n.priced.step_s
+    times = "" if n.times_are == "measured" else " (no trace: times are predicted)"
+    shortfall_text = f"{n.shortfall:,.0f}x" if n.shortfall is not None else "infinitely"
+    text = (
+        f"{n.collectives} {'/'.join(n.kinds)} collectives over {n.axis} (groups of {n.group_size}) move "
+        f"{format_bytes(n.bytes_per_step)} per step against {n.matmul_flops_per_step:.3g} FLOPs of the matmuls they "
+        f"feed or follow: {n.intensity_flops_per_byte:,.0f} FLOPs per byte, {shortfall_text} below the "
+        f"{n.threshold_flops_per_byte:,.0f} (C / W) that hides them on {n.chip_name}, with C = "
+        f"{n.peak_flops_per_s:.3g} FLOP/s ({n.peak_source}) and W = {n.axis_bytes_per_s:.3g} B/s over this axis "
+        f"(ring model: {n.link_source}). The transfers need {format_seconds(n.link_s_per_step)} per step, the "
+        f"matmuls take {format_seconds(n.matmul_s_per_step)}{times}: {format_seconds(n.unhideable_s_per_step)} "
+        f"cannot hide; {format_seconds(n.exposed_s_per_step)} is exposed now "
+        f"({format_percent(n.exposed_s_per_step / step_s if step_s > 0 else np.nan)} of the "
+        f"{format_seconds(step_s)} step).")
+    if n.collectives_without_matmul:
+        text += f" {n.collectives_without_matmul} more collectives on the axis reach no matmul and are not counted."
+    return text
+
+
+def fix(n: Numbers, t: Target) -> str:
+    kinds, y = n.kinds, n.group_size
+    k = math.ceil(n.shortfall if n.shortfall is not None else float("inf"))
     parts = []
     if any(kd in _FSDP_KINDS for kd in kinds):
         parts.append(
@@ -163,80 +282,8 @@ def _fix(analysis, kinds: list[str], y: int, shortfall: float) -> str:
                      f"4 x MLP width / EP), lower {name('ici_expert_parallelism')} to at most {max(y // k, 1)}.")
     if "collective-permute" in kinds and not parts:
         parts.append(f"Raise the compute per transfer: {name('per_device_batch_size')} at least {k}x.")
-    if target(analysis.platform, analysis.chip) == "cpu":
+    if target(t.platform, t.chip) == "cpu":
         parts.append("On this host C and W are the placeholder chip's; the compute per byte holds on the "
                      "accelerator: analyse the HLO dump with --hlo-dir DIR --chip NAME to judge it against that "
                      "chip's C / W.")
     return " ".join(parts)
-
-
-def check(analysis) -> list:
-    if analysis.ops.empty or not analysis.chip.peak_bf16_flops_per_s:
-        return []
-    table = axis_collectives(analysis)
-    if table.empty:
-        return []
-    step_s, chip = analysis.step_s, analysis.chip
-    findings = []
-    for axis, part in table.groupby("collective_axis", sort=True):
-        num = _axis(analysis, part)
-        if num is None:
-            continue
-        cost = min(num["exposed"], num["unhideable"])
-        if analysis.measured and not (step_s > 0 and cost / step_s >= MIN_FRACTION):
-            continue
-        kinds = sorted(set(part["collective_kind"].astype(str)))
-        # FSDP gathers and reductions hide only behind more tokens per device: a throughput lever.
-        fsdp_only = set(kinds) <= set(_FSDP_KINDS)
-        y = int(part["replica_group_size"].dropna().mode().iloc[0]) if part["replica_group_size"].notna().any() \
-            else analysis.num_devices
-        shortfall = num["threshold"] / num["intensity"] if num["intensity"] > 0 else float("inf")
-        model = str(part["collective_model"].dropna().iloc[0]) if part["collective_model"].notna().any() else ""
-        link_source = f"{_source(analysis, 'ici_link_bytes_per_s_oneway')}; {model.split('; ')[0]}".strip("; ")
-        peak_source = _source(analysis, "peak_bf16_flops_per_s")
-        times = "" if analysis.measured else " (no trace: times are predicted)"
-        what = "/".join(kinds)
-        shortfall_text = f"{shortfall:,.0f}x" if math.isfinite(shortfall) else "infinitely"
-        evidence = (
-            f"{len(num['linked'])} {what} collectives over {axis} (groups of {y}) move "
-            f"{format_bytes(num['bytes'])} per step against {num['flops']:.3g} FLOPs of the matmuls they feed or "
-            f"follow: {num['intensity']:,.0f} FLOPs per byte, {shortfall_text} below the {num['threshold']:,.0f} "
-            f"(C / W) that hides them on {chip.name}, with C = {chip.peak_bf16_flops_per_s:.3g} FLOP/s "
-            f"({peak_source}) and W = {num['w']:.3g} B/s over this axis (ring model: {link_source}). "
-            f"The transfers need {format_seconds(num['link_s'])} per step, the matmuls take "
-            f"{format_seconds(num['matmul_s'])}{times}: {format_seconds(num['unhideable'])} cannot hide; "
-            f"{format_seconds(num['exposed'])} is exposed now ({format_percent(num['exposed'] / step_s if step_s > 0 else np.nan)} "
-            f"of the {format_seconds(step_s)} step).")
-        if num["unlinked"]:
-            evidence += f" {num['unlinked']} more collectives on the axis reach no matmul and are not counted."
-        linked = num["linked"].sort_values("collective_bytes", ascending=False)
-        exposed = linked["exposed_s_per_step"].fillna(0.0)
-        share = cost / num["exposed"] if num["exposed"] > 0 else 0.0
-        ops = tuple(OpEvidence(str(r.op_name), float(e),
-                               None if r.predicted_s_per_step != r.predicted_s_per_step else float(r.predicted_s_per_step),
-                               f"{r.collective_kind} of {format_bytes(r.collective_bytes)}: "
-                               f"{r.collective_matmul_flops / r.collective_bytes:,.0f} FLOPs/B vs "
-                               f"{chip.peak_bf16_flops_per_s * r.collective_bandwidth_s / r.collective_bytes:,.0f}")
-                    for r, e in zip(linked.head(10).itertuples(), exposed.head(10)))
-        details = {
-            "axis": str(axis), "group_size": y, "kinds": kinds,
-            "intensity_flops_per_byte": num["intensity"], "threshold_flops_per_byte": num["threshold"],
-            "shortfall": shortfall if math.isfinite(shortfall) else None,
-            "peak_flops_per_s": float(chip.peak_bf16_flops_per_s), "peak_source": peak_source,
-            "axis_bytes_per_s": num["w"], "link_source": link_source, "bytes_per_step": num["bytes"],
-            "matmul_flops_per_step": num["flops"], "link_s_per_step": num["link_s"],
-            "matmul_s_per_step": num["matmul_s"], "exposed_s_per_step": num["exposed"],
-            "unhideable_s_per_step": num["unhideable"], "collectives_without_matmul": num["unlinked"],
-            "ops": num["ops"]}
-        findings.append(make_finding(
-            rule=RULE_ID, kind=axis_kind(axis),
-            title=(f"{what} over {y} devices: {num['intensity']:,.0f} FLOPs per byte, below the "
-                   f"{num['threshold']:,.0f} that hides them"),
-            time_s_per_step=cost, est_savings_s_per_step=cost, step_s=step_s,
-            confidence="low" if not analysis.measured or analysis.platform == "cpu" else "medium",
-            ops=ops, evidence=evidence, fix=_fix(analysis, kinds, y, shortfall), details=details,
-            lever=("more tokens per device (a bigger per-device batch)" if fsdp_only else
-                   "more compute per byte over the axis (fewer tensor- or expert-parallel ways, more tokens)"),
-            benefit="throughput" if fsdp_only else "step_time",
-            claims=op_claims(linked, exposed * share)))
-    return findings
