@@ -154,54 +154,26 @@ def severity_for(fraction_of_step: float) -> str:
     return "low"
 
 
-def make_finding(
-    *,
-    rule: str,
-    title: str,
-    time_s_per_step: float,
-    est_savings_s_per_step: float,
-    step_s: float,
-    confidence: str,
-    ops: tuple[OpEvidence, ...] | list[OpEvidence],
-    evidence: str,
-    fix: str,
-    details: dict[str, Any] | None = None,
-    kind: str = "",
-    main_op: str = "",
-    lever: str = "",
-    claims: tuple[OpClaim, ...] | list[OpClaim] = (),
-    benefit: str = "step_time",
-) -> Finding:
+def make_finding(rule: str, priced: Priced, *, title: str, evidence: str, fix: str,
+                 details: dict[str, Any] | None = None) -> Finding:
     """Build a finding with severity and fraction derived the same way for every rule.
 
     The saving is never more than the cost, nor than the time of the ops claimed (when any are)."""
-    if benefit not in BENEFITS:
-        raise ValueError(f"benefit {benefit!r} is not one of {BENEFITS}")
-    savings = min(max(est_savings_s_per_step, 0.0), time_s_per_step)
-    if claims:
-        savings = min(savings, sum(c.s_per_step for c in claims))
-    fraction = time_s_per_step / step_s if step_s and step_s > 0 and math.isfinite(step_s) else 0.0
+    if priced.benefit not in BENEFITS:
+        raise ValueError(f"benefit {priced.benefit!r} is not one of {BENEFITS}")
+    cost, step_s = priced.time_s_per_step, priced.step_s
+    savings = min(max(priced.est_savings_s_per_step, 0.0), cost)
+    if priced.claims:
+        savings = min(savings, sum(c.s_per_step for c in priced.claims))
+    fraction = cost / step_s if step_s and step_s > 0 and math.isfinite(step_s) else 0.0
     severity = severity_for(fraction)
-    if benefit == "throughput" and severity == "high":
+    if priced.benefit == "throughput" and severity == "high":
         severity = "medium"  # an option with a numerics or memory trade-off, not a defect of the step
     return Finding(
-        rule=rule,
-        severity=severity,
-        title=title,
-        time_s_per_step=float(time_s_per_step),
-        est_savings_s_per_step=float(savings),
-        fraction_of_step=float(fraction),
-        confidence=confidence,
-        ops=tuple(ops),
-        evidence=evidence,
-        fix=fix,
-        details=dict(details or {}),
-        kind=kind,
-        main_op=main_op,
-        lever=lever,
-        claims=tuple(claims),
-        benefit=benefit,
-    )
+        rule=rule, severity=severity, title=title, time_s_per_step=float(cost), est_savings_s_per_step=float(savings),
+        fraction_of_step=float(fraction), confidence=priced.confidence, ops=tuple(priced.ops), evidence=evidence,
+        fix=fix, details=dict(details or {}), kind=priced.kind, main_op=priced.main_op, lever=priced.lever,
+        claims=tuple(priced.claims), benefit=priced.benefit)
 
 
 # ---- numbers, then words ------------------------------------------------------------------------------------
@@ -249,14 +221,9 @@ def compose(rule_id: str, measure, title, evidence, fix, analysis: Analysis) -> 
     if measured is None:
         return []
     target = Target.of(analysis)
-    return [make_finding(rule=rule_id, title=title(n), evidence=evidence(n), fix=fix(n, target),
-                         details=details_of(n), **_fields(n.priced))
+    return [make_finding(rule_id, n.priced, title=title(n), evidence=evidence(n), fix=fix(n, target),
+                         details=details_of(n))
             for n in (measured if isinstance(measured, list) else [measured])]
-
-
-def _fields(instance) -> dict[str, Any]:
-    """A dataclass' fields, one level deep (``dataclasses.asdict`` would turn its OpEvidence into dicts)."""
-    return {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance)}
 
 
 def is_nan(x) -> bool:

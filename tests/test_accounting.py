@@ -15,7 +15,7 @@ from xladiag.analyzer.analysis import analyze
 from xladiag.api import build_report
 from xladiag.rules.claims import resolve_claims
 from xladiag.rules.registry import PRECEDENCE
-from xladiag.rules.base import OpClaim, make_finding
+from xladiag.rules.base import OpClaim, Priced, make_finding
 from xladiag.rules.registry import RULES
 from xladiag.rules.selection import Selection
 
@@ -104,8 +104,8 @@ def test_sharded_sample_counts_each_collective_once():
 
 def test_more_specific_rule_keeps_a_shared_op():
     make = lambda rule, saves, claims: make_finding(  # noqa: E731
-        rule=rule, title=rule, time_s_per_step=1.0, est_savings_s_per_step=saves, step_s=2.0, confidence="high",
-        ops=(), evidence="e.", fix="f", claims=claims)
+        rule, Priced(time_s_per_step=1.0, est_savings_s_per_step=saves, step_s=2.0, confidence="high", ops=(),
+                     claims=claims), title=rule, evidence="e.", fix="f")
     shared, other = OpClaim("jit_f", "1", "all-gather.1", 0.6), OpClaim("jit_f", "1", "all-gather.2", 0.4)
     exposed = make("exposed-collective", 1.0, (shared, other))
     latency = make("latency-bound-collective", 0.5, (shared,))

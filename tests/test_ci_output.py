@@ -25,7 +25,7 @@ from xladiag.report.gates import parse_share  # noqa: E402
 from xladiag.report.markdown import MAX_BYTES, render_markdown  # noqa: E402
 from xladiag.report.md_blocks import wrap  # noqa: E402
 from xladiag.report.model import Report  # noqa: E402
-from xladiag.rules.base import OpEvidence, make_finding  # noqa: E402
+from xladiag.rules.base import OpEvidence, Priced, make_finding  # noqa: E402
 
 # Neither variable leaks in from a CI job running these tests.
 NOT_ON_GITHUB = {"GITHUB_ACTIONS": None, "GITHUB_STEP_SUMMARY": None}
@@ -185,8 +185,10 @@ def test_annotations_move_to_stderr_when_the_report_is_on_stdout():
 
 def test_report_annotations_keep_hostile_text_on_one_line():
     report = sample_report("tpu_v6e_host_offload")
-    finding = make_finding(rule="evil", title="t\n::error::x %0A", time_s_per_step=1.0, est_savings_s_per_step=1.0,
-                           step_s=1.0, confidence="low", ops=(), evidence="e", fix="f\r\nsecond line")
+    finding = make_finding(
+                  rule="evil",
+                  priced=Priced(time_s_per_step=1.0, est_savings_s_per_step=1.0, step_s=1.0, confidence="low", ops=()),
+                  title="t\n::error::x %0A", evidence="e", fix="f\r\nsecond line")
     lines = report_annotations(report.with_gates(min_mfu=0.5).gates, (finding,))
     assert len(lines) == 2 and all("\n" not in line and "\r" not in line for line in lines)
     assert lines[1].startswith("::warning title=xladiag evil::t ::error::x %250A")
@@ -260,9 +262,10 @@ def test_wrapped_prose_never_starts_a_block():
 def test_a_cut_report_says_so():
     a = sample_report("cpu_jax_train_step").analysis
     ops = tuple(OpEvidence(f"op{i}", 1e-3, 1e-4, "x" * 300) for i in range(40))
-    findings = tuple(make_finding(rule=f"rule-{i}", title=f"finding {i} " * 20, time_s_per_step=1e-3,
-                                  est_savings_s_per_step=1e-3, step_s=a.step_s, confidence="low", ops=ops,
-                                  evidence="evidence " * 300, fix="word " * 600) for i in range(100))
+    findings = tuple(make_finding(
+                         rule=f"rule-{i}",
+                         priced=Priced(time_s_per_step=1e-3, est_savings_s_per_step=1e-3, step_s=a.step_s, confidence="low", ops=ops),
+                         title=f"finding {i} " * 20, evidence="evidence " * 300, fix="word " * 600) for i in range(100))
     text = render_markdown(Report(analysis=a, findings=findings, headline="h"))
     assert len(text.encode()) < MAX_BYTES and "Shortened to stay under GitHub's 65,536-character comment limit" in text
     code = [ln for ln, in_code in _outside_tables_and_code(text) if in_code]

@@ -20,7 +20,7 @@ from xladiag.report import html as html_report  # noqa: E402
 from xladiag.report import svg  # noqa: E402
 from xladiag.report.html import render_html  # noqa: E402
 from xladiag.report.model import Report  # noqa: E402
-from xladiag.rules.base import OpEvidence, make_finding  # noqa: E402
+from xladiag.rules.base import OpEvidence, Priced, make_finding  # noqa: E402
 
 EVIL_OP = '<script>alert("op")</script>|x\ny'
 EVIL_HLO = "%evil = f32[] custom-call(), backend_config=\"</pre><script>alert(2)</script>\""
@@ -245,12 +245,9 @@ def test_markup_from_the_profile_is_shown_as_text(name):
     a = hostile(capture_analysis(name))
     base = crafted_report(a)
     evil = make_finding(
-        rule="x<y>", title='<b onmouseover="alert(4)">bold</b>', time_s_per_step=a.step_s / 4,
-        est_savings_s_per_step=a.step_s / 8, step_s=a.step_s, confidence="high",
-        ops=(OpEvidence(EVIL_OP, a.step_s / 4, None, "<i>detail</i>"),),
-        evidence="</p><script>alert(5)</script>", fix="</pre><script>alert(6)</script>",
-        details={"<k>": "<v>"},
-    )
+               rule="x<y>",
+               priced=Priced(time_s_per_step=a.step_s / 4, est_savings_s_per_step=a.step_s / 8, step_s=a.step_s, confidence="high", ops=(OpEvidence(EVIL_OP, a.step_s / 4, None, "<i>detail</i>"),)),
+               title='<b onmouseover="alert(4)">bold</b>', evidence="</p><script>alert(5)</script>", fix="</pre><script>alert(6)</script>", details={"<k>": "<v>"})
     report = Report(analysis=a, findings=(evil,) + base.findings, headline="<script>alert(7)</script>")
     text = render_html(report)
     page = Page(text)

@@ -17,7 +17,7 @@ from xladiag import __version__
 from xladiag.analyzer.analysis import analyze
 from xladiag.report.json_out import SCHEMA_VERSION, clean, render_json, report_to_dict
 from xladiag.report.model import Report
-from xladiag.rules.base import OpEvidence, make_finding
+from xladiag.rules.base import OpEvidence, Priced, make_finding
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_profiles"
@@ -63,12 +63,10 @@ def crafted_report(analysis, n_ops: int = 3) -> Report:
     )
     cost = float(np.nansum(ops["measured_s_per_step"])) if analysis.measured else float(np.nansum(ops["predicted_s_per_step"]))
     finding = make_finding(
-        rule="test-rule", title="Top ops are slow", time_s_per_step=cost, est_savings_s_per_step=cost / 2,
-        step_s=analysis.step_s, confidence="medium", ops=evidence, evidence="they take the time",
-        fix="set --xla_test_flag=true",
-        details={"np_float": np.float32(1.5), "np_int": np.int64(3), "nan": float("nan"), "inf": np.inf,
-                 "nested": {"array": np.array([1.0, np.nan])}, "path": ROOT},
-    )
+                  rule="test-rule",
+                  priced=Priced(time_s_per_step=cost, est_savings_s_per_step=cost / 2, step_s=analysis.step_s, confidence="medium", ops=evidence),
+                  title="Top ops are slow", evidence="they take the time", fix="set --xla_test_flag=true", details={"np_float": np.float32(1.5), "np_int": np.int64(3), "nan": float("nan"), "inf": np.inf,
+                 "nested": {"array": np.array([1.0, np.nan])}, "path": ROOT})
     return Report(analysis=analysis, findings=(finding,), headline="test headline")
 
 
@@ -133,8 +131,10 @@ def test_json_nan_and_numpy_become_plain_json():
 def test_findings_keep_rank_and_fields():
     a = capture_analysis("cpu_jax_train_step")
     base = crafted_report(a)
-    small = make_finding(rule="small", title="small one", time_s_per_step=1e-4, est_savings_s_per_step=1e-4,
-                         step_s=a.step_s, confidence="low", ops=(), evidence="e", fix="f")
+    small = make_finding(
+                rule="small",
+                priced=Priced(time_s_per_step=1e-4, est_savings_s_per_step=1e-4, step_s=a.step_s, confidence="low", ops=()),
+                title="small one", evidence="e", fix="f")
     report = dataclasses.replace(base, findings=base.findings + (small,))
     findings = strict_loads(render_json(report))["findings"]
     assert [f["rule"] for f in findings] == ["test-rule", "small"]

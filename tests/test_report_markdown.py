@@ -14,7 +14,7 @@ from test_report_json import ALL_SAMPLES, CAPTURES, capture_analysis, crafted_re
 
 from xladiag.report.markdown import MAX_BYTES, escape_text, render_markdown  # noqa: E402
 from xladiag.report.model import Report  # noqa: E402
-from xladiag.rules.base import OpEvidence, make_finding  # noqa: E402
+from xladiag.rules.base import OpEvidence, Priced, make_finding  # noqa: E402
 
 markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py is a test dependency (pip install -e .[test])")
 
@@ -61,11 +61,9 @@ def check_tables(text: str) -> list[list[list[str]]]:
 
 def evil_finding(a):
     return make_finding(
-        rule="evil|rule", title="pipes | and\nnewlines <script>alert(1)</script>", time_s_per_step=a.step_s / 3,
-        est_savings_s_per_step=a.step_s / 6, step_s=a.step_s, confidence="high",
-        ops=(OpEvidence(EVIL_OP, a.step_s / 3, None, "a | b\nc"),),
-        evidence="`code` and <b>bold</b> | pipe", fix="```\nXLA_FLAGS=--xla_x=true | tee\n```",
-    )
+               rule="evil|rule",
+               priced=Priced(time_s_per_step=a.step_s / 3, est_savings_s_per_step=a.step_s / 6, step_s=a.step_s, confidence="high", ops=(OpEvidence(EVIL_OP, a.step_s / 3, None, "a | b\nc"),)),
+               title="pipes | and\nnewlines <script>alert(1)</script>", evidence="`code` and <b>bold</b> | pipe", fix="```\nXLA_FLAGS=--xla_x=true | tee\n```")
 
 
 @pytest.mark.parametrize("name", ALL_SAMPLES)
@@ -114,9 +112,10 @@ def test_huge_reports_stay_under_60_kb_with_a_note():
     a = capture_analysis("cpu_jax_train_step")
     many_ops = tuple(OpEvidence(f"op|{i}\nname" * 5, 1e-3, 1e-4, "x" * 300) for i in range(40))
     findings = tuple(
-        make_finding(rule=f"rule-{i}", title=f"finding {i} " + "long title | " * 40, time_s_per_step=1e-3,
-                     est_savings_s_per_step=1e-3 - i * 1e-6, step_s=a.step_s, confidence="low", ops=many_ops,
-                     evidence="evidence " * 300, fix="fix line\n" * 400)
+        make_finding(
+            rule=f"rule-{i}",
+            priced=Priced(time_s_per_step=1e-3, est_savings_s_per_step=1e-3 - i * 1e-6, step_s=a.step_s, confidence="low", ops=many_ops),
+            title=f"finding {i} " + "long title | " * 40, evidence="evidence " * 300, fix="fix line\n" * 400)
         for i in range(400)
     )
     text = render_markdown(Report(analysis=a, findings=findings, headline="h " * 2000))
