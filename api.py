@@ -73,7 +73,7 @@ def diagnose(
         select=select, ignore=ignore, baseline=baseline, project=config)
     analysis = analyze(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, topology=topology,
                        progress=progress, program=program, workers=workers, scheduler=scheduler,
-                       step_range=steps, host=host)
+                       steps=steps, host=host)
     if progress:
         progress("running rules")
     return build_report(analysis, chosen)
