@@ -104,6 +104,13 @@ class Options:
                 groups[group] = replace(getattr(self, group), **given)
         return replace(self, **groups)
 
+    def get(self, name: str):
+        """One option by its flat name (``options.get("steps")`` is ``options.capture.steps``)."""
+        group = next((g for g, names in _GROUP_FIELDS.items() if name in names), None)
+        if group is None:
+            raise TypeError(f"no option named {name!r}")
+        return getattr(getattr(self, group), name)
+
 
 _GROUP_FIELDS = {group: tuple(f.name for f in fields(kind)) for group, kind in (
     ("capture", Capture), ("hardware", Hardware), ("rules", RuleChoice), ("gates", Gates), ("output", Output))}
@@ -112,10 +119,10 @@ NAMES = tuple(name for names in _GROUP_FIELDS.values() for name in names)
 assert len(set(NAMES)) == len(NAMES)
 
 
-def from_keywords(caller: str, given: dict, allowed, path=None) -> Options:
-    """The :class:`Options` of a public function's keywords, refused like Python refuses an unknown keyword
-    (``diagnose() got an unexpected keyword argument 'x'``): only ``allowed`` names are its keywords."""
-    for name in given:
+def from_keywords(caller: str, keywords: dict, allowed, base: Options | None = None) -> Options:
+    """``base`` (default: no option given) with a public function's keywords, refused as Python refuses an
+    unknown keyword (``diagnose() got an unexpected keyword argument 'x'``): its keywords are ``allowed``."""
+    for name in keywords:
         if name not in allowed:
             raise TypeError(f"{caller}() got an unexpected keyword argument {name!r}")
-    return Options.of(**given) if path is None else Options.of(path=path, **given)
+    return (base or Options()).replace(**keywords)
