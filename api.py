@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Callable
 
 from .analyzer.analysis import Analysis, analyze
-from .errors import InputError, UsageError
+from .errors import InputError
+from .options import Options, from_keywords
 from .report.model import Report
 from .rules.base import Finding
 from .rules.claims import recoverable_s_per_step
@@ -30,27 +31,20 @@ from .units import count, format_percent, format_seconds
 __all__ = ["Report", "ProfileSession", "build_report", "compare", "diagnose", "profile"]
 
 
-def diagnose(
-    path: str | Path | None = None,
-    *,
-    chip: str | None = None,
-    hlo_dir: str | Path | None = None,
-    run: str | None = None,
-    chip_file: str | Path | None = None,
-    topology: str | None = None,
-    progress: Callable[[str], None] | None = None,
-    program: str | None = None,
-    select=None,
-    ignore=None,
-    baseline=None,
-    config=None,
-    workers: int | None = None,
-    scheduler: str | None = None,
-    steps: str | None = None,
-    host: str | None = None,
-) -> Report:
+# The public keywords (README "Python API"): the command's options by the same names.
+DIAGNOSE_KEYWORDS = ("chip", "hlo_dir", "run", "chip_file", "topology", "program", "select", "ignore", "baseline",
+                     "config", "workers", "scheduler", "steps", "host")
+COMPARE_KEYWORDS = ("fail_on_regression", "chip", "chip_file", "select", "ignore", "baseline", "config", "program",
+                    "steps", "host")
+
+
+def diagnose(path: str | Path | None = None, *, progress: Callable[[str], None] | None = None,
+             options: Options | None = None, **keywords) -> Report:
     """Analyse a capture (log dir, run folder or .xplane.pb) and/or an HLO dump; run every rule.
 
+    Keywords (each also a field of ``options``, an :class:`xladiag.options.Options`, which the command builds
+    from its arguments; keywords given win over it): ``chip``, ``hlo_dir``, ``run``, ``chip_file``,
+    ``topology`` as the options of the same name.
     ``program``: without a capture, which dump module to analyse (name, ``name(id)`` or ``module_NNNN``);
     default: the one with the most FLOPs. With a capture, the program whose executions are the steps.
     ``steps``: 'A:B', the step numbers to measure (A to B-1); ``host``: the one host to read. Each shows in
@@ -67,22 +61,20 @@ def diagnose(
     Raises :class:`xladiag.errors.InputError` (an ``XladiagError``, one line) when the arguments name
     nothing to read or the capture, dump or chip file cannot be used.
     """
-    from .config import selection as make_selection
+    from .config import chosen_rules
 
-    chosen = select if isinstance(select, Selection) else make_selection(  # bad ids fail before the work
-        select=select, ignore=ignore, baseline=baseline, project=config)
-    analysis = analyze(path, run=run, hlo_dir=hlo_dir, chip=chip, chip_file=chip_file, topology=topology,
-                       progress=progress, program=program, workers=workers, scheduler=scheduler,
-                       step_range=steps, host=host)
+    given = from_keywords("diagnose", keywords, DIAGNOSE_KEYWORDS, options)
+    if path is not None:
+        given = given.replace(path=path)
+    chosen = chosen_rules(given.rules)  # bad ids fail before the work
+    analysis = analyze(given, progress=progress)
     if progress:
         progress("running rules")
     return build_report(analysis, chosen)
 
 
-def compare(base: str | Path, new: str | Path, *, fail_on_regression: float | None = None, chip: str | None = None,
-            chip_file: str | Path | None = None, progress: Callable[[str], None] | None = None,
-            select=None, ignore=None, baseline=None, config=None, program: str | None = None,
-            steps: str | None = None, host: str | None = None):
+def compare(base: str | Path, new: str | Path, *, progress: Callable[[str], None] | None = None,
+            options: Options | None = None, **keywords):
     """Before/after of two captures (log dir, run folder, .xplane.pb) or ``--format json`` reports, in any mix.
 
     Returns a :class:`xladiag.report.compare_model.Comparison` (``headline``, ``verdict``, ``regressed``,
@@ -90,44 +82,20 @@ def compare(base: str | Path, new: str | Path, *, fail_on_regression: float | No
     is a share (0.05 = 5 %): ``regressed`` is true when the mean step is slower beyond noise and by more.
     ``select``/``ignore``/``baseline``/``config`` as in :func:`diagnose`, applied to both sides; what a JSON side's
     own selection left out is left out of the other side too (``selection`` in the result). ``chip``,
-    ``program``, ``steps``, ``host``: as in :func:`diagnose`, for each side that is a capture (a JSON report is
-    read as written, and a warning says so).
+    ``chip_file``, ``program``, ``steps``, ``host``: as in :func:`diagnose`, for each side that is a capture (a JSON
+    report is read as written, and a warning says so). ``options``: these as an :class:`xladiag.options.Options`.
     """
-    from .compare.reports import Side, compare_reports
-    from .config import selection as make_selection
-    from .parsers.report_json import looks_like_json, read_report_json
-    from .compare import selection as aligned
+    from .compare.sides import check_threshold, compare_sides
+    from .config import chosen_rules
+    from .parsers.report_json import read_report_json
     from .report.compare_model import Comparison
     from .report.json_out import SCHEMA_VERSION
 
-    if fail_on_regression is not None and not (math.isfinite(fail_on_regression) and fail_on_regression >= 0):
-        raise UsageError(f"fail_on_regression {fail_on_regression!r} is not a share like 0.05")
-    chosen = make_selection(select=select, ignore=ignore, baseline=baseline, project=config)
-    paths = {"base": Path(base), "new": Path(new)}
-    reports = {which: read_report_json(p, SCHEMA_VERSION) for which, p in paths.items() if looks_like_json(p)}
-    own = {which: aligned.recorded(r) for which, r in reports.items()}
-    for_captures = aligned.for_captures(chosen, list(own.values()))
-    overrides = {"chip": chip, "program": program, "steps": steps, "host": host}
-    given = [f"--{k}" for k, v in overrides.items() if v is not None]
-    notes = [f"{which} ({paths[which]}) is a JSON report, read as written: {', '.join(given)} not applied to it"
-             for which in reports if given]
-    for which, path in paths.items():
-        if which not in reports:
-            if progress:
-                progress(f"diagnosing {which}: {path}")
-            reports[which] = diagnose(path, chip_file=chip_file, progress=progress, select=for_captures,
-                                      **overrides).to_dict()
-            own[which] = aligned.given(chosen)
-    base_report, new_report, record, differ = aligned.align(reports["base"], reports["new"], (own["base"], own["new"]),
-                                                            chosen)
-    kind = {which: "json report" if looks_like_json(p) else "capture" for which, p in paths.items()}
-    data = compare_reports(Side(base_report, str(paths["base"]), kind["base"]),
-                           Side(new_report, str(paths["new"]), kind["new"]), threshold=fail_on_regression)
-    for which in paths:  # a capture's own left-out findings count too
-        if kind[which] == "capture":
-            record["findings_left_out"][which] += len(reports[which]["selection"]["ignored_findings"])
-    data["selection"] = record
-    data["warnings"] += differ + notes
+    given = from_keywords("compare", keywords, COMPARE_KEYWORDS, options)
+    check_threshold(given.gates.fail_on_regression)
+    data = compare_sides({"base": Path(base), "new": Path(new)}, given, chosen_rules(given.rules),
+                         diagnose=lambda side: diagnose(options=side, progress=progress).to_dict(),
+                         read_json=lambda path: read_report_json(path, SCHEMA_VERSION), progress=progress)
     return Comparison(data)
 
 

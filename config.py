@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError, UsageError
+from .options import RuleChoice
 from .rules.registry import RULE_IDS
 from .rules.selection import Selection, parse_rule_list
 
@@ -138,3 +139,10 @@ def selection(*, select=None, ignore=None, baseline=None, project: ProjectConfig
         keys = frozenset(baseline)
     return Selection(select=sel, ignore=ign, baseline=keys, baseline_file=shown,
                      select_from=sel_from, ignore_from=ign_from)
+
+
+def chosen_rules(rules: RuleChoice) -> Selection:
+    """The :class:`Selection` of an :class:`~xladiag.options.Options`' rule options: a ready one as it is."""
+    if isinstance(rules.select, Selection):
+        return rules.select
+    return selection(select=rules.select, ignore=rules.ignore, baseline=rules.baseline, project=rules.config)

@@ -8,47 +8,38 @@ and the roofline prediction (chip table or trace peaks), each with its source.
 
 from __future__ import annotations
 
-from ..errors import InputError, UsageError
-
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 
+from ..errors import UsageError
+from ..options import Options
 from ..parsers.discovery import CaptureFiles, discover, only_host
 from ..parsers.hlo_text import HloModule
 from .chips import catalog as chip_catalog
 from .chips.detection import choose_chip
-from .hlo.dump_facts import DumpFacts, dump_facts
-from .hlo.dump_matching import DumpMatch, ProgramSelectionError, choose_program, match_traced
-from .hlo.embedded import with_capture_hlo
-from .hlo.dump import HloDumpError, read_dump
-from .models.topology import parse_topology
 from .hlo.control_flow import keep_costliest_branches
+from .hlo.dump import HloDumpError, read_dump
+from .hlo.dump_facts import DumpFacts, dump_facts
 from .hlo.facts import attach_hlo_facts
-from .hosts.map import measure_capture
-from .steps.occurrences import with_occurrences
+from .inputs import AnalysisError, Progress, Read, read_dump_only, read_trace
 from .models.collective_pricing import price_collectives
 from .models.roofline import predict_ops, step_roofline
+from .models.topology import parse_topology
 from .steps.choice import choices, step_choice
-from .steps.windows import Steps
-from .tables import DEVICE_STEPS, OPS, STEP_EVENTS
+from .steps.occurrences import with_occurrences
 from .steps.transfers import Transfers, attach_transfers
-
-Progress = Callable[[str], None]
+from .steps.windows import Steps
+from .tables import OPS
 
 BREAKDOWN_CATEGORIES = ("compute", "memory", "collective", "host_transfer", "other", "idle")
 CONTAINER_OPCODES = ("while", "conditional")  # ops whose measured event spans other ops' events
 # Columns the stages before the ops table compute on the way (op_stats, hlo_facts, roofline): not in it.
 _WORKING_COLUMNS = ("runs", "branches", "runs_note", "total_s", "measured_s", "fusion_kind", "peak_flops_per_s", "t_compute_s", "t_memory_s",
                     "t_host_s", "collective_payload", "replica_groups", "source_target_pairs")
-
-
-class AnalysisError(InputError):
-    """Input that cannot be analysed; the message is one line naming the file and the problem."""
 
 
 @dataclass(frozen=True)
@@ -106,24 +97,6 @@ def _detect_chip(devices: pd.DataFrame, platform: str, chip_name: str | None, ch
     return found.chip, found.note, list(found.warnings)
 
 
-def _hlo_only_ops(match: DumpMatch) -> pd.DataFrame:
-    """Without a trace every top-level instruction (ENTRY, loop bodies, branches) of the chosen module is one
-    op, run as often per step as its computation runs (loop trip counts multiplied)."""
-    frames = [pd.DataFrame({"module": name, "program_id": pid, "op_name": dm.costs["name"], "runs": dm.costs["runs"],
-                            "branches": dm.costs["branches"], "runs_note": dm.costs["runs_note"]})
-              for (name, pid), dm in match.by_program.items()]
-    ops = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["module", "program_id", "op_name", "runs", "branches", "runs_note"])
-    for col in ("mean_s", "min_s", "max_s", "measured_s_per_step", "share_of_step"):
-        ops[col] = np.nan
-    # Loop bodies run their trip count times per step (hlo_control_flow); conditionals are resolved later.
-    ops["occurrences_per_step"] = pd.to_numeric(ops["runs"]).astype(float)
-    ops["occurrences"] = ops["occurrences_per_step"].round().astype("int64")
-    ops["in_step"] = True
-    ops["op_id"] = -1  # nothing measured: no events to join
-    return ops
-
-
 def _breakdown(ops: pd.DataFrame, device_steps: pd.DataFrame, step_s: float) -> dict[str, float]:
     """Measured step time split by what each op is bound by; idle is the gap between ops."""
     out = {c: 0.0 for c in BREAKDOWN_CATEGORIES}
@@ -147,81 +120,63 @@ def _breakdown(ops: pd.DataFrame, device_steps: pd.DataFrame, step_s: float) -> 
     return out
 
 
-def analyze(
-    path: Path | str | None = None,
-    *,
-    run: str | None = None,
-    hlo_dir: Path | str | None = None,
-    chip: str | None = None,
-    chip_file: Path | str | None = None,
-    topology: str | None = None,
-    progress: Progress | None = None,
-    program: str | None = None,
-    workers: int | None = None,
-    scheduler: str | None = None,
-    step_range: str | None = None,
-    host: str | None = None,
-) -> Analysis:
-    """``program``: without a trace, the dump module to analyse (name, ``name(id)`` or ``module_NNNN``);
+def analyze(source: Options | Path | str | None = None, *, progress: Progress | None = None, **options) -> Analysis:
+    """The analysis of what ``source`` names: an :class:`~xladiag.options.Options` (what the API passes), or
+    a capture path with the options as keywords by their names (``chip=``, ``hlo_dir=``, ``steps=``...).
+
+    ``program``: without a trace, the dump module to analyse (name, ``name(id)`` or ``module_NNNN``);
     default: the one with the most FLOPs. With a trace, the program whose executions are the steps;
-    ``step_range`` ('A:B'): the step numbers measured; ``host``: the one host read (analyzer/steps/choice.py).
+    ``steps`` ('A:B'): the step numbers measured; ``host``: the one host read (analyzer/steps/choice.py).
     ``workers``: processes reading the host files (default: the cores this process may use); ``scheduler``:
     a Dask scheduler address to read them on instead (analyzer/hosts/map.py).
     ``topology``: a TPU slice shape 'AxBxC' for the collective model (UsageError if malformed)."""
-    if topology is not None:
+    given = source.replace(**options) if isinstance(source, Options) else Options.of(path=source, **options)
+    capture, hardware = given.capture, given.hardware
+    if hardware.topology is not None:
         try:
-            parse_topology(topology)
+            parse_topology(hardware.topology)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    files = only_host(discover(path, run=run, hlo_dir=hlo_dir), host)
-    if not files.xplane_files and (step_range is not None or host is not None):
+    files = only_host(discover(capture.path, run=capture.run, hlo_dir=capture.hlo_dir), capture.host)
+    if not files.xplane_files and (capture.steps is not None or capture.host is not None):
         raise UsageError("--steps and --host choose what a trace measures: give a profile directory")
-    choice = step_choice(program if files.xplane_files else None, step_range)
+    choice = step_choice(capture.program if files.xplane_files else None, capture.steps)
     notes: list[str] = []
     try:
         dump = read_dump(files, progress, notes)
     except HloDumpError as exc:
         raise AnalysisError(str(exc)) from None
-    hlo_modules = tuple(dm.module for dm in dump)
-
-    totals = None  # per-host totals where the hosts were reduced where read (host_map)
-    if files.xplane_files:
-        measured = measure_capture(files, progress, workers=workers, scheduler=scheduler, choice=choice)
-        steps, op_table, totals = measured.steps, measured.op_table, measured.totals
-        step_ops, device_steps = STEP_EVENTS.coerce(measured.step_ops), DEVICE_STEPS.coerce(steps.device_steps())
-        platform, devices, hosts = measured.platform, measured.devices, measured.hosts
-        notes.extend(measured.warnings)
-        op_metadata, async_spans = measured.op_metadata, measured.async_spans
-        match = with_capture_hlo(match_traced(dump, op_table) if dump else None, op_table, measured.hlo_sources,
-                                 files.hlo_proto_files)
-        del measured
-    else:
-        steps = None
-        step_ops, device_steps = STEP_EVENTS.empty(), DEVICE_STEPS.empty()
-        try:
-            match = choose_program(dump, program)
-        except ProgramSelectionError as exc:
-            raise AnalysisError(str(exc)) from None
-        op_table = _hlo_only_ops(match)
-        platform, hosts = "hlo", ()
-        devices = pd.DataFrame(columns=["device", "host", "plane_name", "local_index", "device_type", "vendor"])
-        op_metadata, async_spans = None, pd.DataFrame()
-        notes.append("no trace given: times are predicted from the HLO and the chip table, not measured")
-
-    the_chip, chip_note, chip_warnings = _detect_chip(devices, platform, chip, chip_file)
+    read = read_trace(files, dump, capture, choice, progress) if files.xplane_files else \
+        read_dump_only(dump, capture.program)
+    notes.extend(read.notes)
+    the_chip, chip_note, chip_warnings = _detect_chip(read.devices, read.platform, hardware.chip, hardware.chip_file)
     notes.extend(chip_warnings)
     if the_chip is None:
         raise AnalysisError("no chip to predict with: pass --chip NAME")
+    ops, transfers = _priced_ops(read, the_chip, hardware.topology, notes)
+    steps, match = read.steps, read.match
+    return Analysis(
+        files=files, platform=read.platform, hosts=read.hosts, devices=read.devices, chip=the_chip,
+        chip_note=chip_note, steps=steps, step_ops=read.step_ops, device_steps=read.device_steps, ops=ops,
+        async_spans=read.async_spans, transfers=transfers, hlo_modules=tuple(dm.module for dm in dump),
+        **_per_step(ops, read, the_chip, notes), warnings=tuple(notes), dump=dump_facts(match, ops),
+        choices=choices(program_given=capture.program is not None, range_text=capture.steps, host=capture.host,
+                        steps=steps, hosts=files.hosts,
+                        hlo_program=None if steps is not None else ", ".join(name for name, _ in match.by_program)),
+    )
 
-    if match is not None:
-        notes.extend(match.notes)
-    op_table = with_occurrences(op_table, step_ops, steps)  # where to look in the trace, per op
-    ops = attach_hlo_facts(op_table, op_metadata, match.by_program if match else {})
-    ops = predict_ops(price_collectives(ops, the_chip, max(len(devices), 1), topology), the_chip)
-    if platform != "hlo":
-        ops = _drop_impossible_flops(ops, the_chip, notes)
+
+def _priced_ops(read: Read, chip: chip_catalog.Chip, topology: str | None, notes: list[str]):
+    """(ops table, transfers): what was read with its HLO facts, roofline predictions and time classes."""
+    if read.match is not None:
+        notes.extend(read.match.notes)
+    op_table = with_occurrences(read.op_table, read.step_ops, read.steps)  # where to look in the trace, per op
+    ops = attach_hlo_facts(op_table, read.op_metadata, read.match.by_program if read.match else {})
+    ops = predict_ops(price_collectives(ops, chip, max(len(read.devices), 1), topology), chip)
+    if read.platform != "hlo":
+        ops = _drop_impossible_flops(ops, chip, notes)
     ops["predicted_s_per_step"] = ops["predicted_s"] * ops["occurrences_per_step"]
-    if platform == "hlo":
+    if read.platform == "hlo":
         notes_of_runs = ops["runs_note"].fillna("").astype(str)
         ops["cost_note"] = [("; ".join(n for n in (a, b) if n)) for a, b in zip(notes_of_runs, ops["cost_note"])]
         ops, branch_notes = keep_costliest_branches(ops)
@@ -229,9 +184,13 @@ def analyze(
     # A *-done op measures only the wait for its transfer, not the transfer: no roofline efficiency.
     ops.loc[ops["is_async_done"], "efficiency"] = np.nan
     ops["time_class"] = _time_class(ops)
-    ops, transfers = attach_transfers(ops, step_ops, steps, async_spans, platform, totals)
-    ops = OPS.coerce(ops.drop(columns=list(_WORKING_COLUMNS), errors="ignore"))
+    ops, transfers = attach_transfers(ops, read.step_ops, read.steps, read.async_spans, read.platform, read.totals)
+    return OPS.coerce(ops.drop(columns=list(_WORKING_COLUMNS), errors="ignore")), transfers
 
+
+def _per_step(ops: pd.DataFrame, read: Read, chip: chip_catalog.Chip, notes: list[str]) -> dict:
+    """The step's totals (Analysis fields): model FLOPs, the ideal step, MFU, the unknown-FLOPs share, breakdown."""
+    steps = read.steps
     in_step = ops[ops["in_step"]]
     # Model FLOPs per device and step: XLA's model_flops where the trace has them, else all FLOPs.
     model_flops = in_step["model_flops"].where(in_step["model_flops"] > 0, in_step["flops"])
@@ -243,41 +202,23 @@ def analyze(
     has_prediction = blocking["predicted_s"].notna().any()
     ideal = step_roofline(1.0, 1.0, ops=blocking, count_column="occurrences_per_step").ideal_step_s if has_prediction else None
     step_s = steps.mean_s if steps is not None else (ideal or float("nan"))
-    mfu = None
-    if model_flops_per_step and math.isfinite(step_s):
-        mfu = step_roofline(step_s, the_chip.peak_flops_per_s("bf16"), model_flops=model_flops_per_step).mfu
-        mfu = mfu if math.isfinite(mfu) else None
-        if mfu is not None and mfu > 1.0:  # more FLOPs per second than the chip can do: the counts are wrong
-            notes.append(f"the FLOPs of this step imply {mfu:.3g}x the {the_chip.name} peak: MFU is not reported "
-                         "(FLOP counts or the chip are wrong; check --chip)")
-            mfu = None
-    unknown_share = _unknown_flops_share(blocking, steps is not None)
-    breakdown = _breakdown(ops, device_steps, step_s) if steps is not None else _predicted_breakdown(ops)
+    return {"model_flops_per_step": model_flops_per_step, "ideal_step_s": ideal,
+            "mfu": _mfu(model_flops_per_step, step_s, chip, notes),
+            "unknown_flops_share": _unknown_flops_share(blocking, steps is not None),
+            "breakdown": _breakdown(ops, read.device_steps, step_s) if steps is not None else _predicted_breakdown(ops)}
 
-    return Analysis(
-        files=files,
-        platform=platform,
-        hosts=hosts,
-        devices=devices,
-        chip=the_chip,
-        chip_note=chip_note,
-        steps=steps,
-        step_ops=step_ops,
-        device_steps=device_steps,
-        ops=ops,
-        async_spans=async_spans,
-        transfers=transfers,
-        hlo_modules=hlo_modules,
-        breakdown=breakdown,
-        model_flops_per_step=model_flops_per_step,
-        mfu=mfu,
-        ideal_step_s=ideal,
-        warnings=tuple(notes),
-        dump=dump_facts(match, ops),
-        unknown_flops_share=unknown_share,
-        choices=choices(program_given=program is not None, range_text=step_range, host=host, steps=steps, hosts=files.hosts,
-                        hlo_program=None if steps is not None else ", ".join(name for name, _ in match.by_program)),
-    )
+
+def _mfu(model_flops_per_step: float | None, step_s: float, chip: chip_catalog.Chip, notes: list[str]) -> float | None:
+    """Model FLOPs per second over the chip's bf16 peak; None when unknown or impossible (> 1, with a note)."""
+    if not (model_flops_per_step and math.isfinite(step_s)):
+        return None
+    mfu = step_roofline(step_s, chip.peak_flops_per_s("bf16"), model_flops=model_flops_per_step).mfu
+    mfu = mfu if math.isfinite(mfu) else None
+    if mfu is not None and mfu > 1.0:  # more FLOPs per second than the chip can do: the counts are wrong
+        notes.append(f"the FLOPs of this step imply {mfu:.3g}x the {chip.name} peak: MFU is not reported "
+                     "(FLOP counts or the chip are wrong; check --chip)")
+        return None
+    return mfu
 
 
 def _unknown_flops_share(blocking: pd.DataFrame, measured: bool) -> float | None:
