@@ -1,1 +1,1 @@
-"""analyzer/steps"""
+"""Steps and what happens in them: the step windows, per-op statistics, representative occurrences, transfers."""

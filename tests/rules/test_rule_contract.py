@@ -132,9 +132,10 @@ def test_details_continuation_lines_join_the_key_above():
         ("ops", "list", "per op: `op`, `s_per_step`"), ("share", "fraction or null", "of the step")]
 
 
-def test_the_adding_a_rule_example_is_a_working_rule(sample_findings):
+def test_the_adding_a_rule_example_is_a_working_rule(sample_findings, monkeypatch):
     """docs/adding_a_rule.md's rule file, run as a module of the rules package, is a rule the catalogue reads."""
     import re
+    import sys
     import types
 
     from xladiag.rules import registry
@@ -144,6 +145,7 @@ def test_the_adding_a_rule_example_is_a_working_rule(sample_findings):
     source = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "RULE_ID" in b)
     module = types.ModuleType("xladiag.rules.inefficient_op")
     module.__package__ = "xladiag.rules"
+    monkeypatch.setitem(sys.modules, module.__name__, module)  # dataclasses look their module up there
     exec(compile(source, "docs/adding_a_rule.md", "exec"), module.__dict__)
     rule = ModuleRule(module)
     row = catalog.rule_catalog((rule,))[0]
