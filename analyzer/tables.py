@@ -4,7 +4,9 @@ Each table is built once by its stage and passed through :meth:`Table.coerce`, w
 against the declaration (none missing, none undeclared) and gives every column its declared dtype, so
 readers never coerce again (no object bools, no ``fillna(False)``). The JSON report's ``ops`` fields and
 the ops section of ``docs/json_schema.md`` come from :data:`OPS` (``python -m xladiag.analyzer.tables``
-prints that section; a test fails when the doc drifts).
+prints that section; a test fails when the doc drifts). The names stages use among themselves (working tables,
+scratch columns, internal dict keys) are declared in :mod:`.working_columns`; ``tests/test_declared_columns.py``
+fails on a string subscript declared in neither.
 
 dtypes: ``bool``; ``int64``; ``float64`` (NaN = unknown); ``category`` (few distinct values, NaN =
 unknown); ``text`` (pandas ``str``, NaN = unknown).
