@@ -160,6 +160,8 @@ WORKING: tuple[Working, ...] = (
                                                             "savings")},
            **{f"{c}_n": f"{c} of the new report" for c in ("module", "names", "source", "tf_op", "time_class",
                                                            "time", "rule", "kind", "severity", "title", "savings")}),
+    _dict("compare/sides.py", "the selection record of a comparison (compare/selection.py builds it)",
+          findings_left_out="per side, the findings a rule selection or baseline left out"),
     _dict("compare/reports.py", "ops_summary keys of the compare JSON the schema leaves open",
           rel_tol="relative tolerance an op's change must pass", step_tol="tolerance as a share of the step"),
     # --- report --------------------------------------------------------------------------------------------
