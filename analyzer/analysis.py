@@ -29,6 +29,7 @@ from .inputs import AnalysisError, Progress, Read, read_dump_only, read_trace
 from .models.collective_pricing import price_collectives
 from .models.roofline import predict_ops, step_roofline
 from .models.topology import parse_topology
+from .steps.command_buffers import command_buffer_note
 from .steps.choice import choices, step_choice
 from .steps.occurrences import with_occurrences
 from .steps.transfers import Transfers, attach_transfers
@@ -154,6 +155,7 @@ def analyze(source: Options | Path | str | None = None, *, progress: Progress | 
     if the_chip is None:
         raise AnalysisError("no chip to predict with: pass --chip NAME")
     ops, transfers = _priced_ops(read, the_chip, hardware.topology, notes)
+    _command_buffer_warning(ops, read, notes)
     steps, match = read.steps, read.match
     return Analysis(
         files=files, platform=read.platform, hosts=read.hosts, devices=read.devices, chip=the_chip,
@@ -206,6 +208,12 @@ def _per_step(ops: pd.DataFrame, read: Read, chip: chip_catalog.Chip, notes: lis
             "mfu": _mfu(model_flops_per_step, step_s, chip, notes),
             "unknown_flops_share": _unknown_flops_share(blocking, steps is not None),
             "breakdown": _breakdown(ops, read.device_steps, step_s) if steps is not None else _predicted_breakdown(ops)}
+
+
+def _command_buffer_warning(ops: pd.DataFrame, read: Read, notes: list[str]) -> None:
+    note = command_buffer_note(ops, read.steps.mean_s) if read.platform == "gpu" and read.steps is not None else None
+    if note:
+        notes.append(note)
 
 
 def _mfu(model_flops_per_step: float | None, step_s: float, chip: chip_catalog.Chip, notes: list[str]) -> float | None:

@@ -96,6 +96,11 @@ LEVERS: dict[str, Lever] = {lv.name: lv for lv in [
         "xla_gpu_reduce_scatter_combine_threshold_bytes": "size up to which the reduce-scatter combiner merges",
         "xla_gpu_all_reduce_combine_threshold_bytes": "size up to which the all-reduce combiner merges",
         "xla_gpu_collective_permute_combine_threshold_bytes": "size up to which collective-permutes merge"}),
+    # Named by the command-buffer warning (analyzer/steps/command_buffers.py), not by a fix: also read in
+    # xla/service/gpu/transforms/command_buffer_conversion_pass.cc, and applied in sample_profiles/make_gpu_pair.py.
+    *_levers("xla_flag", _GPU, XLA_DEBUG, {
+        "xla_gpu_enable_command_buffer": "which ops XLA records into CUDA graphs; empty: none (each op its own "
+                                         "kernel in the trace)"}),
     *_levers("maxtext", "MaxText on any platform", MAXTEXT_BASE, {
         "remat_policy": "which activations the decoder layer keeps for the backward pass",
         "per_device_batch_size": "batch per device",

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ...errors import InputError
+from .op_categories import COMMAND_BUFFER_NAME
 from .dump import DumpModule
 
 # By id the traced names only confirm the process: tolerate a few names the dump prints differently.
@@ -64,6 +65,11 @@ def _summary(dump: tuple[DumpModule, ...], idx: list[int]) -> str:
     return ", ".join(n + (f" x{c}" if c > 1 else "") for n, c in counts.items())
 
 
+def _instruction_names(names: pd.Series) -> set[str]:
+    """The traced op names a dump can hold: not an unknown op, nor a CUDA-graph replay (no instruction)."""
+    return {n for n in set(names.astype(str)) - {"<unknown op>"} if not COMMAND_BUFFER_NAME.match(n)}
+
+
 def match_traced(dump: tuple[DumpModule, ...], op_table: pd.DataFrame) -> DumpMatch:
     """Match dump modules to the programs of a measured op table (columns module, program_id, op_name)."""
     notes: list[str] = []
@@ -74,7 +80,7 @@ def match_traced(dump: tuple[DumpModule, ...], op_table: pd.DataFrame) -> DumpMa
     usable = [i for i in range(len(dump)) if dump[i].has_program]
     named = op_table[op_table["module"].astype(str) != ""]
     traced = named.groupby([named["module"].astype(str), named["program_id"].astype(str)])["op_name"].agg(
-        lambda s: set(s.astype(str)) - {"<unknown op>"})
+        _instruction_names)
     by_program, matched = {}, {}
     for (name, pid), ops in traced.items():
         same_name = [i for i in usable if dump[i].name == name]

@@ -15,6 +15,8 @@ import re
 from ...parsers.hlo_text import Instruction
 from .kernel_costs import custom_call_kind
 
+# XLA:GPU's CUDA-graph replays (command buffers): the trace names the graph, no HLO instruction has its name.
+COMMAND_BUFFER_NAME = re.compile(r"^command[-_]buffer(?:[._-]?\d+)?$")
 CATEGORY_BY_FUSION_KIND = {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion",
                            "kCustom": "custom fusion"}
 _DATA_FORMATTING = frozenset({"copy", "transpose", "bitcast-convert", "reshape", "pad", "slice", "concatenate",
