@@ -287,10 +287,9 @@ def report_context(report) -> dict:
     chip = data["chip"]
     roofline_svg = svg.roofline_chart(
         points,
-        peak_flops_per_s=chip["peak_flops_per_s"] or float("nan"),
-        hbm_bytes_per_s=chip["hbm_bytes_per_s"] or float("nan"),
-        peak_label=short_source(chip["source"]["peak_flops_per_s"]),
-        hbm_label=short_source(chip["source"]["hbm_bytes_per_s"]),
+        svg.Roof(chip["peak_flops_per_s"] or float("nan"), chip["hbm_bytes_per_s"] or float("nan"),
+                 peak_label=short_source(chip["source"]["peak_flops_per_s"]),
+                 hbm_label=short_source(chip["source"]["hbm_bytes_per_s"])),
         achieved_label="measured" if measured else "predicted",
         note=roofline_note,
     )
