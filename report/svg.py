@@ -36,7 +36,7 @@ def breakdown_bar(breakdown: dict, *, width: int = 760, title: str = "Step time 
     values = {k: float(breakdown.get(k, 0.0) or 0.0) for k in CLASS_ORDER}
     values = {k: (v if math.isfinite(v) and v > 0 else 0.0) for k, v in values.items()}
     total = sum(values.values())
-    bar_h, pad = 30, 2
+    bar_h = 30
     legend_cols = 3
     legend_rows = math.ceil(len(CLASS_ORDER) / legend_cols)
     height = bar_h + 12 + legend_rows * 20
