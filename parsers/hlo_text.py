@@ -173,6 +173,11 @@ class _ModuleParser(InstructionReader):
         self.lines = text.splitlines()
         self.strict = strict
         self.cut: list[tuple[int, str]] = []  # why the text looks truncated, and where
+        self.module_name, self.entry, self.scheduled = "", "", False
+        self.comps: dict[str, Computation] = {}
+        self.current: tuple[str, bool, int] | None = None  # the open computation: name, is entry, first line
+        self.body: list[tuple[Instruction, int]] = []  # its instructions so far, with their line numbers
+        self.section: str | None = None  # the table section (SECTION_HEADERS) being read
         if self.lines and not text.endswith(("\n", "\r")) and _closing(self.lines[-1].strip()) is None:
             # A text that stops mid-line: the last line cannot be trusted, even if it parses.
             self.truncate(len(self.lines), "the last line is cut")
@@ -201,81 +206,95 @@ class _ModuleParser(InstructionReader):
         return "\n".join(parts), i
 
     def run(self) -> HloModule:
-        name, entry, scheduled = "", "", False
-        comps: dict[str, Computation] = {}
-        current: tuple[str, bool, int] | None = None
-        body: list[tuple[Instruction, int]] = []
-        section = None
-        lines, i = self.lines, 0
-        while i < len(lines):
-            lineno, stripped = i + 1, lines[i].strip()
-            if current is not None:
-                closing = _closing(stripped)
-                if closing is not None:
-                    self.check_operands(body)
-                    comps[current[0]] = Computation(current[0], current[1],
-                                                    tuple(ins for ins, _ in body),
-                                                    self.thread(closing))
-                    current, body = None, []
-                    i += 1
-                elif stripped:
-                    text, i = self.joined(i)
-                    if not text:
-                        self.truncate(lineno, f"unbalanced brackets at the end of the text in %{current[0]}")
-                        break
-                    body.append((self.instruction(text, lineno, current[0]), lineno))
-                else:
-                    i += 1
-                continue
-            if stripped.startswith("HloModule"):
-                if name:
-                    raise self.error(lineno, f"a second HloModule header (one module per text; the first is {name})")
-                header, i = self.joined(i, in_computation=False)
-                while header and i < len(lines) and lines[i].startswith(", "):
-                    more, i = self.joined(i, in_computation=False)  # fields after a multi-line one
-                    header += more
-                m = re.match(r"HloModule\s+([^\s,]+)", stripped)
-                if not header or not m:
-                    raise self.error(lineno, "HloModule header without a name or with unbalanced brackets")
-                name, scheduled = m.group(1), bool(re.search(r"\bis_scheduled=true\b", header))
-                continue
-            i += 1
-            if not stripped:
-                section = None
-            elif stripped in SECTION_HEADERS:
-                section = stripped
-            elif section and re.match(r"\d{1,18}\s", stripped):
-                key, _, value = stripped.partition(" ")
-                self.tables[section][int(key)] = value.strip()
-            elif stripped.endswith("{") and not lines[i - 1][0].isspace():
-                is_entry = stripped.startswith("ENTRY ")
-                head = stripped[6:].lstrip() if is_entry else stripped
-                cname = re.split(r"[\s(]", head, maxsplit=1)[0].lstrip("%")
-                if not cname or cname == "{":
-                    raise self.error(lineno, "computation header without a name")
-                if is_entry:
-                    entry = cname
-                current, body = (cname, is_entry, lineno), []
+        i = 0
+        while i < len(self.lines):
+            if self.current is not None:
+                i = self.computation_line(i)
+            elif self.lines[i].strip().startswith("HloModule"):
+                i = self.module_header(i)
             else:
-                raise self.error(lineno, f"expected a computation header, got {stripped[:60]!r}")
-        if current is not None:
-            self.truncate(len(self.lines), f"text ends inside computation %{current[0]} "
-                                           f"(opened at line {current[2]})")
-            comps[current[0]] = Computation(current[0], current[1], tuple(i for i, _ in body))
+                i = self.top_level_line(i)
+        return self.module()
+
+    def computation_line(self, i: int) -> int:
+        """Read the statement at line ``i`` inside the open computation; return the next line's index."""
+        lineno, stripped = i + 1, self.lines[i].strip()
+        closing = _closing(stripped)
+        if closing is not None:
+            self.check_operands(self.body)
+            name, is_entry, _ = self.current
+            self.comps[name] = Computation(name, is_entry, tuple(ins for ins, _ in self.body), self.thread(closing))
+            self.current, self.body = None, []
+            return i + 1
+        if not stripped:
+            return i + 1
+        text, i = self.joined(i)
+        if not text:
+            self.truncate(lineno, f"unbalanced brackets at the end of the text in %{self.current[0]}")
+            return len(self.lines)  # nothing after it can be read
+        self.body.append((self.instruction(text, lineno, self.current[0]), lineno))
+        return i
+
+    def module_header(self, i: int) -> int:
+        """The ``HloModule name, fields...`` header (one per text), possibly on several lines."""
+        lineno, stripped, lines = i + 1, self.lines[i].strip(), self.lines
+        if self.module_name:
+            raise self.error(lineno, "a second HloModule header (one module per text; "
+                                     f"the first is {self.module_name})")
+        header, i = self.joined(i, in_computation=False)
+        while header and i < len(lines) and lines[i].startswith(", "):
+            more, i = self.joined(i, in_computation=False)  # fields after a multi-line one
+            header += more
+        m = re.match(r"HloModule\s+([^\s,]+)", stripped)
+        if not header or not m:
+            raise self.error(lineno, "HloModule header without a name or with unbalanced brackets")
+        self.module_name, self.scheduled = m.group(1), bool(re.search(r"\bis_scheduled=true\b", header))
+        return i
+
+    def top_level_line(self, i: int) -> int:
+        """A line outside computations: a blank, a table section and its rows, or a computation header."""
+        lineno, stripped = i + 1, self.lines[i].strip()
+        if not stripped:
+            self.section = None
+        elif stripped in SECTION_HEADERS:
+            self.section = stripped
+        elif self.section and re.match(r"\d{1,18}\s", stripped):
+            key, _, value = stripped.partition(" ")
+            self.tables[self.section][int(key)] = value.strip()
+        elif stripped.endswith("{") and not self.lines[i][0].isspace():
+            is_entry = stripped.startswith("ENTRY ")
+            head = stripped[6:].lstrip() if is_entry else stripped
+            cname = re.split(r"[\s(]", head, maxsplit=1)[0].lstrip("%")
+            if not cname or cname == "{":
+                raise self.error(lineno, "computation header without a name")
+            if is_entry:
+                self.entry = cname
+            self.current, self.body = (cname, is_entry, lineno), []
+        else:
+            raise self.error(lineno, f"expected a computation header, got {stripped[:60]!r}")
+        return i + 1
+
+    def module(self) -> HloModule:
+        """The module read, after the checks that only the end of the text allows."""
+        comps = self.comps
+        if self.current is not None:
+            self.truncate(len(self.lines), f"text ends inside computation %{self.current[0]} "
+                                           f"(opened at line {self.current[2]})")
+            comps[self.current[0]] = Computation(self.current[0], self.current[1], tuple(i for i, _ in self.body))
         if not comps:
             raise self.error(len(self.lines), "no computation found")
-        if not entry:
+        if not self.entry:
             self.truncate(len(self.lines), "no ENTRY computation (XLA prints it last)")
         if self.cut:
             warnings.warn(f"{self.source}:{self.cut[0][0]}: truncated dump? "
                           + "; ".join(what for _, what in self.cut)
-                          + ". Keeping what was read before.", stacklevel=3)
+                          + ". Keeping what was read before.", stacklevel=4)
         by_name: dict[str, Instruction] = {}
         for comp in comps.values():
             for ins in comp.instructions:
                 by_name.setdefault(ins.name, ins)
-        return HloModule(name or Path(self.source).name, comps, entry, scheduled, self.source,
-                         bool(self.cut), by_name)
+        return HloModule(self.module_name or Path(self.source).name, comps, self.entry, self.scheduled,
+                         self.source, bool(self.cut), by_name)
 
     def thread(self, attrs: str) -> str:
         """``}, execution_thread="sparsecore"``: the thread a computation runs on (main if absent)."""

@@ -71,31 +71,8 @@ def _parse(buf, path: Path, workers: int = 1) -> XSpaceTables:
         raise XPlaneError(f"{path}: not a readable XSpace protobuf (truncated or corrupt): {exc}") from None
     if not layout.planes:
         raise XPlaneError(f"{path}: no planes in this file; it is not an xplane capture (or it is empty)")
-    anomalies = {"oversize_names": layout.oversize_names, "duplicate_planes": layout.duplicate_planes,
-                 "unrepresentable_starts": 0}
-
-    tpu_capture = any(_TPU_DEVICE_PLANE.match(name) for name, _ in layout.planes)
-    try:
-        decoded = decode_planes(layout.planes, tpu_capture, workers)
-    except PlaneError as exc:
-        raise XPlaneError(f"{path}: {exc}") from None
-    except BrokenProcessPool:
-        raise XPlaneError(f"{path}: a process decoding its planes died (out of memory?): rerun with --workers 1") from None
-
-    line_rows, ev_parts, stat_rows, stat_parts, int_stats = [], [], [], {}, []
-    num_events = 0
-    for plane in decoded:  # numbered from 0 in each plane: offset into the whole file's lines and events
-        plane_idx, line_base = plane.plane_row[0], len(line_rows)
-        line_rows += [(line_base + i, plane_idx, *rest) for i, *rest in plane.line_rows]
-        n = len(plane.events["line"])
-        ev_parts.append({"plane": np.full(n, plane_idx, np.int32), **plane.events,
-                         "line": plane.events["line"] + np.int32(line_base)})
-        stat_rows += [num_events + rows for rows in plane.stat_rows]
-        for name, parts in plane.stat_parts.items():
-            stat_parts.setdefault(name, []).extend(parts)
-        int_stats += [frame.assign(event=frame["event"] + num_events) for frame in plane.int_stats]
-        anomalies["unrepresentable_starts"] += plane.unrepresentable_starts
-        num_events += n
+    decoded = _decode(layout, path, workers)
+    joined = _JoinedPlanes.of(decoded)
     plane_rows = [p.plane_row for p in decoded]
     plane_stats = [p.plane_stats for p in decoded]
     meta_rows = [row for p in decoded for row in p.meta_rows]
@@ -103,41 +80,91 @@ def _parse(buf, path: Path, workers: int = 1) -> XSpaceTables:
     del decoded
 
     hostnames = [_text(h) for h in layout.hostnames]
+    return XSpaceTables(
+        path=path,
+        hostname=hostnames[0] if hostnames else _hostname_from_path(path),
+        planes=pd.DataFrame(plane_rows, columns=["plane", "plane_id", "name"]),
+        plane_stats=tuple(plane_stats),
+        lines=pd.DataFrame(joined.line_rows,
+                           columns=["line", "plane", "line_id", "name", "display_name", "timestamp_ns"]),
+        events=joined.events(),
+        event_stats=joined.event_stats(),
+        event_metadata=_event_metadata(meta_rows),
+        hlo_protos=tuple(hlo_protos),
+        fingerprint=layout.fingerprint,
+        anomalies={"oversize_names": layout.oversize_names, "duplicate_planes": layout.duplicate_planes,
+                   "unrepresentable_starts": joined.unrepresentable_starts},
+    )
 
-    planes = pd.DataFrame(plane_rows, columns=["plane", "plane_id", "name"])
-    lines = pd.DataFrame(line_rows, columns=["line", "plane", "line_id", "name", "display_name", "timestamp_ns"])
-    core = ("plane", "line", "metadata_id", "start_ps", "span_ps", "duration_ps")
-    if num_events:
+
+def _decode(layout, path: Path, workers: int) -> list:
+    """Every plane of the file decoded (xplane_planes), a failure named with the file."""
+    tpu_capture = any(_TPU_DEVICE_PLANE.match(name) for name, _ in layout.planes)
+    try:
+        return decode_planes(layout.planes, tpu_capture, workers)
+    except PlaneError as exc:
+        raise XPlaneError(f"{path}: {exc}") from None
+    except BrokenProcessPool:
+        raise XPlaneError(f"{path}: a process decoding its planes died (out of memory?): rerun with --workers 1") from None
+
+
+_EVENT_COLUMNS = ("plane", "line", "metadata_id", "start_ps", "span_ps", "duration_ps")
+
+
+@dataclass
+class _JoinedPlanes:
+    """The planes' lines, events and event stats, renumbered from the plane's own 0 to the whole file's."""
+
+    line_rows: list = field(default_factory=list)
+    ev_parts: list = field(default_factory=list)  # per plane: its event columns
+    stat_rows: list = field(default_factory=list)
+    stat_parts: dict = field(default_factory=dict)
+    int_stats: list = field(default_factory=list)
+    num_events: int = 0
+    unrepresentable_starts: int = 0
+
+    @classmethod
+    def of(cls, decoded: list) -> "_JoinedPlanes":
+        out = cls()
+        for plane in decoded:  # numbered from 0 in each plane: offset into the whole file's lines and events
+            plane_idx, line_base = plane.plane_row[0], len(out.line_rows)
+            out.line_rows += [(line_base + i, plane_idx, *rest) for i, *rest in plane.line_rows]
+            n = len(plane.events["line"])
+            out.ev_parts.append({"plane": np.full(n, plane_idx, np.int32), **plane.events,
+                                 "line": plane.events["line"] + np.int32(line_base)})
+            out.stat_rows += [out.num_events + rows for rows in plane.stat_rows]
+            for name, parts in plane.stat_parts.items():
+                out.stat_parts.setdefault(name, []).extend(parts)
+            out.int_stats += [frame.assign(event=frame["event"] + out.num_events) for frame in plane.int_stats]
+            out.unrepresentable_starts += plane.unrepresentable_starts
+            out.num_events += n
+        return out
+
+    def events(self) -> pd.DataFrame:
+        if not self.num_events:
+            return pd.DataFrame({c: pd.Series(dtype="int64") for c in _EVENT_COLUMNS})
         # copy=False: one block per column, no 2-D copy of millions of rows (pandas consolidates otherwise).
-        events = pd.DataFrame({c: np.concatenate([part[c] for part in ev_parts]) for c in core}, copy=False)
-    else:
-        events = pd.DataFrame({c: pd.Series(dtype="int64") for c in core})
-    event_stats = pd.DataFrame({"event": np.concatenate(stat_rows) if stat_rows else np.zeros(0, np.int64)})
-    for name in EVENT_STAT_NAMES:
-        parts = stat_parts.get(name, [])
-        event_stats[name] = (event_stat_values.int_column(parts) if name in _INT_EVENT_STATS
-                             else event_stat_values.text_column(parts))
-    if int_stats:
-        event_stats = pd.concat([event_stats, *int_stats], ignore_index=True)
+        return pd.DataFrame({c: np.concatenate([part[c] for part in self.ev_parts]) for c in _EVENT_COLUMNS},
+                            copy=False)
+
+    def event_stats(self) -> pd.DataFrame:
+        stat_rows = self.stat_rows
+        event_stats = pd.DataFrame({"event": np.concatenate(stat_rows) if stat_rows else np.zeros(0, np.int64)})
+        for name in EVENT_STAT_NAMES:
+            parts = self.stat_parts.get(name, [])
+            event_stats[name] = (event_stat_values.int_column(parts) if name in _INT_EVENT_STATS
+                                 else event_stat_values.text_column(parts))
+        if self.int_stats:
+            event_stats = pd.concat([event_stats, *self.int_stats], ignore_index=True)
+        return event_stats
+
+
+def _event_metadata(meta_rows: list) -> pd.DataFrame:
     meta_cols = ["plane", "metadata_id", "name", "display_name", *METADATA_STAT_NAMES, "hbm_bytes"]
     event_metadata = pd.DataFrame(meta_rows, columns=meta_cols)
     for key in _NUMERIC_METADATA_STATS:
         event_metadata[key] = pd.to_numeric(event_metadata[key], errors="coerce")
-
-    hostname = hostnames[0] if hostnames else _hostname_from_path(path)
-    return XSpaceTables(
-        path=path,
-        hostname=hostname,
-        planes=planes,
-        plane_stats=tuple(plane_stats),
-        lines=lines,
-        events=events,
-        event_stats=event_stats,
-        event_metadata=event_metadata,
-        hlo_protos=tuple(hlo_protos),
-        fingerprint=layout.fingerprint,
-        anomalies=anomalies,
-    )
+    return event_metadata
 
 
 _PARALLEL_BYTES = 32 << 20  # below this a file parses in well under a second: no worker worth its start

@@ -76,11 +76,6 @@ def _text(raw: bytes) -> str:
     return raw[:_MAX_TEXT_BYTES].decode("utf-8", errors="replace")
 
 
-
-def _text(raw: bytes) -> str:
-    return raw[:_MAX_TEXT_BYTES].decode("utf-8", errors="replace")
-
-
 def _stat_value(stat, stat_names: dict[int, str]):
     kind = stat.WhichOneof("value")
     if kind is None:
@@ -149,12 +144,17 @@ def decode_plane(plane_idx: int, plane_name: str, data: bytes, tpu_capture: bool
     except DecodeError as exc:
         raise PlaneError(f"not a readable XSpace protobuf (truncated or corrupt): {exc}") from None
     del data  # its bytes are in the message now
-    is_host_plane = plane_name.startswith("/host:")
     stat_names = {k: _text(v.name) for k, v in plane.stat_metadata.items()}
     out = PlaneTables((plane_idx, plane.id, plane_name), _stats_dict(plane.stats, stat_names))
+    _decode_event_metadata(out, plane.event_metadata, plane_name == _METADATA_PLANE, stat_names)
+    _decode_lines(out, plane.lines, _WantedStats.of(stat_names, tpu_capture and plane_name.startswith("/host:")))
+    return out
 
-    is_metadata_plane = plane_name == _METADATA_PLANE
-    for md_id, md in plane.event_metadata.items():
+
+def _decode_event_metadata(out: PlaneTables, event_metadata, is_metadata_plane: bool, stat_names: dict) -> None:
+    """One ``meta_rows`` row per op metadata; on the metadata plane the programs' HloProtos instead."""
+    plane_idx = out.plane_row[0]
+    for md_id, md in event_metadata.items():
         stats = _stats_dict(md.stats, stat_names)
         if is_metadata_plane and isinstance(stats.get(_HLO_PROTO_STAT), bytes):
             out.hlo_protos.append(_program_entry(_text(md.name), stats))
@@ -175,71 +175,110 @@ def decode_plane(plane_idx: int, plane_name: str, data: bytes, tpu_capture: bool
             row[key] = value
         out.meta_rows.append(row)
 
-    wanted_stats = set(EVENT_STAT_NAMES)
-    wanted_ids = {k for k, v in stat_names.items() if v in wanted_stats}
-    device_duration_id = next((k for k, v in stat_names.items() if v == _DEVICE_DURATION_STAT), None)
-    columns: dict[str, list] = {k: [] for k in ("line", "metadata_id", "start_ps", "span_ps", "duration_ps")}
+
+@dataclass(frozen=True)
+class _WantedStats:
+    """Which per-event stats to read on the lines of one plane."""
+
+    names: dict  # stat metadata id -> name
+    value_ids: tuple  # ids of the EVENT_STAT_NAMES
+    device_duration_id: int | None
+    tpu_host: bool  # a host plane of a TPU capture: only _TPU_HOST_INT_STATS, column-wise
+
+    @classmethod
+    def of(cls, stat_names: dict, tpu_host: bool) -> "_WantedStats":
+        wanted = set(EVENT_STAT_NAMES)
+        return cls(stat_names, tuple({k for k, v in stat_names.items() if v in wanted}),
+                   next((k for k, v in stat_names.items() if v == _DEVICE_DURATION_STAT), None), tpu_host)
+
+    def for_line(self, line_name: str) -> tuple[bool, dict, dict]:
+        """(read device durations, integer stats name -> id, value stats name -> ids) for one line."""
+        want_duration = self.device_duration_id is not None and line_name == "XLA Ops"
+        wanted_ints = {_DEVICE_DURATION_STAT: self.device_duration_id} if want_duration else {}
+        if self.tpu_host:
+            wanted_ints = {k: v for v, k in self.names.items() if k in _TPU_HOST_INT_STATS}
+        value_ids: dict[str, list] = {}
+        if line_name not in _LINES_WITHOUT_EVENT_STATS and self.value_ids and not self.tpu_host:
+            for k in self.value_ids:
+                value_ids.setdefault(self.names[k], []).append(k)
+        return want_duration, wanted_ints, value_ids
+
+
+_EVENT_COLUMNS = ("line", "metadata_id", "start_ps", "span_ps", "duration_ps")
+
+
+def _decode_lines(out: PlaneTables, lines, wanted: _WantedStats) -> None:
+    """``line_rows`` and the event columns of every line, events numbered in line order."""
+    columns: dict[str, list] = {k: [] for k in _EVENT_COLUMNS}
     num_events = 0
-    for line in plane.lines:
+    for line in lines:
         line_idx = len(out.line_rows)
         line_name = _text(line.name)
         out.line_rows.append((line_idx, line.id, line_name, _text(line.display_name), line.timestamp_ns))
-        raw_events = line.events  # serialized XEvent payloads (see xevent_columns)
-        n = len(raw_events)
-        if n == 0:
+        if len(line.events) == 0:  # serialized XEvent payloads (see xevent_columns)
             continue
-        want_duration = device_duration_id is not None and line_name == "XLA Ops"
-        wanted_ints = {_DEVICE_DURATION_STAT: device_duration_id} if want_duration else {}
-        if tpu_capture and is_host_plane:
-            wanted_ints = {k: v for v, k in stat_names.items() if k in _TPU_HOST_INT_STATS}
-        value_ids: dict[str, list] = {}
-        if line_name not in _LINES_WITHOUT_EVENT_STATS and wanted_ids and not (tpu_capture and is_host_plane):
-            for k in wanted_ids:
-                value_ids.setdefault(stat_names[k], []).append(k)
-        try:
-            cols = read_line_events(raw_events, line.timestamp_ns, wanted_ints, value_ids)
-        except ValueError as exc:
-            raise PlaneError(f"corrupt event on line {line_name!r}: {exc}") from None
-        valid = cols.pop("start_valid")
-        values = cols.pop("stat_values", None)
-        kept = np.cumsum(valid) - 1  # each event's row among the kept ones of this line
-        if not valid.all():  # a start past the int64 range (damaged timestamp or offset): dropped
-            out.unrepresentable_starts += int(n - kept[-1] - 1)
-            cols = {key: column[valid] for key, column in cols.items()}  # stat values: rows chosen below
-        span = cols["duration_ps"]
-        duration = np.where(cols[_DEVICE_DURATION_STAT] >= 0, cols[_DEVICE_DURATION_STAT], span) if want_duration else span
-        for key, column in (("line", np.full(len(span), line_idx, np.int32)), ("metadata_id", cols["metadata_id"]),
-                            ("start_ps", cols["start_ps"]), ("span_ps", span), ("duration_ps", duration)):
-            columns[key].append(column)
-        if tpu_capture and is_host_plane and wanted_ints:
-            host_ints = {k: cols[k] for k in wanted_ints}
-            has = np.zeros(len(span), bool)
-            for k in ("step_num", "run_id"):
-                has |= host_ints.get(k, np.full(len(span), -1)) >= 0
-            if has.any():
-                out.int_stats.append(pd.DataFrame(
-                    {"event": num_events + np.flatnonzero(has),
-                     **{k: pd.Series(v[has], dtype="Int64").where(v[has] >= 0)  # -1: absent
-                        for k, v in host_ints.items()}}))
-        if value_ids:
-            # Names (hlo_op, hlo_module) are strings or references: decoded column-wise, converted once
-            # per distinct value (event_stat_values).
-            kinds = np.stack([values[name].kind for name in value_ids])
-            has = np.flatnonzero((kinds != 0).any(axis=0) & valid)
-            out.stat_rows.append(num_events + kept[has])
-            for name in EVENT_STAT_NAMES:
-                v = values.get(name)
-                if name in _INT_EVENT_STATS:
-                    part = (event_stat_values.int_values(v, has) if v is not None
-                            else (np.zeros(has.size, np.int64), np.zeros(has.size, bool)))
-                else:
-                    part = (event_stat_values.text_values(v, has, stat_names) if v is not None
-                            else np.full(has.size, None, object))
-                out.stat_parts.setdefault(name, []).append(part)
-        num_events += len(span)
+        num_events += _decode_line_events(out, line, line_idx, line_name, wanted, columns, num_events)
     out.events = {k: np.concatenate(v) if v else np.zeros(0, np.int32 if k == "line" else np.int64)
                   for k, v in columns.items()}
-    return out
+
+
+def _decode_line_events(out: PlaneTables, line, line_idx: int, line_name: str, wanted: _WantedStats,
+                        columns: dict, first_event: int) -> int:
+    """Append one line's event columns (and its wanted stats) to ``columns``/``out``; return its kept events."""
+    raw_events = line.events
+    want_duration, wanted_ints, value_ids = wanted.for_line(line_name)
+    try:
+        cols = read_line_events(raw_events, line.timestamp_ns, wanted_ints, value_ids)
+    except ValueError as exc:
+        raise PlaneError(f"corrupt event on line {line_name!r}: {exc}") from None
+    valid = cols.pop("start_valid")
+    values = cols.pop("stat_values", None)
+    kept = np.cumsum(valid) - 1  # each event's row among the kept ones of this line
+    if not valid.all():  # a start past the int64 range (damaged timestamp or offset): dropped
+        out.unrepresentable_starts += int(len(raw_events) - kept[-1] - 1)
+        cols = {key: column[valid] for key, column in cols.items()}  # stat values: rows chosen below
+    span = cols["duration_ps"]
+    duration = np.where(cols[_DEVICE_DURATION_STAT] >= 0, cols[_DEVICE_DURATION_STAT], span) if want_duration else span
+    for key, column in (("line", np.full(len(span), line_idx, np.int32)), ("metadata_id", cols["metadata_id"]),
+                        ("start_ps", cols["start_ps"]), ("span_ps", span), ("duration_ps", duration)):
+        columns[key].append(column)
+    if wanted.tpu_host and wanted_ints:
+        _add_host_int_stats(out, {k: cols[k] for k in wanted_ints}, first_event, len(span))
+    if value_ids:
+        _add_event_stat_parts(out, values, list(value_ids), valid, kept, first_event, wanted.names)
+    return len(span)
+
+
+def _add_host_int_stats(out: PlaneTables, host_ints: dict, first_event: int, n: int) -> None:
+    """The TPU host events that carry a step number or a run id, with their integer stats (NA: absent)."""
+    has = np.zeros(n, bool)
+    for k in ("step_num", "run_id"):
+        has |= host_ints.get(k, np.full(n, -1)) >= 0
+    if has.any():
+        out.int_stats.append(pd.DataFrame(
+            {"event": first_event + np.flatnonzero(has),
+             **{k: pd.Series(v[has], dtype="Int64").where(v[has] >= 0)  # -1: absent
+                for k, v in host_ints.items()}}))
+
+
+def _add_event_stat_parts(out: PlaneTables, values: dict, names: list, valid: np.ndarray, kept: np.ndarray,
+                          first_event: int, stat_names: dict) -> None:
+    """The rows of one line's events that carry a wanted stat, and every EVENT_STAT_NAMES column on them.
+
+    Names (hlo_op, hlo_module) are strings or references: decoded column-wise, converted once per distinct
+    value (event_stat_values)."""
+    kinds = np.stack([values[name].kind for name in names])
+    has = np.flatnonzero((kinds != 0).any(axis=0) & valid)
+    out.stat_rows.append(first_event + kept[has])
+    for name in EVENT_STAT_NAMES:
+        v = values.get(name)
+        if name in _INT_EVENT_STATS:
+            part = (event_stat_values.int_values(v, has) if v is not None
+                    else (np.zeros(has.size, np.int64), np.zeros(has.size, bool)))
+        else:
+            part = (event_stat_values.text_values(v, has, stat_names) if v is not None
+                    else np.full(has.size, None, object))
+        out.stat_parts.setdefault(name, []).append(part)
 
 
 # The planes of the file being read, for forked workers (inherited, not pickled): see decode_planes.

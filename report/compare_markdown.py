@@ -53,9 +53,20 @@ def render_compare_markdown(comparison) -> str:
 
 def _render(comparison, more_ops: int, max_findings: int, name_chars: int, text_chars: int, cut: bool) -> str:
     data = comparison.data
-    step, base, new = data["step"], data["base"], data["new"]
-    base_step = step["base_s"]
-    time_word = "measured" if data["measured"] else "predicted"
+    out = _verdict_section(comparison, text_chars, cut)
+    out += _step_table(data)
+    out += _breakdown_section(data)
+    out += _ops_section(data, more_ops, name_chars)
+    out += _findings_section(data, max_findings, text_chars)
+    out += _inputs_section(data)
+    out.append(f"<sub>xladiag compare · compare schema {COMPARE_SCHEMA_VERSION}</sub>")
+    return "\n".join(out) + "\n"
+
+
+def _verdict_section(comparison, text_chars: int, cut: bool) -> list[str]:
+    """The verdict and its sentence, the noise test, the gates and the warnings."""
+    data = comparison.data
+    step = data["step"]
     out = [f"## xladiag compare: {VERDICT_WORDS[step['verdict']]}", ""]
     out += wrap(f"**{escape_text(step_sentence(data), 300)}**")
     out.append("")
@@ -69,26 +80,39 @@ def _render(comparison, more_ops: int, max_findings: int, name_chars: int, text_
         out += wrap(f"⚠ {escape_text(w, text_chars)}", "> ", "> ")
     if data["warnings"]:
         out.append("")
+    return out
 
+
+def _step_table(data: dict) -> list[str]:
+    """Step time, MFU, steps, spread and the change's confidence interval, base against new."""
+    step, test = data["step"], data["step"]["noise_test"]
     spread = test["spread_s"]
-    rows = [["Step time (mean)", format_seconds(base_step), format_seconds(step["new_s"]),
+    rows = [["Step time (mean)", format_seconds(step["base_s"]), format_seconds(step["new_s"]),
              f"{signed_seconds(step['delta_s'])} ({ratio_text(step['ratio'])})"],
             ["MFU", format_percent(data["mfu"]["base"]), format_percent(data["mfu"]["new"]), ratio_text(data["mfu"]["ratio"])],
-            ["Steps measured", str(base["steps"] or 0), str(new["steps"] or 0), ""],
+            ["Steps measured", str(data["base"]["steps"] or 0), str(data["new"]["steps"] or 0), ""],
             ["Step-to-step spread (larger std)", "", "", format_seconds(spread) if spread is not None else "n/a"]]
     if test["ci_low_s"] is not None:
         rows.append([f"{1 - test['alpha']:.0%} CI of the change", "", "",
                      f"{signed_seconds(test['ci_low_s'])} … {signed_seconds(test['ci_high_s'])}"])
-    out += _table(["", "Base", "New", "Change"], rows, "lrrr") + [""]
+    return _table(["", "Base", "New", "Change"], rows, "lrrr") + [""]
 
-    out += [f"### Where the step goes ({time_word}, per step)", ""]
+
+def _breakdown_section(data: dict) -> list[str]:
+    time_word = "measured" if data["measured"] else "predicted"
+    base_step = data["step"]["base_s"]
+    out = [f"### Where the step goes ({time_word}, per step)", ""]
     rows = [[escape_text(CLASS_LABELS.get(r["class"], r["class"])), format_seconds(r["base_s"]), format_seconds(r["new_s"]),
              signed_seconds(r["delta_s"]), share_text(r["delta_s"], base_step)] for r in data["breakdown"]]
-    out += _table(["Class", "Base", "New", "Change", "% of base step"], rows, "lrrrr") + [""]
+    return out + _table(["Class", "Base", "New", "Change", "% of base step"], rows, "lrrrr") + [""]
 
+
+def _ops_section(data: dict, more_ops: int, name_chars: int) -> list[str]:
+    """The counts by status, the largest changes open, up to ``more_ops`` folded, and how many were left out."""
+    base_step = data["step"]["base_s"]
     counts = data["ops_summary"]["counts"]
     tol, step_tol = data["ops_summary"]["rel_tol"], data["ops_summary"]["step_tol"]
-    out += ["### Ops that changed", ""]
+    out = ["### Ops that changed", ""]
     out += wrap(", ".join(f"{counts[s]} {s}" for s in (*_STATUS_ORDER, "unchanged"))
                  + " (matched by program and op name, then by framework op and source line; "
                    f"a change under {format_percent(tol)} of the op or {format_percent(step_tol)} of the step is "
@@ -96,19 +120,22 @@ def _render(comparison, more_ops: int, max_findings: int, name_chars: int, text_
                    "per-op changes are not tested against noise and gate nothing).")
     out.append("")
     moved = [o for o in data["ops"] if o["status"] != "unchanged"]
-    if moved:
-        out += _table(_OP_HEADER, _op_rows(moved[:TOP_OPS], base_step, name_chars), _OP_ALIGN) + [""]
-        more = moved[TOP_OPS:more_ops]
-        if more:
-            out += _details(f"{count(len(more), 'more changed op')}",
-                            _table(_OP_HEADER, _op_rows(more, base_step, name_chars), _OP_ALIGN))
-        if len(moved) > max(more_ops, TOP_OPS):
-            out += [f"_{count(len(moved) - max(more_ops, TOP_OPS), 'smaller change')} left out; the JSON (`--format json`) lists every op._", ""]
-    else:
-        out += ["No op changed beyond the tolerance.", ""]
+    if not moved:
+        return out + ["No op changed beyond the tolerance.", ""]
+    out += _table(_OP_HEADER, _op_rows(moved[:TOP_OPS], base_step, name_chars), _OP_ALIGN) + [""]
+    more = moved[TOP_OPS:more_ops]
+    if more:
+        out += _details(f"{count(len(more), 'more changed op')}",
+                        _table(_OP_HEADER, _op_rows(more, base_step, name_chars), _OP_ALIGN))
+    if len(moved) > max(more_ops, TOP_OPS):
+        out += [f"_{count(len(moved) - max(more_ops, TOP_OPS), 'smaller change')} left out; the JSON (`--format json`) lists every op._", ""]
+    return out
 
+
+def _findings_section(data: dict, max_findings: int, text_chars: int) -> list[str]:
+    """Findings by status, what both sides left out, and up to ``max_findings`` rows (folded past TOP_OPS)."""
     fs = data["findings_summary"]
-    out += ["### Findings", ""]
+    out = ["### Findings", ""]
     out += wrap(", ".join(f"{fs[s]} {s}" for s in fs) + " (matched by the key rule:kind:main_op).")
     out.append("")
     chosen = data.get("selection") or {}
@@ -117,23 +144,26 @@ def _render(comparison, more_ops: int, max_findings: int, name_chars: int, text_
             ([count(chosen["baseline_keys"], "accepted finding") + " (baseline)"] if chosen["baseline_keys"] else [])
         out += wrap(escape_text(f"Left out of both sides: {' and '.join(left)}.", text_chars * 2)) + [""]
     findings = data["findings"]
-    if findings:
-        rows = [[escape_text(f["status"]), escape_text(f["title"], text_chars), f"`{escape_text(f['key'], 60)}`",
-                 f"{escape_text(f['base_severity'] or '—')} → {escape_text(f['new_severity'] or '—')}",
-                 format_seconds(f["base_s_per_step"]), format_seconds(f["new_s_per_step"]),
-                 signed_seconds(f["delta_s_per_step"])] for f in findings[:max_findings]]
-        table = _table(["Status", "Finding", "Key", "Severity", "Costs before", "Costs after", "Change"], rows, "lllrrrr")
-        shown = f"All {count(len(rows), 'finding')}" if len(rows) == len(findings) else \
-            f"{len(rows)} of {count(len(findings), 'finding')} (the JSON lists every one)"
-        out += (_details(shown, table) if len(rows) > TOP_OPS else table + [""])
-        if len(findings) > len(rows) <= TOP_OPS:
-            out += [f"_{count(len(findings) - len(rows), 'more finding')} in the JSON (`--format json`)._", ""]
+    if not findings:
+        return out
+    rows = [[escape_text(f["status"]), escape_text(f["title"], text_chars), f"`{escape_text(f['key'], 60)}`",
+             f"{escape_text(f['base_severity'] or '—')} → {escape_text(f['new_severity'] or '—')}",
+             format_seconds(f["base_s_per_step"]), format_seconds(f["new_s_per_step"]),
+             signed_seconds(f["delta_s_per_step"])] for f in findings[:max_findings]]
+    finding_table = _table(["Status", "Finding", "Key", "Severity", "Costs before", "Costs after", "Change"], rows, "lllrrrr")
+    shown = f"All {count(len(rows), 'finding')}" if len(rows) == len(findings) else \
+        f"{len(rows)} of {count(len(findings), 'finding')} (the JSON lists every one)"
+    out += (_details(shown, finding_table) if len(rows) > TOP_OPS else finding_table + [""])
+    if len(findings) > len(rows) <= TOP_OPS:
+        out += [f"_{count(len(findings) - len(rows), 'more finding')} in the JSON (`--format json`)._", ""]
+    return out
 
+
+def _inputs_section(data: dict) -> list[str]:
+    base, new = data["base"], data["new"]
     rows = [[label, escape_text(base[k], 80) if base[k] is not None else "—",
              escape_text(new[k], 80) if new[k] is not None else "—"]
             for label, k in (("Input", "label"), ("Read from", "input_kind"), ("Chip", "chip"), ("Platform", "platform"),
                              ("Devices", "devices"), ("Run", "run"), ("Steps from", "step_source"),
                              ("xladiag", "tool_version"))]
-    out += _details("Inputs", _table(["", "Base", "New"], rows, "lll"))
-    out.append(f"<sub>xladiag compare · compare schema {COMPARE_SCHEMA_VERSION}</sub>")
-    return "\n".join(out) + "\n"
+    return _details("Inputs", _table(["", "Base", "New"], rows, "lll"))

@@ -1,14 +1,14 @@
 """Inline SVG for the compare HTML: a waterfall of the largest op deltas and the two per-step distributions.
 
-Same conventions as :mod:`.svg` (whose helpers these reuse): numbers and labels in, one ``<svg>`` out, every
-label escaped, nothing external.
+Same conventions as :mod:`.svg` (whose helpers, in :mod:`.svg_base`, these reuse): numbers and labels in, one
+``<svg>`` out, every label escaped, nothing external.
 """
 
 from __future__ import annotations
 
 from ..units import finite, format_seconds
 from .compare_model import signed_seconds
-from .svg import _e, _svg_open, shorten
+from .svg_base import _e, _svg_open, shorten
 
 SLOWER, FASTER, TOTAL = "#e15759", "#59a14f", "#4e79a7"
 

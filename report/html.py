@@ -14,10 +14,10 @@ import jinja2
 from markupsafe import Markup
 
 from ..units import finite_or_none as _num
-from ..units import count, format_bytes, format_percent, format_ratio, format_seconds, format_si
+from ..units import format_bytes, format_percent, format_ratio, format_seconds, format_si
 from . import svg
 from .chart_data import representative_step_events, roofline_points
-from .choices import choice_rows
+from .html_summary import SRC_MEASURED, SRC_PREDICTED, capture_rows, host_rows, summary_cards
 from .json_out import report_to_dict
 from .svg import short_source
 from .trace_links import occurrence_label
@@ -28,9 +28,6 @@ MAX_EVIDENCE_BARS = 12
 
 _TEMPLATE_PACKAGE = __package__.rsplit(".", 1)[0] + ".templates"
 
-# How each number's origin is written in the report (one legend, used everywhere).
-SRC_MEASURED = "measured"
-SRC_PREDICTED = "predicted"
 SRC_FLOPS = {"trace": "trace metadata", "hlo": "HLO dump"}
 
 
@@ -179,63 +176,7 @@ def _tail(path: str, parts: int) -> str:
     return "/".join(pieces[-parts:]) if len(pieces) > parts else path
 
 
-def _capture_rows(data: dict, analysis) -> list[tuple[str, str, str]]:
-    """(what, value, where it came from) for the capture summary."""
-    chip, steps, run = data["chip"], data["steps"], data["run"]
-    src = chip["source"]
-    rows = [
-        ("Chip", chip["name"], chip["detected_as"]),
-        ("Peak compute", format_si(chip["peak_flops_per_s"], "FLOP/s") + " (bf16)", src["peak_flops_per_s"]),
-        ("HBM bandwidth", format_si(chip["hbm_bytes_per_s"], "B/s"), src["hbm_bytes_per_s"]),
-        ("Ridge point", format_si(chip["ridge_flops_per_byte"], "FLOP/B"), "peak ÷ HBM bandwidth"),
-    ]
-    for key, label, unit in (("ici_link_bytes_per_s_oneway", "Interconnect link (one way)", "B/s"),
-                             ("pcie_bytes_per_s", "Host link (PCIe)", "B/s"),
-                             ("per_hop_latency_s", "Collective per-hop latency", "s")):
-        if chip["other_numbers"].get(key) is not None:
-            value = chip["other_numbers"][key]
-            rows.append((label, format_seconds(value) if unit == "s" else format_si(value, unit), src.get(key, "")))
-    types = sorted({str(d.get("device_type") or "") for d in data["device_list"]} - {""})
-    rows += [
-        ("Platform", data["platform"] + ("" if data["measured"] else " (HLO dump only: nothing measured)"), ""),
-        ("Devices", f"{data['devices']}" + (f" × {', '.join(types)}" if types else ""), "trace" if data["measured"] else ""),
-        ("Hosts", ", ".join(data["hosts"]) or "—", "trace" if data["measured"] else ""),
-        ("Run", run["name"] or "—", str(run["dir"] or "")),
-    ]
-    if run["other_runs"]:
-        rows.append(("Other runs present", ", ".join(run["other_runs"]), "pick one with --run NAME"))
-    rows += choice_rows(data.get("choices") or {})
-    if data["measured"]:
-        warm = "first execution excluded as warm-up" if steps["warmup_excluded"] else "no warm-up excluded"
-        rows += [
-            ("Steps", f"{steps['count']} measured ({warm})", steps["source"]),
-            ("Mean step time", f"{format_seconds(steps['mean_s'])} (min {format_seconds(steps['min_s'])}, "
-                               f"max {format_seconds(steps['max_s'])})", SRC_MEASURED),
-            ("Busy / idle per step", f"{format_seconds(steps['busy_s'])} / {format_seconds(steps['idle_s'])}",
-             SRC_MEASURED + " (union of op intervals; idle = the gaps)"),
-        ]
-    else:
-        rows.append(("Step time", format_seconds(data["step_s"]) + " (sum of per-op predictions)", SRC_PREDICTED))
-    if data["model_flops_per_step"]:
-        rows.append(("Model FLOPs per step", format_si(data["model_flops_per_step"], "FLOP"), "trace metadata / HLO dump, per device"))
-    rows.append(("Trace files", ", ".join(Path(p).name for p in run["xplane_files"]) or "—", ""))
-    rows.append(("HLO dump files", ", ".join(Path(p).name for p in run["hlo_files"]) or "—", ""))
-    return rows
-
-
 # ------------------------------------------------------------------ entry
-
-
-def _host_rows(host_steps: dict | None) -> dict | None:
-    """The hosts section (two hosts or more): per host, slowest first, and the slowest host's lag."""
-    if not host_steps or len(host_steps["hosts"]) < 2:
-        return None
-    rows = [{"host": h["host"], "devices": h["devices"], "step": format_seconds(h["step_s"]),
-             "busy": format_seconds(h["busy_s"]), "idle": format_seconds(h["idle_s"]),
-             "lag": format_seconds(h["lag_s"]), "slowest": h["host"] == host_steps["slowest_host"]}
-            for h in host_steps["hosts"]]
-    return {"rows": rows, "slowest": host_steps["slowest_host"], "lag": format_seconds(host_steps["lag_s"]),
-            "share": format_percent(host_steps["lag_fraction"]), "median": format_seconds(host_steps["median_step_s"])}
 
 
 def report_context(report) -> dict:
@@ -243,79 +184,34 @@ def report_context(report) -> dict:
     a = report.analysis
     data = report_to_dict(report)
     measured = data["measured"]
-    step_s = data["step_s"]
     time_word = SRC_MEASURED if measured else SRC_PREDICTED
-    ideal_known = data["ideal_step_s"] is not None  # None: no op has a prediction (not 'an ideal of 0 s')
-
-    cards = [
-        {"label": "Step time", "value": format_seconds(step_s), "source": time_word,
-         "sub": (f"mean of {count(data['steps']['count'], 'step')} per device" if measured else "sum of per-op roofline predictions")},
-        {"label": "MFU", "value": format_percent(data["mfu"]) if data["mfu"] is not None else "n/a",
-         "source": "model FLOPs (trace metadata / HLO dump) ÷ (step × chip peak)",
-         "sub": f"peak {format_si(data['chip']['peak_flops_per_s'], 'FLOP/s')}"},
-        {"label": "Roofline ideal step", "value": format_seconds(data["ideal_step_s"]) if ideal_known else "n/a",
-         "source": SRC_PREDICTED,
-         "sub": "every op at its roofline" if ideal_known else "no op has FLOPs or bytes: pass --hlo-dir"},
-    ]
-    if measured and data["steps"]["idle_s"] is not None:
-        cards.append({"label": "Idle per step", "value": format_seconds(data["steps"]["idle_s"]), "source": SRC_MEASURED,
-                      "sub": f"{format_percent(data['steps']['idle_s'] / step_s) if step_s else 'n/a'} of the step"})
-    rec = data["recoverable"]
-    cards.append({"label": "Recoverable per step", "value": format_seconds(rec["s_per_step"]),
-                  "source": "sum of the findings' savings, each op counted by one finding",
-                  "sub": f"{format_percent(rec['fraction_of_step'])} of the step"
-                  if rec["fraction_of_step"] is not None else "per step"})
-    if data["findings"]:
-        top = data["findings"][0]
-        cards.append({"label": "Biggest fix saves", "value": format_seconds(top["est_savings_s_per_step"]),
-                      "source": "estimated by rule " + top["rule"],
-                      "sub": f"per step, by {top['lever']}" if top["lever"] else "per step"})
-
-    share_of = step_s if step_s and step_s > 0 else None
+    share_of = data["step_s"] if data["step_s"] and data["step_s"] > 0 else None
     findings = [_finding_view(fd, finding, i, measured, share_of)
                 for i, (fd, finding) in enumerate(zip(data["findings"], report.findings), 1)]
-
     breakdown = {k: v or 0.0 for k, v in data["breakdown"].items()}
-    total = sum(breakdown.values())
-    breakdown_rows = [
-        {"key": k, "label": svg.CLASS_LABELS.get(k, k), "seconds": format_seconds(breakdown.get(k, 0.0)),
-         "share": format_percent(breakdown.get(k, 0.0) / total) if total > 0 else "n/a", "colour": svg.CLASS_COLOURS.get(k, "#999")}
-        for k in svg.CLASS_ORDER
-    ]
-
-    points, roofline_note = roofline_points(a)
-    chip = data["chip"]
-    roofline_svg = svg.roofline_chart(
-        points,
-        peak_flops_per_s=chip["peak_flops_per_s"] or float("nan"),
-        hbm_bytes_per_s=chip["hbm_bytes_per_s"] or float("nan"),
-        peak_label=short_source(chip["source"]["peak_flops_per_s"]),
-        hbm_label=short_source(chip["source"]["hbm_bytes_per_s"]),
-        achieved_label="measured" if measured else "predicted",
-        note=roofline_note,
-    )
+    roofline_svg, roofline_note = _roofline_svg(a, data["chip"], measured)
     events, lanes, span_s, timeline_note = representative_step_events(a)
     timeline_svg = svg.timeline_chart(events, lanes, span_s=span_s, caption="from step start", width=1100) if lanes else ""
 
     all_ops = data["ops"]
     rows = _op_rows(all_ops[:MAX_HTML_OPS], measured)
     return {
-        "title": "xladiag report: " + (data["run"]["name"] or _hlo_title(data) or chip["name"]),
+        "title": "xladiag report: " + (data["run"]["name"] or _hlo_title(data) or data["chip"]["name"]),
         "data": data,
         "headline": data["headline"],
         "capture_scope": data["capture_scope"],
         "measured": measured,
         "time_word": time_word,
-        "cards": cards,
+        "cards": summary_cards(data, time_word),
         "breakdown_svg": Markup(svg.breakdown_bar(breakdown, width=1100)),
-        "breakdown_rows": breakdown_rows,
+        "breakdown_rows": _breakdown_rows(breakdown),
         "breakdown_source": (
             "measured: each op's time per step by what its roofline says it is bound by; idle = gaps between ops"
             if measured else "predicted: per-op roofline times, nothing measured"
         ),
         "findings": findings,
-        "capture_rows": _capture_rows(data, a),
-        "hosts": _host_rows(data.get("host_steps")),
+        "capture_rows": capture_rows(data, a),
+        "hosts": host_rows(data.get("host_steps")),
         "left_out": {"findings": data["selection"]["ignored_findings"],
                      "rules": [(r["rule"], r["why"]) for r in data["selection"]["rules_left_out"]]},
         "roofline_svg": Markup(roofline_svg),
@@ -332,6 +228,29 @@ def report_context(report) -> dict:
         "css": Markup(_load_template("report.css")),
         "js": Markup(_load_template("report.js")),
     }
+
+
+def _breakdown_rows(breakdown: dict) -> list[dict]:
+    """The breakdown bar's legend as a table: seconds and share of each class."""
+    total = sum(breakdown.values())
+    return [
+        {"key": k, "label": svg.CLASS_LABELS.get(k, k), "seconds": format_seconds(breakdown.get(k, 0.0)),
+         "share": format_percent(breakdown.get(k, 0.0) / total) if total > 0 else "n/a", "colour": svg.CLASS_COLOURS.get(k, "#999")}
+        for k in svg.CLASS_ORDER
+    ]
+
+
+def _roofline_svg(analysis, chip: dict, measured: bool) -> tuple[str, str]:
+    """The roofline chart under the chip's roofs, and the note on what it leaves out."""
+    points, roofline_note = roofline_points(analysis)
+    return svg.roofline_chart(
+        points,
+        svg.Roof(chip["peak_flops_per_s"] or float("nan"), chip["hbm_bytes_per_s"] or float("nan"),
+                 peak_label=short_source(chip["source"]["peak_flops_per_s"]),
+                 hbm_label=short_source(chip["source"]["hbm_bytes_per_s"])),
+        achieved_label="measured" if measured else "predicted",
+        note=roofline_note,
+    ), roofline_note
 
 
 def _hlo_title(data: dict) -> str:

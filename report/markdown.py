@@ -30,20 +30,31 @@ _SHOWN_WARNINGS = 3  # more are folded
 
 
 def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: int, cut: bool = False) -> str:
-    measured = data["measured"]
-    time_word = "measured" if measured else "predicted"
-    chip, steps, run = data["chip"], data["steps"], data["run"]
-    out: list[str] = []
+    out = _title_and_notes(data, cell_limit, cut)
+    out += gates_section(data.get("gates", ()))
+    out += _verdict(data)
+    out += _breakdown(data)
+    out += _findings(data, n_findings, cell_limit, n_table)
+    out += _left_out(data["selection"], n_table, cell_limit)
+    out += _top_ops(data, n_ops)
+    out += _hosts(data.get("host_steps"), n_table)
+    out += _capture(data)
+    out.append(f"<sub>xladiag {escape_text(data['tool']['version'])} · schema {data['schema_version']}</sub>")
+    return "\n".join(out) + "\n"
+
+
+def _title_and_notes(data: dict, cell_limit: int, cut: bool) -> list[str]:
+    """Title and headline, then what the reader must know first: cut, predicted only, capture scope, warnings."""
+    run = data["run"]
     hlo_files = [Path(p).name for p in run["hlo_files"]]
-    title = run["name"] or (hlo_files[0] if hlo_files else chip["name"])
-    out.append(f"# xladiag report: {escape_text(title, 120)}")
-    out.append("")
+    title = run["name"] or (hlo_files[0] if hlo_files else data["chip"]["name"])
+    out = [f"# xladiag report: {escape_text(title, 120)}", ""]
     out += wrap(f"**{escape_text(data['headline'], 4 * cell_limit)}**")
     out.append("")
     if cut:
         out += wrap(CUT_NOTE)
         out.append("")
-    if not measured:
+    if not data["measured"]:
         out.append("> **No trace was given: every time below is predicted** from the HLO and the chip table "
                    "(roofline), not measured.")
         out.append("")
@@ -57,13 +68,16 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
     if len(warnings) > _SHOWN_WARNINGS:
         more = [line for w in warnings[_SHOWN_WARNINGS:] for line in w + [""]]
         out += details(f"{count(len(data['warnings']) - _SHOWN_WARNINGS, 'more warning')}", more[:-1]) + [""]
-    out += gates_section(data.get("gates", ()))
+    return out
 
-    # Verdict.
+
+def _verdict(data: dict) -> list[str]:
+    """Step time, MFU, recoverable time and the roofline ideal step, each with where it comes from."""
+    measured, chip, steps = data["measured"], data["chip"], data["steps"]
+    time_word = "measured" if measured else "predicted"
     mfu = format_percent(data["mfu"]) if data["mfu"] is not None else "n/a"
     step_note = (f"{time_word}, mean of {count(steps['count'], 'step')}" if measured else "predicted: sum of per-op rooflines")
-    out.append("## Verdict")
-    out.append("")
+    out = ["## Verdict", ""]
     out.append(f"- **Step time:** {format_seconds(data['step_s'])} ({step_note})")
     out += wrap(f"- **MFU:** {mfu} (model FLOPs ÷ (step × {format_si(chip['peak_flops_per_s'], 'FLOP/s')} peak, "
                 f"{escape_text(short_source(chip['source']['peak_flops_per_s']), 80)})"
@@ -78,22 +92,18 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
     else:
         out.append("- **Roofline ideal step:** n/a (no op has FLOPs or bytes: pass --hlo-dir)")
     out.append("")
+    return out
+
+
+def _breakdown(data: dict) -> list[str]:
+    time_word = "measured" if data["measured"] else "predicted"
     total = sum(v or 0.0 for v in data["breakdown"].values())
     rows = [
         [CLASS_LABELS[k], format_seconds(data["breakdown"].get(k, 0.0)),
          format_percent((data["breakdown"].get(k, 0.0) or 0.0) / total) if total > 0 else "n/a"]
         for k in CLASS_ORDER
     ]
-    out += _table(["Where the step goes", f"{time_word} / step", "share"], rows, ["l", "r", "r"])
-    out.append("")
-
-    out += _findings(data, n_findings, cell_limit, n_table)
-    out += _left_out(data["selection"], n_table, cell_limit)
-    out += _top_ops(data, n_ops)
-    out += _hosts(data.get("host_steps"), n_table)
-    out += _capture(data)
-    out.append(f"<sub>xladiag {escape_text(data['tool']['version'])} · schema {data['schema_version']}</sub>")
-    return "\n".join(out) + "\n"
+    return _table(["Where the step goes", f"{time_word} / step", "share"], rows, ["l", "r", "r"]) + [""]
 
 
 def _findings(data: dict, n_findings: int, cell_limit: int, n_table: int) -> list[str]:

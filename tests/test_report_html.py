@@ -316,7 +316,7 @@ def test_svg_labels_are_escaped():
 
     points = pd.DataFrame({"label": ["<b>x</b>"], "intensity": [10.0], "achieved_flops_per_s": [1e12],
                            "weight_s": [1e-3], "bound_by": ["<i>"]})
-    out = svg.roofline_chart(points, peak_flops_per_s=1e15, hbm_bytes_per_s=1e12, peak_label="<u>")
+    out = svg.roofline_chart(points, svg.Roof(1e15, 1e12, peak_label="<u>"))
     assert "<b>" not in out and "<i>" not in out and "<u>" not in out and "&lt;b&gt;x&lt;/b&gt;" in out
     bars = svg.bar_chart([("<script>", 1e-3, 5e-4)])
     assert "<script>" not in bars and "&lt;script&gt;" in bars

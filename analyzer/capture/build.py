@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from ...errors import InputError
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,39 +32,13 @@ from pandas.api.types import union_categoricals
 
 from ...parsers.xplane import XSpaceTables
 from .gpu_cpu_ops import cpu_tables, derived_module_runs, gpu_tables
-from .host_steps import ANNOTATION_COLUMNS, step_annotations, tpu_launch_ps
-from .planes import (
-    GPU_PLANE,
-    TPU_PLANE,
-    device_planes,
-    device_table,
-    empty_table,
-    events_with_stats,
-    line_events,
-    metadata_rows,
-    scaled_peak,
-)
+from .host_steps import ANNOTATION_COLUMNS, step_annotations
+from .planes import GPU_PLANE, TPU_PLANE, empty_table
 from .sanity import checked_spaces
+from .tpu_ops import ASYNC_COLUMNS, METADATA_COLUMNS, tpu_tables
 from ..tables import EVENTS
 
 _NAME_COLUMNS = ("module", "program_id", "op_name", "line")
-_MODULE_EVENT = re.compile(r"^(?P<module>.*)\((?P<program_id>\d+)\)$")
-
-METADATA_COLUMNS = [
-    "program_id",
-    "op_name",
-    "hlo_text",
-    "category",
-    "flops",
-    "model_flops",
-    "bytes_accessed",
-    "hbm_bytes",
-    "tf_op",
-    "source",
-]
-
-
-ASYNC_COLUMNS = ["device", "program_id", "start_op", "done_op", "kind", "start_ps", "end_ps"]
 
 
 class CaptureError(InputError):
@@ -87,24 +60,6 @@ class Capture:
     step_annotations: pd.DataFrame = field(default_factory=lambda: empty_table(["device", *ANNOTATION_COLUMNS]))
 
 
-def _op_name_from_text(name: pd.Series) -> pd.Series:
-    """``%copy-done.2 = f32[...] copy-done(...)`` -> ``copy-done.2`` (fallback when no display name)."""
-    extracted = name.str.extract(r"^%?([^\s=]+)\s*=", expand=False)
-    return extracted.fillna(name)
-
-
-def _op_names(meta: pd.DataFrame) -> pd.Series:
-    """An op's name: the metadata display name, else parsed from its HLO text."""
-    display = meta["display_name"].fillna("")
-    return display.where(display != "", _op_name_from_text(meta["name"].fillna("")))
-
-
-def _split_module_names(names: pd.Series) -> tuple[pd.Series, pd.Series]:
-    parts = names.str.extract(_MODULE_EVENT)
-    module = parts["module"].fillna(names)
-    return module, parts["program_id"]
-
-
 def _platform_of(space: XSpaceTables) -> str:
     names = space.planes["name"]
     if names.str.match(TPU_PLANE).any():
@@ -112,108 +67,6 @@ def _platform_of(space: XSpaceTables) -> str:
     if names.str.match(GPU_PLANE).any():
         return "gpu"
     return "cpu"
-
-
-
-def _tpu_tables(space: XSpaceTables, device_base: int):
-    planes, plane_to_device = device_planes(space, TPU_PLANE, device_base)
-
-    meta = space.event_metadata[space.event_metadata["plane"].isin(planes["plane"])]
-    device_of_plane = np.full(len(space.planes), -1, np.int64)
-    device_of_plane[planes["plane"].to_numpy(np.int64)] = planes["device"].to_numpy(np.int64)
-
-    ev = space.events
-    rows = line_events(space, planes["plane"], "XLA Ops")
-    ev_plane = ev["plane"].to_numpy()[rows]
-    # Name and program are properties of the metadata: resolve them once per op, then give each
-    # event its op's category codes (no string handling per event).
-    name_codes, name_values = pd.factorize(_op_names(meta).to_numpy())
-    program_codes, program_values = pd.factorize(meta["program_id"].fillna("").to_numpy())
-    row = metadata_rows(meta, ev_plane, ev["metadata_id"].to_numpy()[rows])
-    # Events whose metadata is missing stay, as one visible '<unknown op>' (the last code).
-    row = np.where(row < 0, len(meta), row)
-    name_codes = np.append(name_codes, len(name_values))
-    program_codes = np.append(program_codes, list(program_values).index("") if "" in program_values else len(program_values))
-    events = pd.DataFrame(
-        {
-            "device": device_of_plane[ev_plane],
-            "program_id": pd.Categorical.from_codes(
-                program_codes[row], categories=[*program_values, *([] if "" in program_values else [""])]),
-            "op_name": pd.Categorical.from_codes(name_codes[row], categories=[*name_values, "<unknown op>"]),
-            "start_ps": ev["start_ps"].to_numpy()[rows],
-            "duration_ps": ev["duration_ps"].to_numpy()[rows],
-            "span_ps": ev["span_ps"].to_numpy()[rows],
-            "line": pd.Categorical.from_codes(np.zeros(len(rows), np.int8), categories=["XLA Ops"]),
-        },
-        copy=False,
-    )
-
-    mod_ev = events_with_stats(space, planes["plane"], "XLA Modules", ["run_id"])
-    mod_ev = mod_ev.merge(meta[["plane", "metadata_id", "name"]], on=["plane", "metadata_id"], how="left")
-    module, program_id = _split_module_names(mod_ev["name"].fillna("").astype(str))
-    modules = pd.DataFrame(
-        {
-            "device": mod_ev["plane"].map(plane_to_device),
-            "module": module,
-            "program_id": program_id,
-            "run_id": mod_ev["run_id"],
-            "start_ps": mod_ev["start_ps"],
-            "duration_ps": mod_ev["duration_ps"],
-        }
-    )
-
-    async_spans = _async_spans(space, planes, meta, device_of_plane)
-
-    events["launch_ps"] = tpu_launch_ps(space, events, modules, dict(zip(planes["device"], planes["local_index"])))
-
-    steps_ev = line_events(space, planes["plane"], "Steps")
-    steps_line = pd.DataFrame(
-        {
-            "device": device_of_plane[ev["plane"].to_numpy()[steps_ev]],
-            "start_ps": ev["start_ps"].to_numpy()[steps_ev],
-            "duration_ps": ev["duration_ps"].to_numpy()[steps_ev],
-        }
-    )
-
-    md = meta.copy()
-    md["op_name"] = _op_names(md)
-    md = md.rename(columns={"name": "hlo_text", "hlo_category": "category"})
-    # Ops appear once per device plane with identical metadata: keep one row per op.
-    md = md[md["hlo_text"].str.startswith("%", na=False) | md["category"].notna()]
-    op_metadata = md.drop_duplicates(["program_id", "op_name"])[METADATA_COLUMNS]
-
-    devices = device_table(
-        space, planes,
-        device_type=lambda st: st.get("device_type_string"),
-        vendor=lambda st: "Google",
-        peak_flops_per_s=lambda st: scaled_peak(st.get("peak_teraflops_per_second"), 1e12),
-        hbm_bytes_per_s=lambda st: scaled_peak(st.get("peak_hbm_bw_gigabytes_per_second"), 1e9),
-        core_count=lambda st: np.nan,
-    )
-    return devices, events, modules, op_metadata, async_spans, steps_line
-
-
-def _async_spans(space: XSpaceTables, planes: pd.DataFrame, meta: pd.DataFrame, device_of_plane: np.ndarray):
-    """TPU start->done spans of the ``Async XLA Ops`` lines: what they start, and the done op they wait for."""
-    async_ev = events_with_stats(space, planes["plane"], "Async XLA Ops", ["hlo_op"])
-    if not len(async_ev):
-        return empty_table(ASYNC_COLUMNS)
-    # Per metadata row once: the start op's name, its kind and program; per event a lookup (-1: none).
-    row = metadata_rows(meta, async_ev["plane"].to_numpy(), async_ev["metadata_id"].to_numpy())
-    by_row = meta[["display_name", "program_id"]].reset_index(drop=True)
-    start_op = _op_name_from_text(meta["name"].fillna("").astype("category")).to_numpy(object)
-    start = async_ev["start_ps"].to_numpy()
-    return pd.DataFrame(
-        {
-            "device": device_of_plane[async_ev["plane"].to_numpy()],
-            "program_id": by_row["program_id"].reindex(row).to_numpy(),
-            "start_op": pd.Series(np.append(start_op, "")[row], dtype=object),  # no metadata: ''
-            "done_op": async_ev["hlo_op"].to_numpy(),
-            "kind": by_row["display_name"].reindex(row).to_numpy(),
-            "start_ps": start,
-            "end_ps": start + async_ev["duration_ps"].to_numpy(),
-        }
-    )
 
 
 def _concat_events(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -269,69 +122,92 @@ def build_capture(spaces: list[XSpaceTables], *, checked: bool = False) -> Captu
         spaces, warnings = checked_spaces(spaces)
     platforms = {_platform_of(s) for s in spaces}
     platform = "tpu" if "tpu" in platforms else "gpu" if "gpu" in platforms else "cpu"
-
-    all_devices, all_events, all_modules, all_meta, all_async, all_steps = [], [], [], [], [], []
-    all_annotations = []
-    device_base = 0
-    for space in spaces:
-        if platform == "tpu":
-            devices, events, modules, meta, async_spans, steps = _tpu_tables(space, device_base)
-            all_modules.append(modules)
-            all_meta.append(meta)
-            all_async.append(async_spans)
-            all_steps.append(steps)
-        elif platform == "gpu":
-            devices, events, w = gpu_tables(space, device_base)
-            warnings.extend(w)
-        else:
-            devices, events = cpu_tables(space, device_base)
-        all_devices.append(devices)
-        all_events.append(events)
-        # A host's annotations hold the steps of every device it drives.
-        annotations = step_annotations(space)
-        all_annotations.append(annotations.merge(devices[["device"]], how="cross")[["device", *ANNOTATION_COLUMNS]])
-        device_base += len(devices)
-
-    devices = pd.concat(all_devices, ignore_index=True)
-    events = _concat_events(all_events)
+    hosts = _HostTables.read(spaces, platform, warnings)
+    events = _concat_events(hosts.events)
     if events.empty:
-        hosts = ", ".join(str(s.path) for s in spaces)
-        raise CaptureError(f"{hosts}: no HLO op events found in this capture (was the program running while tracing?)")
-
+        names = ", ".join(str(s.path) for s in spaces)
+        raise CaptureError(f"{names}: no HLO op events found in this capture (was the program running while tracing?)")
     if platform == "tpu":
-        modules = pd.concat(all_modules, ignore_index=True)
-        op_metadata = pd.concat(all_meta, ignore_index=True).drop_duplicates(["program_id", "op_name"])
+        modules, op_metadata, async_spans, steps_line = hosts.program_tables()
         # Name each op's program after its module execution events.
         module_names = modules.dropna(subset=["program_id"]).drop_duplicates("program_id").set_index("program_id")["module"]
         events["module"] = _module_of_program(events["program_id"], module_names)
-        async_spans = pd.concat(all_async, ignore_index=True)
-        steps_line = pd.concat(all_steps, ignore_index=True)
     else:
-        modules = derived_module_runs(events)
-        op_metadata = empty_table(METADATA_COLUMNS)
-        async_spans = empty_table(ASYNC_COLUMNS)
-        steps_line = empty_table(["device", "start_ps", "duration_ps"])
-        if "run_id" not in events or events["run_id"].isna().any():
-            warnings.append(
-                f"{platform.upper()} capture: program executions were inferred from op order "
-                "(no 'XLA Modules' line); each repeat of a program's first op starts a new run"
-            )
-
-    events = _by_device_and_start(events[EVENTS.names])
-    # Few distinct names over millions of events: categoricals make every later groupby cheap.
-    for col in ("module", "program_id", "op_name", "line"):
-        if not isinstance(events[col].dtype, pd.CategoricalDtype):
-            events[col] = events[col].astype(object).where(events[col].notna(), "").astype("category")
-    events = EVENTS.coerce(events)
+        modules, op_metadata, async_spans, steps_line = _derived_program_tables(events, platform, warnings)
     return Capture(
         platform=platform,
         hosts=tuple(s.hostname for s in spaces),
-        devices=devices,
-        events=events,
+        devices=pd.concat(hosts.devices, ignore_index=True),
+        events=_final_events(events),
         modules=modules.reset_index(drop=True),
         op_metadata=op_metadata.reset_index(drop=True),
         async_spans=async_spans.reset_index(drop=True),
         steps_line=steps_line.reset_index(drop=True),
         warnings=tuple(warnings),
-        step_annotations=pd.concat(all_annotations, ignore_index=True),
+        step_annotations=pd.concat(hosts.annotations, ignore_index=True),
     )
+
+
+@dataclass
+class _HostTables:
+    """Each host's tables, devices numbered on from the previous hosts' (TPU-only lists stay empty elsewhere)."""
+
+    devices: list = field(default_factory=list)
+    events: list = field(default_factory=list)
+    annotations: list = field(default_factory=list)
+    modules: list = field(default_factory=list)
+    op_metadata: list = field(default_factory=list)
+    async_spans: list = field(default_factory=list)
+    steps_line: list = field(default_factory=list)
+
+    @classmethod
+    def read(cls, spaces: list[XSpaceTables], platform: str, warnings: list[str]) -> "_HostTables":
+        out = cls()
+        device_base = 0
+        for space in spaces:
+            if platform == "tpu":
+                devices, events, modules, meta, async_spans, steps = tpu_tables(space, device_base)
+                out.modules.append(modules)
+                out.op_metadata.append(meta)
+                out.async_spans.append(async_spans)
+                out.steps_line.append(steps)
+            elif platform == "gpu":
+                devices, events, w = gpu_tables(space, device_base)
+                warnings.extend(w)
+            else:
+                devices, events = cpu_tables(space, device_base)
+            out.devices.append(devices)
+            out.events.append(events)
+            # A host's annotations hold the steps of every device it drives.
+            annotations = step_annotations(space)
+            out.annotations.append(annotations.merge(devices[["device"]], how="cross")[["device", *ANNOTATION_COLUMNS]])
+            device_base += len(devices)
+        return out
+
+    def program_tables(self) -> tuple:
+        """TPU: (modules, op_metadata, async_spans, steps_line) of all hosts."""
+        return (pd.concat(self.modules, ignore_index=True),
+                pd.concat(self.op_metadata, ignore_index=True).drop_duplicates(["program_id", "op_name"]),
+                pd.concat(self.async_spans, ignore_index=True),
+                pd.concat(self.steps_line, ignore_index=True))
+
+
+def _derived_program_tables(events: pd.DataFrame, platform: str, warnings: list[str]) -> tuple:
+    """GPU/CPU: program executions derived from the op events; no trace metadata, async spans or steps line."""
+    if "run_id" not in events or events["run_id"].isna().any():
+        warnings.append(
+            f"{platform.upper()} capture: program executions were inferred from op order "
+            "(no 'XLA Modules' line); each repeat of a program's first op starts a new run"
+        )
+    return (derived_module_runs(events), empty_table(METADATA_COLUMNS), empty_table(ASYNC_COLUMNS),
+            empty_table(["device", "start_ps", "duration_ps"]))
+
+
+def _final_events(events: pd.DataFrame) -> pd.DataFrame:
+    """The EVENTS columns, by device and start, names as categoricals."""
+    events = _by_device_and_start(events[EVENTS.names])
+    # Few distinct names over millions of events: categoricals make every later groupby cheap.
+    for col in ("module", "program_id", "op_name", "line"):
+        if not isinstance(events[col].dtype, pd.CategoricalDtype):
+            events[col] = events[col].astype(object).where(events[col].notna(), "").astype("category")
+    return EVENTS.coerce(events)

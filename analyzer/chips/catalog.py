@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from .dtype_peaks import is_bf16_like, peak_kind
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -63,12 +64,6 @@ _PER_DEVICE_FIELDS = (
     "peak_bf16_flops_per_s", "peak_f16_flops_per_s", "peak_f32_flops_per_s", "peak_fp8_flops_per_s",
     "peak_int8_flops_per_s", "hbm_bytes_per_s", "hbm_capacity_bytes",
 )
-
-# HLO element types → the peak column that applies. Anything else (pred, s32, f64…) uses bf16 with a note.
-_DTYPE_PEAK = {
-    "bf16": "bf16", "f16": "f16", "f32": "f32", "tf32": "f32", "fp8": "fp8",
-    "s8": "int8", "u8": "int8", "int8": "int8", "s4": "int8", "u4": "int8",
-}
 
 
 @dataclass(frozen=True)
@@ -119,9 +114,9 @@ class Chip:
 
     def peak_for_dtype(self, dtype: str | None = "bf16") -> tuple[float, str]:
         """Peak FLOP/s for an HLO element type, and a note when it falls back to the bf16 peak."""
-        kind = _peak_kind(dtype)
+        kind = peak_kind(dtype)
         if kind == "bf16":
-            note = "" if _is_bf16_like(dtype) else f"no peak for dtype {dtype!r}: used the bf16 peak"
+            note = "" if is_bf16_like(dtype) else f"no peak for dtype {dtype!r}: used the bf16 peak"
             return self.peak_bf16_flops_per_s, note
         value = getattr(self, f"peak_{kind}_flops_per_s")
         if value is None:
@@ -185,19 +180,6 @@ class Chip:
         sources = dict(self.number_sources)
         sources.update({name: "trace" for name in updates})
         return dataclasses.replace(self, number_sources=sources, **updates)
-
-
-def _is_bf16_like(dtype: str | None) -> bool:
-    return dtype is None or str(dtype).strip().lower() in ("bf16", "bfloat16", "")
-
-
-def _peak_kind(dtype: str | None) -> str:
-    d = "" if dtype is None else str(dtype).strip().lower()
-    if d.startswith("f8") or d.startswith("float8"):
-        return "fp8"  # f8e4m3fn, f8e5m2, f8e4m3fnuz, …
-    if d == "float16":
-        return "f16"
-    return _DTYPE_PEAK.get(d, "bf16")
 
 
 # ---------------------------------------------------------------- loading

@@ -78,7 +78,6 @@ def predict_ops(ops: pd.DataFrame, chip: Chip) -> pd.DataFrame:
     (then efficiency is NaN: a bytes-only bound would call a compute kernel slow).
     """
     out = ops.copy()
-    n = len(out)
     flops = _column(out, "flops")
     hbm_bytes = _column(out, "hbm_bytes")
     bytes_accessed = _column(out, "bytes_accessed")
@@ -87,33 +86,13 @@ def predict_ops(ops: pd.DataFrame, chip: Chip) -> pd.DataFrame:
 
     t_compute_s, t_memory_s, _ = op_roofline(flops, memory_bytes, peaks, chip.hbm_bytes_per_s)
     t_compute_s, t_memory_s = np.atleast_1d(t_compute_s), np.atleast_1d(t_memory_s)
-    host_bytes = np.nan_to_num(_column(out, "host_bytes", 0.0), nan=0.0)
-    t_host_s = _ratio(host_bytes, np.full(n, chip.pcie_bytes_per_s or np.nan))
-    t_host_s = np.where(host_bytes > 0, t_host_s, 0.0)
-
-    terms = np.vstack([t_compute_s, t_memory_s, t_host_s]) if n else np.zeros((3, 0))
-    known = ~np.isnan(terms)
-    any_known = known[:2].any(axis=0) | (host_bytes > 0)
-    filled = np.where(known, terms, -np.inf)
-    predicted_s = np.where(any_known, filled.max(axis=0), np.nan)
-    bound_by = np.array(["compute", "hbm", "host"], dtype=object)[filled.argmax(axis=0)] if n else \
-        np.array([], dtype=object)
-    bound_by = np.where(any_known & (predicted_s > 0), bound_by, np.where(any_known, "latency", "unknown"))
+    host_bytes, t_host_s = _host_time(out, chip)
+    predicted_s, bound_by = _largest_term(t_compute_s, t_memory_s, t_host_s, host_bytes)
     # A kernel whose FLOPs nobody knows (a Pallas call without a cost estimate) is not memory-bound just
     # because its bytes are the only term: its bound is unknown, its bytes time stays a lower bound.
     flops_unknown = np.isnan(flops) & np.isin(bound_by, ["hbm", "latency"])
     bound_by = np.where(flops_unknown, "unknown", bound_by)
-
-    collective_s = _column(out, "collective_predicted_s")
-    is_collective = ~np.isnan(collective_s)
-    if is_collective.any():
-        predicted_s = np.where(is_collective, collective_s, predicted_s)
-        if "collective_bound_by" in out.columns:
-            col_bound = out["collective_bound_by"].astype("object").to_numpy()
-            col_bound = np.where(np.isin(col_bound, ["ici", "latency"]), col_bound, "ici")
-        else:
-            col_bound = np.full(n, "ici", dtype=object)
-        bound_by = np.where(is_collective, col_bound, bound_by)
+    predicted_s, bound_by, is_collective = _with_collective_times(out, predicted_s, bound_by)
 
     measured_s = _column(out, "measured_s")
     out["peak_flops_per_s"] = peaks
@@ -126,6 +105,42 @@ def predict_ops(ops: pd.DataFrame, chip: Chip) -> pd.DataFrame:
     out["efficiency"] = np.where(flops_unknown & ~is_collective, np.nan,
                                  np.atleast_1d(_ratio(predicted_s, measured_s)))
     return out
+
+
+def _host_time(ops: pd.DataFrame, chip: Chip) -> tuple[np.ndarray, np.ndarray]:
+    """(host bytes, their time over PCIe): 0 s where an op moves nothing to or from the host."""
+    host_bytes = np.nan_to_num(_column(ops, "host_bytes", 0.0), nan=0.0)
+    t_host_s = _ratio(host_bytes, np.full(len(ops), chip.pcie_bytes_per_s or np.nan))
+    return host_bytes, np.where(host_bytes > 0, t_host_s, 0.0)
+
+
+def _largest_term(t_compute_s, t_memory_s, t_host_s, host_bytes) -> tuple[np.ndarray, np.ndarray]:
+    """(predicted_s, bound_by): the largest known of the three times and which it is; 'latency' where all
+    known ones are 0, 'unknown' (NaN time) where none is known."""
+    n = len(t_host_s)
+    terms = np.vstack([t_compute_s, t_memory_s, t_host_s]) if n else np.zeros((3, 0))
+    known = ~np.isnan(terms)
+    any_known = known[:2].any(axis=0) | (host_bytes > 0)
+    filled = np.where(known, terms, -np.inf)
+    predicted_s = np.where(any_known, filled.max(axis=0), np.nan)
+    bound_by = np.array(["compute", "hbm", "host"], dtype=object)[filled.argmax(axis=0)] if n else \
+        np.array([], dtype=object)
+    return predicted_s, np.where(any_known & (predicted_s > 0), bound_by, np.where(any_known, "latency", "unknown"))
+
+
+def _with_collective_times(ops: pd.DataFrame, predicted_s, bound_by) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Collectives take the ICI model's time and bound ('ici' or 'latency'); also which rows are collectives."""
+    collective_s = _column(ops, "collective_predicted_s")
+    is_collective = ~np.isnan(collective_s)
+    if is_collective.any():
+        predicted_s = np.where(is_collective, collective_s, predicted_s)
+        if "collective_bound_by" in ops.columns:
+            col_bound = ops["collective_bound_by"].astype("object").to_numpy()
+            col_bound = np.where(np.isin(col_bound, ["ici", "latency"]), col_bound, "ici")
+        else:
+            col_bound = np.full(len(ops), "ici", dtype=object)
+        bound_by = np.where(is_collective, col_bound, bound_by)
+    return predicted_s, bound_by, is_collective
 
 
 @dataclass(frozen=True)
