@@ -101,6 +101,16 @@ class InstructionReader:
             for part in split_top(tail[1:]):
                 key, _, value = part.partition("=")
                 attrs[key.strip()] = value.strip()
+        names, shapes, elements = self.operands(opcode, operands_text, attrs, name, lineno)
+        op_name, source_file, source_line = self.metadata(attrs.get("metadata", ""))
+        return Instruction(name, opcode, shape, tuple(names),
+                           tuple(shapes) if len(shapes) == len(names) else (), attrs, op_name,
+                           source_file, source_line, comp, is_root, line,
+                           tuple(elements) if any(e >= 0 for e in elements) else ())
+
+    def operands(self, opcode: str, operands_text: str, attrs: dict, name: str, lineno: int) -> tuple[list, list, list]:
+        """(operand names, their printed shapes, the tuple element each reads or -1); a parameter's number and
+        a constant's literal go to ``attrs`` instead."""
         names, shapes, elements = [], [], []
         if opcode == "parameter":
             number = strip_comments(operands_text).strip()
@@ -114,7 +124,7 @@ class InstructionReader:
         else:
             for op in split_top(strip_comments(operands_text)):
                 shape_part, _, op_name = op.rpartition(" ")
-                ref, hash_, element = op_name.lstrip("%").rpartition("#")
+                ref, hash_, element = op_name.lstrip("%").rpartition("#")  # `%x#1`: element 1 of x's tuple
                 tuple_element = bool(hash_) and element.isdigit()
                 names.append(ref if tuple_element else op_name.lstrip("%"))
                 elements.append(int(element) if tuple_element else -1)
@@ -123,11 +133,7 @@ class InstructionReader:
                         shapes.append(parse_shape(shape_part))
                     except ValueError as exc:
                         raise self.error(lineno, f"%{name}: operand {op!r}: {exc}") from None
-        op_name, source_file, source_line = self.metadata(attrs.get("metadata", ""))
-        return Instruction(name, opcode, shape, tuple(names),
-                           tuple(shapes) if len(shapes) == len(names) else (), attrs, op_name,
-                           source_file, source_line, comp, is_root, line,
-                           tuple(elements) if any(e >= 0 for e in elements) else ())
+        return names, shapes, elements
 
     def metadata(self, raw: str) -> tuple[str, str, int | None]:
         if not raw:

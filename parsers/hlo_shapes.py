@@ -61,6 +61,10 @@ class Shape:
     element_size_bits: int = 0  # layout E(n); 0 = the dtype's natural size
     dynamic_dims: tuple[bool, ...] = ()
 
+    def element(self, index: int) -> Shape:
+        """The tuple element an operand reads (``%x#1``), or the whole shape (-1, or no such element)."""
+        return self.elements[index] if self.is_tuple and 0 <= index < len(self.elements) else self
+
     @property
     def minor_to_major(self) -> tuple[int, ...] | None:
         return self.layout

@@ -114,8 +114,7 @@ class HloModule:
         comp = self.computations.get(instr.computation)
         local = comp.by_name if comp is not None else {}
         shapes = tuple((local.get(n) or self._by_name[n]).shape for n in instr.operand_names)
-        return tuple(_element(s, e) for s, e in zip(shapes, instr.operand_elements)) + \
-            shapes[len(instr.operand_elements):]
+        return tuple(s.element(e) for s, e in zip(shapes, instr.operand_elements)) + shapes[len(instr.operand_elements):]
 
     @cached_property
     def _instructions_frame(self) -> pd.DataFrame:
@@ -313,11 +312,6 @@ class _ModuleParser(InstructionReader):
             for name in ins.operand_names:
                 if name not in defined:
                     raise self.error(lineno, f"%{ins.name} uses undefined operand %{name}")
-
-
-def _element(shape: Shape, element: int) -> Shape:
-    """The tuple element an operand reads (``%x#1``), or the whole shape (-1, or no such element)."""
-    return shape.elements[element] if shape.is_tuple and 0 <= element < len(shape.elements) else shape
 
 
 def parse_hlo_module(text: str, source: str = "<string>", strict: bool = False) -> HloModule:

@@ -108,7 +108,7 @@ def _fmt_rate(bytes_per_s: float) -> str:
     return f"{bytes_per_s:.3g} B/s"
 
 
-def _legacy_placement(n: int, chip: Chip, num_axes: int, axis_sizes, wraparound, spans_dcn) -> Placement:
+def _legacy_placement(n: int, chip: Chip, axis_sizes, wraparound, spans_dcn) -> Placement:
     """A Placement from the older keyword form (axis sizes, a wraparound override, spans_dcn)."""
     if spans_dcn:
         return Placement(n, (), slices=n, nodes=n, per_node=1)
@@ -119,8 +119,7 @@ def _legacy_placement(n: int, chip: Chip, num_axes: int, axis_sizes, wraparound,
         if int(np.prod(axes)) != n:
             raise ValueError(f"axis_sizes {list(axis_sizes)} do not multiply to group_size {n}")
     else:
-        k = max(int(num_axes), 1)
-        axes = [n] if k == 1 else [max(round(n ** (1.0 / k)), 2)] * k
+        axes = [n]
     wraps = [wraparound if wraparound is not None else wraparound_for(chip, a) for a in axes]
     return Placement(n, tuple((a, a, bool(w)) for a, w in zip(axes, wraps) if a > 1))
 
@@ -137,7 +136,6 @@ def predict_collective(
     chip: Chip,
     *,
     placement: Placement | None = None,
-    num_axes: int = 1,
     axis_sizes: Sequence[int] | None = None,
     wraparound: bool | None = None,
     spans_dcn: bool = False,
@@ -146,7 +144,7 @@ def predict_collective(
 
     ``placement`` (``collective_topology.group_placement``) says which torus axes, TPU slices or GPU nodes
     the group spans. Without it the older keywords describe the group: ``axis_sizes`` (product = group
-    size) or ``num_axes`` equal axes, ``wraparound`` overriding the chip's rule, ``spans_dcn``: every
+    size; default one axis of the whole group), ``wraparound`` overriding the chip's rule, ``spans_dcn``: every
     member in another slice. Raises ValueError for an unknown kind, bad sizes or a missing bandwidth.
     """
     kind = normalize_kind(kind)
@@ -155,7 +153,7 @@ def predict_collective(
     if not math.isfinite(v) or v < 0:
         raise ValueError(f"bytes_total must be a finite number >= 0, got {bytes_total!r}")
     n = int(group_size)
-    place = placement or _legacy_placement(n, chip, num_axes, axis_sizes, wraparound, spans_dcn)
+    place = placement or _legacy_placement(n, chip, axis_sizes, wraparound, spans_dcn)
     if n <= 1 or v == 0:
         return _zero(kind, v, max(n, 1), "group of one device or empty array: no communication")
     hop_latency_s = chip.per_hop_latency_s or _DEFAULT_HOP_LATENCY_S
