@@ -37,7 +37,13 @@ def test_recorded_loader_wait_is_found_within_5_percent():
     assert np.allclose(np.array(f.details["idle_s_per_step"]) * 1e3, expected, rtol=0.01)
     loader_ms = np.mean([steps[n]["loader_ms_perf_counter"] for n in f.details["step_nums"]])
     assert f.time_s_per_step * 1e3 == pytest.approx(loader_ms, rel=0.05)
-    assert f.time_s_per_step == f.est_savings_s_per_step and f.severity == "high"
+    # Prefetching overlaps the ~62 ms wait with the ~19 ms of device work: a step becomes the wait, so what
+    # it saves is the device's work per step (the span minus max(wait, busy)), not the wait.
+    assert f.est_savings_s_per_step == pytest.approx(
+        np.mean([s - max(lead, b) for s, lead, b in zip(
+            [steps[n]["annotated_ms"] for n in f.details["step_nums"]], [f.details["mean_lead_s"] * 1e3] * 4,
+            [steps[n]["device_busy_ms_any_device"] for n in f.details["step_nums"]])]) / 1e3, rel=0.05)
+    assert f.est_savings_s_per_step < 0.4 * f.time_s_per_step and f.severity == "high"
     assert f.details["annotation"] == known["step_annotation"] == "train" and f.details["steps"] == 4
 
 
@@ -55,9 +61,10 @@ def test_busy_20_of_80_ms_reports_60_ms(tmp_path):
     a, exp = _built(tmp_path, loader_ps=60 * MS, device_ps=20 * MS)
     [f] = input_bound.check(a)
     assert exp["span_ps"] == pytest.approx(80 * MS, rel=0.01)
-    assert f.time_s_per_step == pytest.approx(exp["idle_ps"] / 1e12, rel=1e-6)
+    assert f.time_s_per_step == pytest.approx(exp["idle_ps"] / 1e12, rel=1e-3)  # the wait before the launch
     assert f.time_s_per_step == pytest.approx(0.060, rel=0.01)
     assert f.details["mean_busy_s"] == pytest.approx(0.020, rel=0.01) and f.details["steps"] == 4
+    assert f.est_savings_s_per_step == pytest.approx(0.020, rel=0.01)  # 80 ms -> max(60, 20) ms
     assert "dataset_type=synthetic" in f.fix and "reuse_example_batch=1" in f.fix
 
 
@@ -65,8 +72,9 @@ def test_asynchronous_dispatch_counts_only_the_time_no_device_works(tmp_path):
     """The host never blocks: each step's 20 ms run during the next 60 ms loader wait; 40 ms per step idle."""
     a, exp = _built(tmp_path, loader_ps=60 * MS, device_ps=20 * MS, host_blocks=False)
     [f] = input_bound.check(a)
-    assert f.time_s_per_step == pytest.approx(exp["idle_ps"] / 1e12, rel=1e-6)
+    assert f.time_s_per_step == pytest.approx(exp["idle_ps"] / 1e12, rel=1e-3)
     assert f.time_s_per_step == pytest.approx(0.040, rel=0.01)
+    assert f.est_savings_s_per_step == pytest.approx(0.0, abs=1e-4)  # already max(load, compute): no prefetch gain
 
 
 def test_silent_without_annotations_or_without_a_wait(tmp_path):
@@ -76,3 +84,13 @@ def test_silent_without_annotations_or_without_a_wait(tmp_path):
     assert fed.steps.annotated and input_bound.check(fed) == []
     # The recorded CPU train step annotates its steps but never waits for input.
     assert input_bound.check(analyze(SAMPLES / "cpu_jax_train_step")) == []
+
+
+@pytest.mark.parametrize("pair", ["gpu_h100_remat_pair_nocb", "gpu_h100_attention_pair"])
+def test_dispatch_and_sync_gaps_are_no_input_wait(pair):
+    """The H100 recordings have no input pipeline: ~0.25 ms before the first kernel (dispatch) and ~0.25 ms
+    after the last (block_until_ready), 8-10 % of a 7 ms step idle, which no prefetch removes."""
+    a = analyze(SAMPLES / pair / "before")
+    idle = a.steps.host_wait_s()["all_idle_s"].mean()
+    assert idle > 0.05 * a.steps.mean_s  # the old rule fired on this
+    assert input_bound.check(a) == []
