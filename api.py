@@ -117,8 +117,10 @@ def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
         head += f", MFU {format_percent(analysis.mfu)}"
         if analysis.unknown_flops_share and analysis.unknown_flops_share >= 0.005:  # MFU leaves these out
             head += f" ({format_percent(analysis.unknown_flops_share)} of the step in ops of unknown FLOPs)"
-    if findings:
-        top = findings[0]
+    fixes = [f for f in findings if f.severity != "info"]  # a note saves nothing here: never "the biggest fix"
+    notes = len(findings) - len(fixes)
+    if fixes:
+        top = fixes[0]
         lever = f" by {top.lever}" if top.lever and top.est_savings_s_per_step > 0 else ""
         if top.est_savings_s_per_step > 0 and top.benefit == "throughput":  # more work per step, not a faster one
             head += (f"; biggest fix (a throughput lever): {top.title} (frees ~"
@@ -131,7 +133,9 @@ def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
         share = f", {format_percent(total / step)} of the step" if step and step > 0 else ""
         head += f"; recoverable ~{format_seconds(total)} per step{share}, each op counted once"
     else:
-        head += "; no findings"
+        head += "; no findings" if not notes else "; no fix that saves step time here"
+    if notes:
+        head += f" ({count(notes, 'note')} below)"
     return head + "."
 
 

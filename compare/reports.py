@@ -1,7 +1,7 @@
 """Before/after of two reports (``diagnose compare BASE NEW``): step time with a noise-aware verdict, MFU,
 breakdown, per-op and per-finding deltas.
 
-Both sides are JSON report dicts (``schema_version`` 1, as ``diagnose --format json`` writes them), whether
+Both sides are JSON report dicts (the ``schema_version`` ``diagnose --format json`` writes), whether
 read from a file or just produced from a capture, so a saved report compares with a fresh capture the
 same way two captures do. The result is plain data; ``report/compare_*`` render it.
 """

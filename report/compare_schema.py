@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..analyzer.analysis import BREAKDOWN_CATEGORIES
 from .compare_json import COMPARE_SCHEMA_VERSION
-from .json_schema import BOOL, INT, LEVELS, NON_NEG, NUMBER, PLATFORMS, STRING, _gate, _list, _null, _obj, document
+from .json_schema import BOOL, INT, LEVELS, NON_NEG, NUMBER, PLATFORMS, SEVERITIES, STRING, _gate, _list, _null, _obj, document
 
 STEP_VERDICTS = ["slower", "faster", "within noise", "unchanged", "untested", "unknown"]
 OP_STATUS = ["slower", "faster", "unchanged", "new", "removed"]
@@ -48,7 +48,7 @@ def _op_change() -> dict:
 def _finding_change() -> dict:
     return _obj({
         "status": {"enum": FINDING_STATUS}, "key": STRING, "rule": STRING, "kind": STRING, "main_op": STRING,
-        "title": STRING, "base_severity": {"enum": [*LEVELS, None]}, "new_severity": {"enum": [*LEVELS, None]},
+        "title": STRING, "base_severity": {"enum": [*SEVERITIES, None]}, "new_severity": {"enum": [*SEVERITIES, None]},
         "base_s_per_step": NUMBER, "new_s_per_step": NUMBER, "delta_s_per_step": NUMBER,
         "base_savings_s_per_step": _null(NUMBER), "new_savings_s_per_step": _null(NUMBER),
     }, closed=False)

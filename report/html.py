@@ -87,6 +87,14 @@ def _detail_text(key: str, value) -> str:
     return str(value)
 
 
+def _counted_text(f: dict) -> str:
+    """'' or how much of the saving counts in the total, when other findings overlap it."""
+    alone, counted = f["est_savings_s_per_step"] or 0.0, f.get("counted_s_per_step")
+    if counted is None or alone <= 0 or abs(counted - alone) <= 1e-3 * alone:
+        return ""
+    return f"alone; {format_seconds(counted)} of it counts in the total, the rest overlaps a finding above"
+
+
 def _finding_view(f: dict, finding, index: int, measured: bool, step_s: float | None) -> dict:
     """One finding as the template shows it; ``step_s`` (None when unknown or 0) for the saving's share."""
     return {
@@ -96,6 +104,7 @@ def _finding_view(f: dict, finding, index: int, measured: bool, step_s: float | 
         "title": f["title"],
         "saves": format_seconds(f["est_savings_s_per_step"]),
         "saves_share": format_percent((f["est_savings_s_per_step"] or 0.0) / step_s) if step_s else "n/a",
+        "counted": _counted_text(f),
         "cost": format_seconds(f["time_s_per_step"]),
         "cost_share": format_percent(f["fraction_of_step"]),
         "confidence": f["confidence"],
@@ -186,8 +195,10 @@ def report_context(report) -> dict:
     measured = data["measured"]
     time_word = SRC_MEASURED if measured else SRC_PREDICTED
     share_of = data["step_s"] if data["step_s"] and data["step_s"] > 0 else None
-    findings = [_finding_view(fd, finding, i, measured, share_of)
-                for i, (fd, finding) in enumerate(zip(data["findings"], report.findings), 1)]
+    views = [_finding_view(fd, finding, i, measured, share_of)
+             for i, (fd, finding) in enumerate(zip(data["findings"], report.findings), 1)]
+    findings = [v for v in views if v["severity"] != "info"]
+    notes = [v for v in views if v["severity"] == "info"]
     breakdown = {k: v or 0.0 for k, v in data["breakdown"].items()}
     roofline_svg, roofline_note = _roofline_svg(a, data["chip"], measured)
     events, lanes, span_s, timeline_note = representative_step_events(a)
@@ -210,6 +221,7 @@ def report_context(report) -> dict:
             if measured else "predicted: per-op roofline times, nothing measured"
         ),
         "findings": findings,
+        "notes": notes,
         "capture_rows": capture_rows(data, a),
         "hosts": host_rows(data.get("host_steps")),
         "left_out": {"findings": data["selection"]["ignored_findings"],

@@ -21,7 +21,7 @@ import pandas as pd
 from ..analyzer.tables import OPS
 from .trace_links import finding_occurrences, occurrence_index
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Where the time numbers come from, in the words the report uses everywhere.
 SOURCE_MEASURED = "measured (trace)"
@@ -167,11 +167,11 @@ def host_steps_dict(analysis) -> dict | None:
 def recoverable_dict(report) -> dict:
     step = report.analysis.step_s
     total = report.recoverable_s_per_step
-    raw = sum(f.est_savings_s_per_step for f in report.findings)
+    raw = sum(f.counted for f in report.findings)
     return {
         "s_per_step": total,
         "fraction_of_step": total / step if step and step > 0 else None,
-        "findings": sum(1 for f in report.findings if f.est_savings_s_per_step > 0),
+        "findings": sum(1 for f in report.findings if f.counted > 0),
         "capped_at_step": bool(raw > total),
     }
 
@@ -187,6 +187,7 @@ def finding_dict(finding, occurrences: list | None = None) -> dict:
         "title": finding.title,
         "time_s_per_step": clean(finding.time_s_per_step),
         "est_savings_s_per_step": clean(finding.est_savings_s_per_step),
+        "counted_s_per_step": clean(finding.counted),
         "fraction_of_step": clean(finding.fraction_of_step),
         "confidence": finding.confidence,
         "lever": finding.lever,
@@ -250,7 +251,7 @@ def ops_records(ops: pd.DataFrame) -> list[dict]:
 
 
 def report_to_dict(report) -> dict:
-    """The whole report as plain data (schema_version 1)."""
+    """The whole report as plain data (schema_version :data:`SCHEMA_VERSION`)."""
     from .. import __version__
 
     a = report.analysis

@@ -30,6 +30,7 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_FILES = {"report": "report.schema.json", "compare": "compare.schema.json"}
 
 LEVELS = ["high", "medium", "low"]
+SEVERITIES = [*LEVELS, "info"]  # info: a note, nothing to save on this capture (rules/base.py)
 PLATFORMS = ["tpu", "gpu", "cpu", "hlo"]
 # A finding's kind: '' for a rule with one finding, else the transfer kind it is about (exposed-collective), or
 # hbm-headroom's verdict class.
@@ -118,10 +119,11 @@ def _finding() -> dict:
         # sharding-intensity: one finding per mesh axis, its kind the axis' devices as a slug.
         "kind": {"anyOf": [{"enum": FINDING_KINDS}, {"type": "string", "pattern": AXIS_KIND_PATTERN}]},
         "key": {"type": "string", "pattern": "^[a-z0-9-]+:[a-z0-9-]*:"},
-        "severity": {"enum": LEVELS},
+        "severity": {"enum": SEVERITIES},
         "title": {**STRING, "minLength": 1},
         "time_s_per_step": NON_NEG,
         "est_savings_s_per_step": NON_NEG,
+        "counted_s_per_step": NON_NEG,
         "fraction_of_step": NON_NEG,
         "confidence": {"enum": LEVELS},
         "lever": STRING,
@@ -187,7 +189,7 @@ def _host_steps() -> dict:
 
 def _selection() -> dict:
     left = _obj({"rule": STRING, "why": STRING})
-    ignored = _obj({"key": STRING, "rule": STRING, "severity": {"enum": LEVELS}, "title": STRING, "why": STRING})
+    ignored = _obj({"key": STRING, "rule": STRING, "severity": {"enum": SEVERITIES}, "title": STRING, "why": STRING})
     return _obj({"select": _null(_list(STRING)), "ignore": _list(STRING), "baseline": _null(STRING),
                  "baseline_keys": {**INT, "minimum": 0}, "rules_left_out": _list(left),
                  "ignored_findings": _list(ignored)})

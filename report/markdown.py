@@ -109,14 +109,17 @@ def _breakdown(data: dict) -> list[str]:
 def _findings(data: dict, n_findings: int, cell_limit: int, n_table: int) -> list[str]:
     """The ranked table, then each finding's evidence, fix and ops folded (the first one open)."""
     measured = data["measured"]
-    findings = data["findings"]
+    findings = [f for f in data["findings"] if f["severity"] != "info"]
+    notes = _notes([f for f in data["findings"] if f["severity"] == "info"], cell_limit)
     out = ["## Ranked fixes", ""]
     if not findings:
-        return out + ["No finding beyond those left out below." if data["selection"]["ignored_findings"]
-                      else "No rule fired on this capture.", ""]
+        none = ("No fix that saves step time on this capture." if notes else
+                "No finding beyond those left out below." if data["selection"]["ignored_findings"]
+                else "No rule fired on this capture.")
+        return out + [none, ""] + notes
     rows = [
         [str(i), escape_text(f["severity"]), escape_text(f["title"], cell_limit),
-         format_seconds(f["est_savings_s_per_step"]), format_percent(f["fraction_of_step"]),
+         _saves(f), format_percent(f["fraction_of_step"]),
          escape_text(f["confidence"]), escape_text(f["fix"], cell_limit)]
         for i, f in enumerate(findings[:n_table], 1)
     ]
@@ -129,7 +132,7 @@ def _findings(data: dict, n_findings: int, cell_limit: int, n_table: int) -> lis
     for i, f in enumerate(findings[:n_findings], 1):
         rule = f"`{f['rule']}`" if re.fullmatch(r"[A-Za-z0-9_.-]+", str(f["rule"])) else escape_text(f["rule"], 60)
         body = wrap(f"{rule} · costs {format_seconds(f['time_s_per_step'])} per step "
-                    f"({format_percent(f['fraction_of_step'])}) · saves ~{format_seconds(f['est_savings_s_per_step'])} "
+                    f"({format_percent(f['fraction_of_step'])}) · saves ~{_saves(f)} "
                     f"· confidence {escape_text(f['confidence'])}")
         body += [""] + wrap(f"**Evidence:** {escape_text(f['evidence'], 2 * cell_limit)}")
         body += ["", "**Change to make:**", ""] + code_block(f["fix"], 4 * cell_limit)
@@ -149,7 +152,25 @@ def _findings(data: dict, n_findings: int, cell_limit: int, n_table: int) -> lis
     if len(findings) > n_findings:
         out.append(f"_{count(len(findings) - n_findings, 'more finding')} {'is' if len(findings) - n_findings == 1 else 'are'} in the table above; details in the JSON/HTML report._")
         out.append("")
-    return out
+    return out + notes
+
+
+def _saves(f: dict) -> str:
+    """The saving alone, and the share counted in the total when other findings overlap it."""
+    alone, counted = f["est_savings_s_per_step"] or 0.0, f.get("counted_s_per_step")
+    if counted is not None and alone > 0 and abs(counted - alone) > 1e-3 * alone:
+        return f"{format_seconds(alone)} alone, {format_seconds(counted)} in the total"
+    return format_seconds(alone)
+
+
+def _notes(notes: list[dict], cell_limit: int) -> list[str]:
+    """Findings that save nothing on this capture (severity info), apart from the fixes."""
+    if not notes:
+        return []
+    out = ["### Notes (nothing to save on this capture)", ""]
+    out += [f"- {escape_text(f['title'], cell_limit)} (`{escape_text(f['rule'], 60)}`): "
+            f"{escape_text(f['evidence'], cell_limit)}" for f in notes]
+    return out + [""]
 
 
 def _top_ops(data: dict, n_ops: int) -> list[str]:

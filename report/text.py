@@ -115,12 +115,33 @@ def _verdict(out: _Out, data: dict) -> None:
     out.line()
 
 
+def _saves(f: dict) -> str:
+    """'saves ~X/step', and the share counted in the total when other findings overlap it."""
+    alone, counted = f["est_savings_s_per_step"] or 0.0, f.get("counted_s_per_step")
+    text = f"saves ~{format_seconds(alone)}/step"
+    if counted is not None and alone > 0 and abs(counted - alone) > 1e-3 * alone:
+        text += f" alone, {format_seconds(counted)} in the total"
+    return text
+
+
+def _notes(out: _Out, notes: list[dict]) -> None:
+    """Findings that save nothing on this capture (severity info): what they say, apart from the fixes."""
+    if not notes:
+        return
+    out.line("Notes (nothing to save on this capture)", "bold")
+    for f in notes:
+        out.wrap(f"{clean_text(f['title'])} ({clean_text(f['rule'])})", indent="    ", first="  - ", max_lines=3)
+    out.line()
+
+
 def _fixes(out: _Out, data: dict) -> None:
-    findings = data["findings"]
+    findings = [f for f in data["findings"] if f["severity"] != "info"]
     out.line("Ranked fixes", "bold")
     if not findings:
-        out.line("  No rule fired on this capture.")
+        out.line("  No rule fired on this capture." if not data["findings"] else
+                 "  No fix that saves step time on this capture (notes below).")
         out.line()
+        _notes(out, data["findings"])
         return
     measured = data["measured"]
     for i, f in enumerate(findings, 1):
@@ -131,7 +152,7 @@ def _fixes(out: _Out, data: dict) -> None:
                          + " " + out.style(fit(title[0], out.width - len(head)), "bold"))
         if len(title) > 1:
             out.line(" " * len(head) + " ".join(title[1:]), "bold")
-        out.line(" " * len(head) + f"saves ~{format_seconds(f['est_savings_s_per_step'])}/step · costs "
+        out.line(" " * len(head) + f"{_saves(f)} · costs "
                  f"{format_percent(f['fraction_of_step'])} of step · confidence {f['confidence']} · "
                  f"{clean_text(f['rule'])}", "dim")
         out.wrap(clean_text(f["fix"]), indent=" " * len(head), first=" " * (len(head) - 5) + "Fix: ",
@@ -145,6 +166,7 @@ def _fixes(out: _Out, data: dict) -> None:
         if len(f["ops"]) > N_FINDING_OPS:
             out.line(f"{'':11}… {len(f['ops']) - N_FINDING_OPS} more ops (--format json lists them)", "dim")
     out.line()
+    _notes(out, [f for f in data["findings"] if f["severity"] == "info"])
 
 
 def _left_out(out: _Out, selection: dict | None) -> None:

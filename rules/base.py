@@ -31,8 +31,12 @@ if TYPE_CHECKING:
     from ..analyzer.chips.catalog import Chip
 
 BENEFITS = ("step_time", "throughput")
-HIGH_FRACTION = 0.10  # a finding costing >= 10 % of the step is high severity
+# Severity is what the fix can save, as a share of the step: high >= 10 %, medium >= 3 %, low above
+# INFO_FRACTION; below it (nothing to save on this capture) a finding is a note, `info`, that no gate counts.
+HIGH_FRACTION = 0.10
 MEDIUM_FRACTION = 0.03
+INFO_FRACTION = 0.001
+SEVERITIES = ("high", "medium", "low", "info")
 
 
 @dataclass(frozen=True)
@@ -65,10 +69,10 @@ class OpClaim:
 @dataclass(frozen=True)
 class Finding:
     rule: str
-    severity: str  # 'high' | 'medium' | 'low'
+    severity: str  # 'high' | 'medium' | 'low' by the saving's share of the step; 'info': nothing to save here
     title: str
     time_s_per_step: float  # what the problem costs now
-    est_savings_s_per_step: float  # what the fix should recover (never more than the cost)
+    est_savings_s_per_step: float  # what applying this fix alone should recover (never more than the cost)
     fraction_of_step: float
     confidence: str  # 'high' | 'medium' | 'low'
     ops: tuple[OpEvidence, ...]
@@ -83,6 +87,13 @@ class Finding:
     benefit: str = "step_time"
     claims: tuple[OpClaim, ...] = ()  # every op the cost counts (not only the ten in ``ops``)
     related: tuple[tuple[str, str], ...] = ()  # (op name, key of the finding that counts it): set by rules.claims
+    # Its share of the recoverable total: the saving of the ops no more specific finding counts (rules.claims);
+    # equal to est_savings_s_per_step when it shares no op. The total sums these, the ranking the savings alone.
+    counted_s_per_step: float | None = None
+
+    @property
+    def counted(self) -> float:
+        return self.est_savings_s_per_step if self.counted_s_per_step is None else self.counted_s_per_step
 
     @property
     def key(self) -> str:
@@ -146,12 +157,13 @@ def op_claims(ops, seconds) -> tuple[OpClaim, ...]:
                  for m, p, n, s in zip(ops["module"], ops["program_id"], ops["op_name"], seconds))
 
 
-def severity_for(fraction_of_step: float) -> str:
-    if fraction_of_step >= HIGH_FRACTION:
+def severity_for(saving_share: float) -> str:
+    """Severity from what the fix saves, as a share of the step."""
+    if saving_share >= HIGH_FRACTION:
         return "high"
-    if fraction_of_step >= MEDIUM_FRACTION:
+    if saving_share >= MEDIUM_FRACTION:
         return "medium"
-    return "low"
+    return "low" if saving_share >= INFO_FRACTION else "info"
 
 
 def make_finding(rule: str, priced: Priced, *, title: str, evidence: str, fix: str,
@@ -165,15 +177,16 @@ def make_finding(rule: str, priced: Priced, *, title: str, evidence: str, fix: s
     savings = min(max(priced.est_savings_s_per_step, 0.0), cost)
     if priced.claims:
         savings = min(savings, sum(c.s_per_step for c in priced.claims))
-    fraction = cost / step_s if step_s and step_s > 0 and math.isfinite(step_s) else 0.0
-    severity = severity_for(fraction)
+    known_step = bool(step_s and step_s > 0 and math.isfinite(step_s))
+    fraction = cost / step_s if known_step else 0.0
+    severity = severity_for(savings / step_s if known_step else 0.0)
     if priced.benefit == "throughput" and severity == "high":
         severity = "medium"  # an option with a numerics or memory trade-off, not a defect of the step
     return Finding(
         rule=rule, severity=severity, title=title, time_s_per_step=float(cost), est_savings_s_per_step=float(savings),
         fraction_of_step=float(fraction), confidence=priced.confidence, ops=tuple(priced.ops), evidence=evidence,
         fix=fix, details=dict(details or {}), kind=priced.kind, main_op=priced.main_op, lever=priced.lever,
-        claims=tuple(priced.claims), benefit=priced.benefit)
+        claims=tuple(priced.claims), benefit=priced.benefit, counted_s_per_step=float(savings))
 
 
 # ---- numbers, then words ------------------------------------------------------------------------------------

@@ -34,9 +34,10 @@ from .base import LAST, Finding, format_seconds
 def resolve_claims(findings: list[Finding], precedence: Mapping[str, float]) -> list[Finding]:
     """``findings`` with every claimed op counted by one finding only (same order as given).
 
-    A finding that loses ops to a more specific one keeps the share of its saving that its remaining
-    ops carry (its own estimate, prorated by claimed seconds), names the lost ops in ``related`` and says
-    so in its evidence. Its cost (``time_s_per_step``, the title) stays what the rule measured.
+    A finding that loses ops to a more specific one counts in the total only the share of its saving that its
+    remaining ops carry (``counted_s_per_step``: its own estimate, prorated by claimed seconds), names the lost
+    ops in ``related`` and says so in its evidence. Its saving alone (``est_savings_s_per_step``: what applying
+    its fix by itself recovers) and its cost (``time_s_per_step``, the title) stay what the rule measured.
     ``precedence``: rule id -> rank (lower keeps a shared op first); a rule not in it ranks last."""
     def _rank(finding: Finding) -> tuple:
         return precedence.get(finding.rule, LAST), -finding.est_savings_s_per_step, finding.key
@@ -53,21 +54,23 @@ def resolve_claims(findings: list[Finding], precedence: Mapping[str, float]) -> 
         claimed_s = sum(c.s_per_step for c in finding.claims)
         lost_s = sum(c.s_per_step for c in lost)
         kept = max(claimed_s - lost_s, 0.0) / claimed_s if claimed_s > 0 else 1.0
-        savings = finding.est_savings_s_per_step * kept
+        counted = finding.est_savings_s_per_step * kept
         counters = sorted({owner[c.op].title for c in lost})
-        rest = (f", so its saving counts only the rest: {format_seconds(savings)} per step"
+        rest = (f": alone its fix saves {format_seconds(finding.est_savings_s_per_step)} per step, of which "
+                f"{format_seconds(counted)} counts in the total (the rest overlaps)"
                 if finding.est_savings_s_per_step > 0 else "")
         evidence = (f"{finding.evidence} {len(lost)} of its {len(finding.claims)} ops "
                     f"({format_seconds(lost_s)} per step) are counted by a more specific finding "
                     f"({'; '.join(counters)}){rest}.")
-        out[index] = replace(finding, est_savings_s_per_step=float(savings), evidence=evidence,
+        out[index] = replace(finding, counted_s_per_step=float(counted), evidence=evidence,
                              related=tuple((c.op_name, owner[c.op].key) for c in lost))
     return out
 
 
 def recoverable_s_per_step(findings, step_s: float) -> float:
-    """Sum of the findings' savings (their ops are disjoint after ``resolve_claims``), never above the step."""
-    total = float(sum(f.est_savings_s_per_step for f in findings))
+    """Sum of the findings' counted savings (their ops are disjoint after ``resolve_claims``), never above the
+    step."""
+    total = float(sum(f.counted for f in findings))
     return min(total, step_s) if step_s is not None and math.isfinite(step_s) and step_s > 0 else total
 
 

@@ -1,8 +1,9 @@
 """Savings that add up: on every bundled sample and every rule fixture, the findings' savings do not overlap.
 
-Invariants (issue 10, honest accounting): each op is counted by at most one finding; the savings summed
-stay within the step; no finding saves more than the ops it counts took (measured, or predicted without a
-trace), read back from the ops table rather than from the finding's own numbers.
+Invariants (issue 10, honest accounting): each op is counted by at most one finding; the counted savings
+summed stay within the step; no finding counts more than the ops it keeps took, nor saves alone more than all
+the ops it claims took (measured, or predicted without a trace), read back from the ops table rather than
+from the finding's own numbers; what a finding counts is at most what it saves alone.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ def _check_invariants(analysis, selection=None):
     report = build_report(analysis, selection)
     step = analysis.step_s
     findings = report.findings
-    total = sum(f.est_savings_s_per_step for f in findings)
-    assert total <= step * (1 + SLACK), [(f.key, f.est_savings_s_per_step) for f in findings]
+    total = sum(f.counted for f in findings)
+    assert total <= step * (1 + SLACK), [(f.key, f.counted) for f in findings]
+    assert all(f.counted <= f.est_savings_s_per_step * (1 + SLACK) for f in findings)
     assert report.recoverable_s_per_step == pytest.approx(total, rel=1e-12, abs=1e-15)
     assert report.to_dict()["recoverable"]["capped_at_step"] is False
 
@@ -54,11 +56,15 @@ def _check_invariants(analysis, selection=None):
             idle = float(analysis.device_steps["idle_s"].max()) if len(analysis.device_steps) else 0.0
             assert not f.claims and f.est_savings_s_per_step <= idle + 1e-9, (f.key, idle)
             continue
-        if f.est_savings_s_per_step > 0:
-            assert own, f"{f.key} saves time but counts no op"
+        if f.counted > 0:
+            assert own, f"{f.key} counts time but no op"
             assert ids <= set(seconds.index), f"{f.key} counts ops outside the step"
             ops_s = float(seconds.reindex(sorted(ids)).fillna(0.0).sum())
-            assert f.est_savings_s_per_step <= ops_s * (1 + 1e-6) + 1e-12, (f.key, f.est_savings_s_per_step, ops_s)
+            assert f.counted <= ops_s * (1 + 1e-6) + 1e-12, (f.key, f.counted, ops_s)
+        if f.est_savings_s_per_step > 0:
+            claimed = {c.op for c in f.claims}
+            all_s = float(seconds.reindex(sorted(claimed)).fillna(0.0).sum())
+            assert f.est_savings_s_per_step <= all_s * (1 + 1e-6) + 1e-12, (f.key, f.est_savings_s_per_step, all_s)
         assert all(key in {g.key for g in findings} for _, key in f.related)
     return report
 
@@ -112,7 +118,8 @@ def test_more_specific_rule_keeps_a_shared_op():
     out = resolve_claims([exposed, latency], PRECEDENCE)
     assert out[1] == latency  # the more specific one is untouched
     assert out[0].related == (("all-gather.1", latency.key),)
-    assert out[0].est_savings_s_per_step == pytest.approx(1.0 * 0.4 / 1.0)  # prorated to the op it keeps
+    assert out[0].counted_s_per_step == pytest.approx(1.0 * 0.4 / 1.0)  # counted: prorated to the op it keeps
+    assert out[0].est_savings_s_per_step == 1.0  # alone, its fix still saves what it saves
     assert "counted by a more specific finding" in out[0].evidence
     assert set(PRECEDENCE) <= {r.id for r in RULES}  # the order names registered rules only
 

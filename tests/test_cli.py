@@ -217,7 +217,7 @@ def test_json_to_stdout_is_clean(tmp_path):
     result = run(CPU_SAMPLE, "--format", "json", "-o", "-")
     assert result.exit_code == 0
     data = json.loads(result.stdout)
-    assert data["schema_version"] == 1 and data["findings"]
+    assert data["schema_version"] == 2 and data["findings"]
 
 
 # --- one error type, --debug, the format table ----------------------------------------------------

@@ -83,7 +83,7 @@ def test_json_carries_the_analysis_numbers(name):
     report = crafted_report(a)
     data = strict_loads(render_json(report))
 
-    assert data["schema_version"] == SCHEMA_VERSION == 1
+    assert data["schema_version"] == SCHEMA_VERSION == 2
     assert data["tool"] == {"name": "xladiag", "version": __version__}
     assert data["platform"] == a.platform and data["measured"] is True
     assert data["devices"] == len(a.devices) and data["hosts"] == list(a.hosts)
@@ -139,7 +139,7 @@ def test_findings_keep_rank_and_fields():
     findings = strict_loads(render_json(report))["findings"]
     assert [f["rule"] for f in findings] == ["test-rule", "small"]
     f = findings[0]
-    assert set(f) == {"rule", "kind", "key", "severity", "title", "time_s_per_step", "est_savings_s_per_step", "fraction_of_step",
+    assert set(f) == {"rule", "kind", "key", "severity", "title", "time_s_per_step", "est_savings_s_per_step", "counted_s_per_step", "fraction_of_step",
                       "confidence", "lever", "benefit", "related_ops", "ops", "evidence", "fix", "details"}
     top3 = a.ops[a.ops["in_step"]].head(3)
     assert f["time_s_per_step"] == pytest.approx(top3["measured_s_per_step"].sum())

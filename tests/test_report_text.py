@@ -35,13 +35,20 @@ def test_every_sample_fits_the_terminal_and_says_what_matters(name):
     assert too_wide == [], too_wide[:3]
     assert "\x1b" not in text
     assert "Verdict" in lines and "Ranked fixes" in lines
-    # The verdict's numbers are the report's, and every finding is listed in rank order with its saving.
+    # The verdict's numbers are the report's, and every fix is listed in rank order with its saving; the notes
+    # (nothing to save here) after them, apart.
     assert any(line.startswith("  Step time") for line in lines)
-    at = [next(i for i, line in enumerate(lines) if line.startswith(f"{k:>2}. ")) for k in range(1, len(report.findings) + 1)]
+    fixes = [f for f in report.findings if f.severity != "info"]
+    at = [next(i for i, line in enumerate(lines) if line.startswith(f"{k:>2}. ")) for k in range(1, len(fixes) + 1)]
     assert at == sorted(at)
-    for k, f in enumerate(report.findings, 1):
+    for k, f in enumerate(fixes, 1):
         assert lines[at[k - 1]].split()[2] == f.title.split()[0]  # '1. HIGH <title...>'
         assert f.severity.upper() in lines[at[k - 1]]
+    notes = [f for f in report.findings if f.severity == "info"]
+    if notes:
+        start = lines.index("Notes (nothing to save on this capture)")
+        assert start > max(at, default=0)
+        assert all(any(n.title[:30] in line for line in lines[start:]) for n in notes)
 
 
 def test_colour_wraps_the_same_text():
