@@ -12,7 +12,8 @@ How the cost is estimated:
     Per chain: the softmax ops' time per step (measured with a trace, else their roofline prediction) plus
     the score matrix written by the scores matmul and read by the context matmul(s) at the chip's HBM
     bandwidth (result bytes from the HLO, padded size, times occurrences per step). Savings = that cost, an
-    upper bound: the fused kernel still computes the exponentials.
+    upper bound: the fused kernel still computes the exponentials. On a CPU no fused kernel runs (Splash is
+    TPU's, cuDNN GPU's): the saving is 0 and the finding a note.
 Fix:
     TPU: MaxText `attention='flash'` (the Splash kernel; Tokamax also ships Splash attention). GPU: MaxText
     `attention='cudnn_flash_te'`, or `jax.nn.dot_product_attention(..., implementation='cudnn')` in your
@@ -40,6 +41,7 @@ from .base import (
     seconds_per_step, time_column, times_are,
 )
 from .levers import name, scoped_vmem
+from .levers import target as advice_target
 
 RULE_ID = "materialized-attention"
 PRECEDENCE = 8  # the score chain's ops
@@ -57,6 +59,7 @@ class Numbers:
     times_are: str
     priced: Priced
     hbm_bytes_per_s: float = field(metadata={"detail": False})  # the chip table's bandwidth the scores move at
+    kernel_runs: bool = field(metadata={"detail": False})  # a fused kernel runs on this platform (not a CPU)
 
 
 def check(analysis) -> list:
@@ -94,8 +97,9 @@ def measure(analysis) -> Numbers | None:
     measured = analysis.measured
     rows = _chains(analysis, chain_ops, scores)
     cost = sum(r["cost"] for r in rows)
+    kernel_runs = advice_target(analysis.platform, analysis.chip) != "cpu"  # no flash kernel runs on a CPU
     priced = Priced(
-        time_s_per_step=cost, est_savings_s_per_step=cost, step_s=analysis.step_s,
+        time_s_per_step=cost, est_savings_s_per_step=cost if kernel_runs else 0.0, step_s=analysis.step_s,
         confidence="medium" if measured else "low",
         ops=tuple(OpEvidence(r["op"], float(r["measured_s"]) if measured and not is_nan(r["measured_s"])
                              else r["cost"], float_or_none(r["predicted"]),
@@ -107,7 +111,8 @@ def measure(analysis) -> Numbers | None:
         softmax_s_per_step=sum(r["softmax_s"] for r in rows), score_hbm_s_per_step=sum(r["score_hbm_s"] for r in rows),
         scores=[{"op": r["op"], "score_bytes": r["score_bytes"], "dtype": r["dtype"],
                  "softmax_ops": r["softmax_ops"], "cost_s_per_step": r["cost"]} for r in rows[:50]],
-        times_are=times_are(analysis), priced=priced, hbm_bytes_per_s=analysis.chip.hbm_bytes_per_s)
+        times_are=times_are(analysis), priced=priced, hbm_bytes_per_s=analysis.chip.hbm_bytes_per_s,
+        kernel_runs=kernel_runs)
 
 
 def title(n: Numbers) -> str:
@@ -135,6 +140,10 @@ def fix(n: Numbers, target: Target) -> str:
                f"{name('jax.nn.dot_product_attention')}(..., {name('implementation')}='cudnn')")
     text = (tpu_fix if tpu else gpu_fix if gpu
             else tpu_fix + "; on GPU " + gpu_fix.removeprefix("Use a fused flash kernel: "))
+    if not n.kernel_runs:
+        return ("Nothing to change on this host: no fused attention kernel runs on a CPU (Splash is TPU's, cuDNN "
+                "GPU's), and XLA's own attention is what runs here. On the accelerator: " + text[0].lower()
+                + text[1:] + ".")
     text += (f": the score blocks stay on chip and the {format_bytes(n.score_bytes_per_step)} of scores per step "
              "never reach HBM.")
     vmem = scoped_vmem(target.chip) if tpu else ""
