@@ -109,7 +109,7 @@ def test_profile_does_not_diagnose_when_the_block_fails(tmp_path):
     session = api.profile(tmp_path)
     with pytest.raises(ZeroDivisionError):
         with session:
-            1 / 0
+            1 / 0  # noqa: B018 (an error inside the session)
     assert session.report is None
 
 

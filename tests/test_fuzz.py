@@ -12,10 +12,11 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
+import pytest  # noqa: E402
+
 import fuzz_inputs  # noqa: E402
 import in_process  # noqa: E402
 import mutators  # noqa: E402
-import pytest  # noqa: E402
 
 CI_MUTANTS = 60
 CI_SEED = 2026
@@ -80,7 +81,8 @@ def test_in_process_runner_sees_what_a_process_would(tmp_path, monkeypatch):
     assert run(crash)[:2] == (1, ["crash: diagnose: error: internal error: ZeroDivisionError: boom (rerun with --debug;"
                                   " please report)"])
     code, problems, _ = run(warn)
-    assert code == 1 and len(problems) == 1 and problems[0].startswith("python warning: ") and "odd input" in problems[0]
+    assert code == 1 and len(problems) == 1 and problems[0].startswith("python warning: ")
+    assert "odd input" in problems[0]
     code, problems, _ = run(runaway)
     assert code == 1 and len(problems) == 1 and "internal error: MemoryError" in problems[0], problems
     code, problems, rss = run(big)
@@ -128,6 +130,7 @@ def test_nested_damage_keeps_the_enclosing_lengths_right(tpu_xplane):
 def test_fuzz_find_huge_allocation_number_is_a_note_not_a_crash(tmp_path):
     """Fuzz find: a 23-digit size in a buffer assignment overflowed int64 (OverflowError, exit 1)."""
     import pytest
+
     from xladiag.parsers.xla_memory_reports import MemoryReportError, parse_buffer_assignment
 
     text = "allocation 0: size 18446744073709551616999, parameter 0, shape |f32[4]| at ShapeIndex {}:\n"

@@ -18,10 +18,10 @@ from builders.xspace_encoder import FIRST_STEP_START_PS, TpuCaptureBuilder
 from xladiag.analyzer.analysis import analyze
 from xladiag.analyzer.hosts.reduce import reduce_host
 from xladiag.analyzer.tables import STEP_EVENTS
-from xladiag.parsers.xplane import read_xspace
 from xladiag.api import build_report, diagnose
 from xladiag.cli import main as cli_main
 from xladiag.errors import UsageError
+from xladiag.parsers.xplane import read_xspace
 from xladiag.report.chart_data import representative_step_events
 
 

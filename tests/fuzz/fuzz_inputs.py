@@ -3,9 +3,11 @@
     python tests/fuzz/fuzz_inputs.py --mutants 2000 --seed 1 [--workers 2] [--keep DIR]
 
 Each mutant runs ``python -m xladiag.cli ... --format json`` in its own process (the RSS read from
-``wait4`` is the run's own, or this runner's if larger: keep the runner small) and must: print no traceback or Python warning, exit 0, 1 or 2, stay
-under the RSS cap, and, on exit 0, write JSON whose every number is finite and plausible (see
-``json_problems``). The same ``--seed`` gives the same mutants; a failure prints the index to rerun.
+``wait4`` is the run's own, or this runner's if larger: keep the runner small) and must: print no
+traceback or Python warning, exit 0, 1 or 2, stay under the RSS cap, and, on exit 0, write JSON whose
+every number is finite and plausible (see ``json_problems``). The same ``--seed`` gives the same mutants;
+a failure prints the index to rerun. The CI test (tests/test_fuzz.py) runs the same mutants with the same
+checks in-process instead (``in_process.py``), in worker processes started once.
 """
 
 from __future__ import annotations

@@ -6,13 +6,10 @@ what its docstring promises, key for key and type for type, because ``details`` 
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
-
 import pytest
 
-from conftest import CPU_SAMPLE, GPU_SAMPLE, HLO_PROGRAM, HLO_SAMPLE, REPO, TPU_SAMPLE
 from builders import scenarios as xb
+from conftest import CPU_SAMPLE, GPU_SAMPLE, HLO_PROGRAM, HLO_SAMPLE, REPO, TPU_SAMPLE
 from xladiag.analyzer.analysis import analyze
 from xladiag.report.json_out import finding_dict
 from xladiag.rules import catalog
@@ -36,7 +33,8 @@ _IS_TYPE = {
 def sample_findings(tmp_path_factory) -> dict[str, list[Finding]]:
     hosts = tmp_path_factory.mktemp("hosts")  # no bundled capture has several hosts: one slow host, built
     xb.multi_host_steps(4, slow_host=2, slow_ms=0.5)[0].write(hosts)
-    analyses = {"hosts": analyze(hosts), "tpu": analyze(TPU_SAMPLE), "gpu": analyze(GPU_SAMPLE), "cpu": analyze(CPU_SAMPLE),
+    analyses = {"hosts": analyze(hosts), "tpu": analyze(TPU_SAMPLE), "gpu": analyze(GPU_SAMPLE),
+                "cpu": analyze(CPU_SAMPLE),
                 "hlo": analyze(hlo_dir=HLO_SAMPLE, chip="v6e", program=HLO_PROGRAM),
                 "input": analyze(REPO / "sample_profiles" / "jax_input_bound"),
                 "attention": analyze(hlo_dir=REPO / "sample_profiles" / "hlo_rules_attention_naive", chip="v6e"),
