@@ -81,6 +81,7 @@ def test_the_network_check_catches_a_page_that_fetches(tmp_path):
     assert sorted(page_requests(log)) == ["http://example.invalid/x.png", "https://cdn.example.invalid/a.css"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ALL_SAMPLES)
 def test_report_renders_in_chromium_offline(name, tmp_path):
     report = build_report(capture_analysis(name))

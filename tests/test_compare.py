@@ -196,6 +196,7 @@ def _cli(*args, env=None):
                           env=env)
 
 
+@pytest.mark.slow
 def test_cli_exit_codes_and_share_parsing(written, tmp_path):
     base, new, _ = written["slower"]
     tripped = _cli("compare", base, new, "--format", "json", "-o", tmp_path / "c.json", "--fail-on-regression", "5%")
@@ -213,6 +214,7 @@ def test_cli_exit_codes_and_share_parsing(written, tmp_path):
     assert "diagnose compare BASE NEW" in helped.stdout
 
 
+@pytest.mark.slow
 def test_cli_on_github_actions_annotates_the_regression_and_appends_the_summary(written, tmp_path):
     import os
 

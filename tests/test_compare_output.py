@@ -72,6 +72,7 @@ def test_html_is_self_contained_and_escapes_profile_text(hostile_pair):
     assert "&lt;script&gt;alert" in html
 
 
+@pytest.mark.slow
 def test_html_renders_in_chromium_offline(hostile_pair, tmp_path):
     import test_browser
 

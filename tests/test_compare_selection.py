@@ -32,6 +32,7 @@ def full():
     return data
 
 
+@pytest.mark.slow
 def test_a_json_written_with_select_against_the_full_capture_shows_nothing_appeared(full, tmp_path):
     selected = tmp_path / "selected.json"
     written = _cli(FSDP, "--format", "json", "-o", selected, "-q", "--select", KEPT_RULE)
@@ -52,6 +53,7 @@ def test_a_json_written_with_select_against_the_full_capture_shows_nothing_appea
     assert same.data["findings_summary"] == c.data["findings_summary"]
 
 
+@pytest.mark.slow
 def test_ignore_and_baseline_apply_to_both_sides(full, tmp_path):
     saved = tmp_path / "full.json"
     saved.write_text(json.dumps(full))
@@ -71,6 +73,7 @@ def test_ignore_and_baseline_apply_to_both_sides(full, tmp_path):
     assert c.data["selection"]["baseline_keys"] == 1 and c.data["selection"]["sides_differ"]
 
 
+@pytest.mark.slow
 def test_pyproject_selection_and_capture_overrides_reach_both_sides(full, tmp_path):
     (tmp_path / "pyproject.toml").write_text(f'[tool.xladiag]\nselect = ["{KEPT_RULE}"]\n')
     out = tmp_path / "c.json"

@@ -36,6 +36,7 @@ def test_fuzz_ci_run():
     assert max(o.rss for o in outcomes) < fuzz_inputs.RSS_CAP_BYTES
 
 
+@pytest.mark.slow
 def test_process_runner_of_the_long_runs(tmp_path):
     """The runner of long runs (a process per mutant, under an address-space cap): a seed passes, its RSS read."""
     seed = next(s for s in fuzz_inputs.seeds() if s.name == "jax_many_programs/cpu-host.xplane.pb")

@@ -157,6 +157,7 @@ def test_chosen_steps_reduce_each_host_once(run_dir, monkeypatch, given):
     assert once == twice
 
 
+@pytest.mark.slow
 def test_dask_local_cluster_gives_the_local_json(run_dir):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,

@@ -111,6 +111,7 @@ def test_signal_mid_write_leaves_no_temp_file_and_the_old_report(tmp_path, signu
     assert target.read_text() == "previous report"
 
 
+@pytest.mark.slow
 def test_cli_output_onto_a_device_and_a_missing_dir(tmp_path, cpu_xplane):
     node = _char_device(tmp_path)
     cli = [sys.executable, "-m", "xladiag.cli", str(cpu_xplane)]
