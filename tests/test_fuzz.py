@@ -37,6 +37,7 @@ def test_fuzz_ci_run():
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # preexec_fn forks; the child only execs
 def test_process_runner_of_the_long_runs(tmp_path):
     """The runner of long runs (a process per mutant, under an address-space cap): a seed passes, its RSS read."""
     seed = next(s for s in fuzz_inputs.seeds() if s.name == "jax_many_programs/cpu-host.xplane.pb")
