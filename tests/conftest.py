@@ -1,7 +1,8 @@
-"""Paths to the real captures every test may use."""
+"""Paths to the real captures every test may use, and their diagnoses shared by the whole session."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,35 @@ def gpu_xplane() -> Path:
 @pytest.fixture(scope="session")
 def cpu_xplane() -> Path:
     return only_xplane(CPU_SAMPLE)
+
+
+# Diagnosing a recorded sample takes seconds; many tests read the same one. Each (path, options) is diagnosed
+# once per session and the one result shared: a Report is frozen, and what a test changes must be a copy
+# (report_data hands out a fresh JSON dict each call; an Analysis's tables are not to be written to).
+@functools.cache
+def _diagnosed(path, options: tuple):
+    import xladiag
+
+    return xladiag.diagnose(path, **dict(options))
+
+
+def diagnosed(path=None, **options):
+    """``xladiag.diagnose(path, **options)``, once per session (options left None are the defaults)."""
+    return _diagnosed(path, tuple(sorted((k, v) for k, v in options.items() if v is not None)))
+
+
+def report_data(path=None, **options) -> dict:
+    """The JSON dict of :func:`diagnosed`: a new dict each call, the test's own to change."""
+    return diagnosed(path, **options).to_dict()
+
+
+@functools.cache
+def _compared(base, new, options: tuple):
+    import xladiag
+
+    return xladiag.compare(base, new, **dict(options))
+
+
+def compared(base, new, **options):
+    """``xladiag.compare(base, new, **options)``, once per session: a shared Comparison, not to be changed."""
+    return _compared(base, new, tuple(sorted((k, v) for k, v in options.items() if v is not None)))

@@ -14,10 +14,9 @@ from builders import scenarios as xb
 from conftest import HLO_PROGRAM, HLO_SAMPLE, SAMPLES
 from xladiag.analyzer.analysis import analyze
 from xladiag.api import build_report
-from xladiag.rules.claims import resolve_claims
-from xladiag.rules.registry import PRECEDENCE
 from xladiag.rules.base import OpClaim, Priced, make_finding
-from xladiag.rules.registry import RULES
+from xladiag.rules.claims import resolve_claims
+from xladiag.rules.registry import PRECEDENCE, RULES
 from xladiag.rules.selection import Selection
 
 CAPTURES = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir() and any(p.glob("plugins/profile/*/*.xplane.pb")))

@@ -77,11 +77,13 @@ def test_diagnose_hlo_dump_only(tmp_path):
                                                    dot["hbm_bytes"] / r.analysis.chip.hbm_bytes_per_s))
 
 
+@pytest.mark.slow
 def test_import_does_not_need_jax():
     code = "import sys, xladiag.api, xladiag; assert 'jax' not in sys.modules, 'jax imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT.parent)
 
 
+@pytest.mark.slow
 def test_profile_wraps_a_real_jax_trace(tmp_path):
     jax = pytest.importorskip("jax", reason="profile() needs JAX")
     import jax.numpy as jnp
@@ -104,15 +106,17 @@ def test_profile_wraps_a_real_jax_trace(tmp_path):
     assert r.analysis.steps.mean_s > 0
 
 
+@pytest.mark.slow
 def test_profile_does_not_diagnose_when_the_block_fails(tmp_path):
     pytest.importorskip("jax", reason="profile() needs JAX")
     session = api.profile(tmp_path)
     with pytest.raises(ZeroDivisionError):
         with session:
-            1 / 0
+            1 / 0  # noqa: B018 (an error inside the session)
     assert session.report is None
 
 
+@pytest.mark.slow
 def test_profile_refuses_an_old_run_when_the_trace_wrote_none(tmp_path, monkeypatch):
     """A profiler that writes nothing must not get yesterday's run diagnosed in its place."""
     jax = pytest.importorskip("jax", reason="profile() needs JAX")

@@ -24,6 +24,7 @@ def _bench():
     return module
 
 
+@pytest.mark.slow
 def test_smoke_benchmark_prints_the_table_within_loose_bounds(tmp_path, capsys):
     bench = _bench()
     readme = tmp_path / "README.md"

@@ -20,7 +20,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from test_report_html import hostile  # noqa: E402
 from test_report_json import ALL_SAMPLES, capture_analysis  # noqa: E402
-
 from xladiag.api import build_report  # noqa: E402
 from xladiag.report.html import render_html  # noqa: E402
 from xladiag.report.model import Report  # noqa: E402
@@ -28,7 +27,8 @@ from xladiag.report.model import Report  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = next(
-    (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable") if shutil.which(n)),
+    (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+     if shutil.which(n)),
     None,
 )
 pytestmark = pytest.mark.skipif(
@@ -81,6 +81,7 @@ def test_the_network_check_catches_a_page_that_fetches(tmp_path):
     assert sorted(page_requests(log)) == ["http://example.invalid/x.png", "https://cdn.example.invalid/a.css"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ALL_SAMPLES)
 def test_report_renders_in_chromium_offline(name, tmp_path):
     report = build_report(capture_analysis(name))

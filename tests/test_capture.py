@@ -89,7 +89,8 @@ def test_gpu_hlo_op_comes_through_correlation_id_when_kernels_lack_it(gpu_xplane
     stripped = build_capture([parse_xspace_bytes(space.SerializeToString(), gpu_xplane)])
     original = build_capture([read_xspace(gpu_xplane)])
     key = ["device", "start_ps", "op_name", "module", "duration_ps"]
-    pd.testing.assert_frame_equal(stripped.events[key].reset_index(drop=True), original.events[key].reset_index(drop=True))
+    pd.testing.assert_frame_equal(stripped.events[key].reset_index(drop=True),
+                                  original.events[key].reset_index(drop=True))
     assert (stripped.events["module"] == "jit_forward_3d_conv").sum() >= 8 * 5
 
 

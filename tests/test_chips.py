@@ -17,8 +17,8 @@ from xladiag.analyzer.chips.catalog import (
     builtin_sources,
     load_catalog,
 )
-from xladiag.analyzer.chips.names import find_chip
 from xladiag.analyzer.chips.detection import TRACE_TABLE_LIMIT, chip_for_device, choose_chip
+from xladiag.analyzer.chips.names import find_chip
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -363,11 +363,11 @@ def test_sources_table_is_exposed():
 
 def _analyze_planes(tmp_path, device_type: str, peak_tflops: float, peak_hbm_gbps: float):
     from builders import scenarios, xspace_encoder
-
     from xladiag.analyzer.analysis import analyze
 
     template = [scenarios.matmul_fusion("fusion.1", 2048, 2048, 2048), scenarios.loop_fusion("fusion.2", [2048, 2048])]
-    builder = xspace_encoder.TpuCaptureBuilder(device_type=device_type, peak_tflops=peak_tflops, peak_hbm_gbps=peak_hbm_gbps)
+    builder = xspace_encoder.TpuCaptureBuilder(device_type=device_type, peak_tflops=peak_tflops,
+                                               peak_hbm_gbps=peak_hbm_gbps)
     builder, _ = scenarios.build_train_steps(template, builder=builder)
     builder.write(tmp_path)
     return analyze(tmp_path)

@@ -7,21 +7,19 @@ from __future__ import annotations
 import json
 import re
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import CPU_SAMPLE, GPU_SAMPLE, HLO_PROGRAM, HLO_SAMPLE, SAMPLES, TPU_SAMPLE  # noqa: E402
+from conftest import CPU_SAMPLE, GPU_SAMPLE, HLO_PROGRAM, HLO_SAMPLE, SAMPLES, TPU_SAMPLE, diagnosed  # noqa: E402
 from test_report_markdown import check_tables, parse  # noqa: E402
-
-import xladiag  # noqa: E402
 from xladiag.cli import main  # noqa: E402
 from xladiag.errors import UsageError  # noqa: E402
-from xladiag.report.github import annotation, escape_data, escape_property, report_annotations  # noqa: E402
 from xladiag.report.gates import parse_share  # noqa: E402
+from xladiag.report.github import annotation, escape_data, escape_property, report_annotations  # noqa: E402
 from xladiag.report.markdown import MAX_BYTES, render_markdown  # noqa: E402
 from xladiag.report.md_blocks import wrap  # noqa: E402
 from xladiag.report.model import Report  # noqa: E402
@@ -33,15 +31,16 @@ SAMPLE_DIRS = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir() and not p.n
 
 
 def run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False, env={**NOT_ON_GITHUB, **(env or {})})
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False,
+                              env={**NOT_ON_GITHUB, **(env or {})})
 
 
-@lru_cache(maxsize=None)
+@cache
 def sample_report(name: str):
     path = SAMPLES / name
     if any(path.glob("**/*.xplane.pb")):
-        return xladiag.diagnose(path)
-    return xladiag.diagnose(hlo_dir=path, chip="v6e", program=HLO_PROGRAM if path == HLO_SAMPLE else None)
+        return diagnosed(path)
+    return diagnosed(hlo_dir=path, chip="v6e", program=HLO_PROGRAM if path == HLO_SAMPLE else None)
 
 
 def exposed_share(data: dict, host_offload: bool) -> float:
@@ -81,7 +80,8 @@ def test_collective_gate_value_is_the_exposed_collective_findings_share(tmp_path
     assert gates["max-exposed-collective"]["tripped"] and not gates["max-exposed-host-transfer"]["tripped"]
     highs = [f for f in data["findings"] if f["severity"] == "high"]
     assert gates["fail-on"]["value"] == len(highs) > 0 and gates["fail-on"]["unit"] == "count"
-    assert gates["min-mfu"]["value"] == pytest.approx(data["mfu"]) and gates["min-mfu"]["tripped"] == (data["mfu"] < 0.005)
+    assert gates["min-mfu"]["value"] == pytest.approx(data["mfu"])
+    assert gates["min-mfu"]["tripped"] == (data["mfu"] < 0.005)
     assert result.exit_code == 3
 
 
@@ -165,7 +165,8 @@ def test_annotations_on_github_go_to_stdout_one_per_tripped_gate_and_high_findin
     errors = [c for c in commands if c.startswith("::error ")]
     warnings = [c for c in commands if c.startswith("::warning ")]
     assert len(errors) == sum(g["tripped"] for g in data["gates"]) == 1
-    assert errors[0] == "::error title=xladiag gate --max-exposed-host-transfer::" + data["gates"][1]["message"].replace("%", "%25")
+    message = data["gates"][1]["message"].replace("%", "%25")
+    assert errors[0] == "::error title=xladiag gate --max-exposed-host-transfer::" + message
     highs = [f for f in data["findings"] if f["severity"] == "high"]
     assert len(warnings) == len(highs) == 1 and highs[0]["title"] in warnings[0]
     assert "::" not in result.stderr

@@ -275,6 +275,7 @@ def test_cli_catches_only_the_error_root():
     assert {module for module, _ in errors} == {"errors"}, errors
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_stdout_on_a_full_disk_is_a_usage_error(tmp_path):
     import subprocess

@@ -13,12 +13,11 @@ in the committed pair it is about twice the real one (9.86 ms claimed, 5.23 ms m
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
-import xladiag
-from conftest import SAMPLES
+from conftest import SAMPLES, compared, diagnosed
 
 PAIR = SAMPLES / "jax_fsdp_buckets"
 RULE = "latency-bound-collective"
@@ -26,14 +25,14 @@ RULE = "latency-bound-collective"
 MIN_SHARE_OF_CLAIM = 0.4
 
 
-@lru_cache(maxsize=None)
+@cache
 def report(variant):
-    return xladiag.diagnose(PAIR / variant).to_dict()
+    return diagnosed(PAIR / variant).to_dict()
 
 
-@lru_cache(maxsize=None)
+@cache
 def comparison():
-    return xladiag.compare(PAIR / "before", PAIR / "after").to_dict()
+    return compared(PAIR / "before", PAIR / "after").to_dict()
 
 
 def finding(variant, rule=RULE):

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import pytest
 
+from xladiag.analyzer.analysis import analyze
 from xladiag.analyzer.chips.catalog import load_catalog
 from xladiag.analyzer.chips.names import find_chip
+from xladiag.analyzer.models.collectives import predict_collective
 from xladiag.analyzer.models.topology import (
     collective_placement,
     default_slice_shape,
     parse_topology,
     resolve_topology,
 )
-from xladiag.analyzer.models.collectives import predict_collective
-from xladiag.analyzer.analysis import analyze
 from xladiag.errors import UsageError
 
 REL = 0.02  # the issue's tolerance for the worked answers
@@ -172,10 +172,9 @@ def test_mesh_form_groups_name_their_axes_and_tensorcores_of_one_chip_still_cost
 def test_real_v6e_all_reduce_says_how_it_was_priced():
     """The v6e capture's all-reduce of f32[5,1024,1024,256] (5.37 GB), groups [4,2]<=[2,4]T(1,0) over 8 chips:
     a v6e-8 is 2x4, a group {i, i+4} is a line of 2 along the first axis (no wraparound): 2 x V/2 / W1."""
-    from conftest import TPU_SAMPLE
-    from xladiag.api import diagnose
+    from conftest import TPU_SAMPLE, diagnosed
 
-    report = diagnose(TPU_SAMPLE)
+    report = diagnosed(TPU_SAMPLE)
     op = next(o for o in report.to_dict()["ops"] if o["collective_kind"] == "all-reduce")
     v = 5 * 1024 * 1024 * 256 * 4
     assert op["collective_bytes"] == v and op["replica_group_size"] == 2

@@ -13,6 +13,7 @@ import pytest
 
 import xladiag
 from builders import compare_pairs as pairs
+from conftest import compared, diagnosed, report_data
 from xladiag.compare.noise import ALPHA, t_critical, t_two_sided_p, welch
 from xladiag.errors import InputError
 
@@ -36,7 +37,7 @@ def written(tmp_path_factory):
 
 def _compare(written, name, **kwargs):
     base, new, expected = written[name]
-    return xladiag.compare(base, new, **kwargs), expected
+    return compared(base, new, **kwargs), expected
 
 
 def _op(comparison, name):
@@ -66,7 +67,7 @@ def test_a_slowdown_under_the_threshold_is_reported_not_gated(written):
     change = exp["step_delta_s"] / exp["base_step_s"]
     assert 0.02 < change < 0.05
     assert c.verdict == "slower" and not c.regressed
-    assert xladiag.compare(*written["slightly_slower"][:2], fail_on_regression=0.02).regressed
+    assert compared(*written["slightly_slower"][:2], fail_on_regression=0.02).regressed
 
 
 def test_noise_alone_is_within_noise_and_never_a_regression(written):
@@ -129,9 +130,9 @@ def test_renamed_ops_match_by_framework_op_and_source(written):
 def test_json_report_against_capture(written, tmp_path):
     base, new, exp = written["slower"]
     saved = tmp_path / "base.json"
-    xladiag.diagnose(base).to_json(saved)
+    diagnosed(base).to_json(saved)
     from_json = xladiag.compare(saved, new)
-    from_capture = xladiag.compare(base, new)
+    from_capture = compared(base, new)
     assert from_json.data["base"]["input_kind"] == "json report"
     for key in ("step", "ops", "findings", "breakdown", "mfu"):
         assert from_json.data[key] == from_capture.data[key]
@@ -139,7 +140,7 @@ def test_json_report_against_capture(written, tmp_path):
 
 def test_old_or_unknown_json_is_read_or_refused_with_one_line(written, tmp_path):
     base, new, exp = written["slower"]
-    data = xladiag.diagnose(base).to_dict()
+    data = report_data(base)
     newer = tmp_path / "newer.json"
     newer.write_text(json.dumps({**data, "schema_version": 2}))
     with pytest.raises(InputError, match="schema_version 2, this xladiag reads 1: upgrade xladiag") as err:
@@ -195,6 +196,7 @@ def _cli(*args, env=None):
                           env=env)
 
 
+@pytest.mark.slow
 def test_cli_exit_codes_and_share_parsing(written, tmp_path):
     base, new, _ = written["slower"]
     tripped = _cli("compare", base, new, "--format", "json", "-o", tmp_path / "c.json", "--fail-on-regression", "5%")
@@ -212,6 +214,7 @@ def test_cli_exit_codes_and_share_parsing(written, tmp_path):
     assert "diagnose compare BASE NEW" in helped.stdout
 
 
+@pytest.mark.slow
 def test_cli_on_github_actions_annotates_the_regression_and_appends_the_summary(written, tmp_path):
     import os
 
@@ -235,7 +238,7 @@ def test_a_real_recording_against_itself_and_its_own_json(tmp_path):
 
     sample = SAMPLES / "jax_fsdp_tp_train"
     saved = tmp_path / "r.json"
-    report = xladiag.diagnose(sample)
+    report = diagnosed(sample)
     report.to_json(saved)
     c = xladiag.compare(saved, sample)
     in_step = sum(1 for o in report.to_dict()["ops"] if o["in_step"])
@@ -267,7 +270,7 @@ def test_a_predicted_report_is_not_compared_with_a_measured_one(written, tmp_pat
     from conftest import SAMPLES
 
     predicted = tmp_path / "hlo.json"
-    xladiag.diagnose(hlo_dir=SAMPLES / "hlo_rules_dot_aligned_1024", chip="v6e").to_json(predicted)
+    diagnosed(hlo_dir=SAMPLES / "hlo_rules_dot_aligned_1024", chip="v6e").to_json(predicted)
     with pytest.raises(InputError, match="one report is measured and the other predicted"):
         xladiag.compare(predicted, written["slower"][1])
     both = xladiag.compare(predicted, predicted)  # two static diagnoses compare on predicted times

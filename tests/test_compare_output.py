@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_report_html import EVIL_OP, EVIL_SOURCE  # noqa: E402
-from test_report_markdown import check_tables, parse  # noqa: E402
-
 import xladiag  # noqa: E402
 from builders import compare_pairs as pairs  # noqa: E402
+from test_report_html import EVIL_OP, EVIL_SOURCE  # noqa: E402
+from test_report_markdown import check_tables, parse  # noqa: E402
 from xladiag.report.compare_markdown import MAX_LINE, TOP_OPS  # noqa: E402
 
 
@@ -73,6 +72,7 @@ def test_html_is_self_contained_and_escapes_profile_text(hostile_pair):
     assert "&lt;script&gt;alert" in html
 
 
+@pytest.mark.slow
 def test_html_renders_in_chromium_offline(hostile_pair, tmp_path):
     import test_browser
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import xladiag
-from conftest import SAMPLES
+from conftest import SAMPLES, diagnosed, report_data
 
 FSDP = SAMPLES / "jax_fsdp_tp_train"
 KEPT_RULE = "exposed-collective"
@@ -26,12 +26,13 @@ def _cli(*args, cwd=None):
 @pytest.fixture(scope="module")
 def full():
     """The recording's findings with every rule (several rules fire on it, the kept one among them)."""
-    data = xladiag.diagnose(FSDP).to_dict()
+    data = report_data(FSDP)
     rules = {f["rule"] for f in data["findings"]}
     assert KEPT_RULE in rules and len(rules) >= 3
     return data
 
 
+@pytest.mark.slow
 def test_a_json_written_with_select_against_the_full_capture_shows_nothing_appeared(full, tmp_path):
     selected = tmp_path / "selected.json"
     written = _cli(FSDP, "--format", "json", "-o", selected, "-q", "--select", KEPT_RULE)
@@ -52,6 +53,7 @@ def test_a_json_written_with_select_against_the_full_capture_shows_nothing_appea
     assert same.data["findings_summary"] == c.data["findings_summary"]
 
 
+@pytest.mark.slow
 def test_ignore_and_baseline_apply_to_both_sides(full, tmp_path):
     saved = tmp_path / "full.json"
     saved.write_text(json.dumps(full))
@@ -59,7 +61,8 @@ def test_ignore_and_baseline_apply_to_both_sides(full, tmp_path):
     ignored = xladiag.compare(saved, FSDP, ignore=dropped["rule"])
     assert dropped["rule"] not in set(ignored.findings["rule"])  # not "disappeared" from the JSON side either
     assert ignored.data["findings_summary"]["disappeared"] == 0
-    assert ignored.data["selection"]["findings_left_out"]["base"] == sum(f["rule"] == dropped["rule"] for f in full["findings"])
+    dropped_count = sum(f["rule"] == dropped["rule"] for f in full["findings"])
+    assert ignored.data["selection"]["findings_left_out"]["base"] == dropped_count
     # a base written with a baseline: the accepted finding is not "appeared" in the new capture
     accepted = tmp_path / "accepted.txt"
     accepted.write_text(dropped["key"] + "\n")
@@ -70,6 +73,7 @@ def test_ignore_and_baseline_apply_to_both_sides(full, tmp_path):
     assert c.data["selection"]["baseline_keys"] == 1 and c.data["selection"]["sides_differ"]
 
 
+@pytest.mark.slow
 def test_pyproject_selection_and_capture_overrides_reach_both_sides(full, tmp_path):
     (tmp_path / "pyproject.toml").write_text(f'[tool.xladiag]\nselect = ["{KEPT_RULE}"]\n')
     out = tmp_path / "c.json"
@@ -77,7 +81,7 @@ def test_pyproject_selection_and_capture_overrides_reach_both_sides(full, tmp_pa
     assert run.returncode == 0, run.stderr
     data = json.loads(out.read_text())
     assert set(f["rule"] for f in data["findings"]) == {KEPT_RULE} and not data["selection"]["sides_differ"]
-    ranged = xladiag.diagnose(FSDP, steps="2:3").to_dict()
+    ranged = report_data(FSDP, steps="2:3")
     assert data["base"]["steps"] == data["new"]["steps"] == 1 != full["steps"]["count"]
     assert data["base"]["per_step_s"] == data["new"]["per_step_s"] == ranged["steps"]["per_step_s"]
     # a JSON side is read as written, and the comparison says so
@@ -112,10 +116,10 @@ def test_compare_markdown_stays_under_the_cap_and_says_the_cut(full, tmp_path):
 
 def test_one_gate_is_singular(tmp_path):
     saved = tmp_path / "r.json"
-    xladiag.diagnose(FSDP).to_json(saved)
+    diagnosed(FSDP).to_json(saved)
     md = xladiag.compare(saved, saved, fail_on_regression=0.05).to_markdown()
     assert "**The gate holds.**" in md and "All 1 gates" not in md
-    report = xladiag.diagnose(FSDP).with_gates(min_mfu=0.99)
+    report = diagnosed(FSDP).with_gates(min_mfu=0.99)
     md = report.to_markdown()
     assert "**1 of 1 gate tripped**" in md and "gates tripped" not in md
     assert "1 of 1 gate tripped" in repr(report)

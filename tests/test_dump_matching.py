@@ -153,6 +153,7 @@ def test_hlo_only_a_dump_cut_before_entry_is_an_error_unless_named(tmp_path):
     """The bundled MaxText module is cut before ENTRY: no program, so HLO-only mode refuses it in one line;
     --program naming it analyses the computations it holds, with a warning."""
     from click.testing import CliRunner
+
     from xladiag.cli import main
 
     def run(*args):
@@ -172,6 +173,7 @@ def test_hlo_only_a_dump_cut_before_entry_is_an_error_unless_named(tmp_path):
 
 def test_cli_whole_dump_exit_0_and_program_option(tmp_path):
     from click.testing import CliRunner
+
     from xladiag.cli import main
 
     def run(*args):

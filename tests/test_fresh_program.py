@@ -9,19 +9,19 @@ collective ops measured in the first recording). These pin the breakdown to the 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
 import xladiag
-from conftest import SAMPLES
+from conftest import SAMPLES, diagnosed
 
 RNN = SAMPLES / "jax_scan_rnn"
 
 
-@lru_cache(maxsize=None)
+@cache
 def report():
-    return xladiag.diagnose(RNN)
+    return diagnosed(RNN)
 
 
 def test_the_sample_is_a_sharded_scan():

@@ -1,6 +1,7 @@
-"""The fuzz suite at CI size: seeded mutants of every bundled capture and dump, through the real CLI.
+"""The fuzz suite at CI size: seeded mutants of every bundled capture and dump, through the real CLI entry
+point, in this process (tests/fuzz/in_process.py); the process runner of long runs is checked on one seed.
 
-A longer run of the same fuzzer: ``python tests/fuzz/fuzz_inputs.py --mutants 5000 --seed N``.
+A longer run of the same fuzzer, a process per mutant: ``python tests/fuzz/fuzz_inputs.py --mutants 5000 --seed N``.
 """
 
 from __future__ import annotations
@@ -11,15 +12,20 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
+import pytest  # noqa: E402
+
 import fuzz_inputs  # noqa: E402
+import in_process  # noqa: E402
 import mutators  # noqa: E402
 
-CI_MUTANTS = 60  # ~30 s on two idle cores
+CI_MUTANTS = 60
 CI_SEED = 2026
 
 
+@pytest.mark.slow
 def test_fuzz_ci_run():
-    outcomes, broken = fuzz_inputs.run_fuzz(CI_MUTANTS, CI_SEED, workers=2)
+    with in_process.worker_runner(2) as runner:  # two processes, each started once, for two cores
+        outcomes, broken = fuzz_inputs.run_fuzz(CI_MUTANTS, CI_SEED, workers=2, runner=runner)
     assert not broken, [(o.mutant.seed.name, o.problems) for o in broken]
     failed = [o for o in outcomes if o.problems]
     assert not failed, fuzz_inputs.summary(outcomes)
@@ -28,6 +34,63 @@ def test_fuzz_ci_run():
     assert codes[0] >= 5 and codes[1] >= 5, codes
     assert {o.mutant.seed.kind for o in outcomes} == {"xplane", "hlo"}
     assert max(o.rss for o in outcomes) < fuzz_inputs.RSS_CAP_BYTES
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # preexec_fn forks; the child only execs
+def test_process_runner_of_the_long_runs(tmp_path):
+    """The runner of long runs (a process per mutant, under an address-space cap): a seed passes, its RSS read."""
+    seed = next(s for s in fuzz_inputs.seeds() if s.name == "jax_many_programs/cpu-host.xplane.pb")
+    outcome = fuzz_inputs.run_mutant(fuzz_inputs.unmutated(seed), tmp_path)
+    assert outcome.code == 0 and outcome.problems == [], outcome.problems
+    assert 0 < outcome.rss < fuzz_inputs.RSS_CAP_BYTES
+
+
+def test_in_process_runner_sees_what_a_process_would(tmp_path, monkeypatch):
+    """A crash, a Python warning, a timeout, a runaway allocation and the memory used, each seen in-process."""
+    import time
+    import warnings
+
+    import numpy as np
+
+    import xladiag.api
+    from xladiag.errors import InputError
+
+    seed = next(s for s in fuzz_inputs.seeds() if s.name == "jax_many_programs/cpu-host.xplane.pb")
+
+    def run(body):
+        monkeypatch.setattr(xladiag.api, "diagnose", lambda *a, **k: body())
+        outcome = in_process.run_mutant(fuzz_inputs.unmutated(seed), tmp_path / body.__name__)
+        return outcome.code, outcome.problems, outcome.rss
+
+    def crash():
+        raise ZeroDivisionError("boom")
+
+    def warn():
+        warnings.warn("odd input", UserWarning, stacklevel=1)
+        raise InputError("bad input")
+
+    def hang():
+        time.sleep(30)
+
+    def runaway():  # past the 8 GiB of address space the runner allows: refused at once, nothing touched
+        return np.empty(fuzz_inputs._ADDRESS_SPACE_LIMIT * 2, np.uint8)
+
+    def big():
+        np.ones(300_000_000, np.uint8).sum()
+        raise InputError("bad input")
+
+    assert run(crash)[:2] == (1, ["crash: diagnose: error: internal error: ZeroDivisionError: boom (rerun with --debug;"
+                                  " please report)"])
+    code, problems, _ = run(warn)
+    assert code == 1 and len(problems) == 1 and problems[0].startswith("python warning: ")
+    assert "odd input" in problems[0]
+    code, problems, _ = run(runaway)
+    assert code == 1 and len(problems) == 1 and "internal error: MemoryError" in problems[0], problems
+    code, problems, rss = run(big)
+    assert (code, problems) == (1, []) and rss >= 250_000_000
+    monkeypatch.setattr(fuzz_inputs, "TIMEOUT_S", 1)
+    assert run(hang)[:2] == (-9, ["timeout"])
 
 
 def test_checker_flags_every_kind_of_absurd_number():
@@ -69,6 +132,7 @@ def test_nested_damage_keeps_the_enclosing_lengths_right(tpu_xplane):
 def test_fuzz_find_huge_allocation_number_is_a_note_not_a_crash(tmp_path):
     """Fuzz find: a 23-digit size in a buffer assignment overflowed int64 (OverflowError, exit 1)."""
     import pytest
+
     from xladiag.parsers.xla_memory_reports import MemoryReportError, parse_buffer_assignment
 
     text = "allocation 0: size 18446744073709551616999, parameter 0, shape |f32[4]| at ShapeIndex {}:\n"

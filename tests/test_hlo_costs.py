@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from xladiag.analyzer.hlo.op_bytes import instruction_bytes
 from xladiag.analyzer.hlo.costs import (
     convolution_flops,
     dot_flops,
@@ -16,6 +15,7 @@ from xladiag.analyzer.hlo.costs import (
     instruction_flops,
     top_level_computations,
 )
+from xladiag.analyzer.hlo.op_bytes import instruction_bytes
 from xladiag.parsers.hlo_text import parse_hlo_file, parse_hlo_module
 
 V6E = Path(__file__).resolve().parent.parent / "sample_profiles" / "hlo_maxtext_llama3_8b_v6e4" / "maxtext_llama3_8b_v6e4.after_optimizations.txt"

@@ -6,7 +6,9 @@ import tracemalloc
 import pytest
 
 from xladiag.parsers.hlo_replica_groups import (
-    MAX_DEVICES, parse_mesh_axes, parse_replica_group_list, parse_replica_groups,
+    MAX_DEVICES,
+    parse_replica_group_list,
+    parse_replica_groups,
     parse_source_target_pairs,
 )
 from xladiag.parsers.hlo_tokens import HloParseError

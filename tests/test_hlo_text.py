@@ -9,8 +9,12 @@ from pathlib import Path
 import pytest
 
 from xladiag.parsers.hlo_text import (
-    HloParseError, find_hlo_dumps, parse_hlo_file, parse_hlo_module, parse_mesh_axes,
-    parse_replica_groups, parse_shape, parse_source_target_pairs,
+    HloParseError,
+    find_hlo_dumps,
+    parse_hlo_file,
+    parse_hlo_module,
+    parse_mesh_axes,
+    parse_replica_groups,
 )
 
 V6E = Path(__file__).resolve().parent.parent / "sample_profiles" / "hlo_maxtext_llama3_8b_v6e4" / "maxtext_llama3_8b_v6e4.after_optimizations.txt"

@@ -18,10 +18,10 @@ from builders.xspace_encoder import FIRST_STEP_START_PS, TpuCaptureBuilder
 from xladiag.analyzer.analysis import analyze
 from xladiag.analyzer.hosts.reduce import reduce_host
 from xladiag.analyzer.tables import STEP_EVENTS
-from xladiag.parsers.xplane import read_xspace
 from xladiag.api import build_report, diagnose
 from xladiag.cli import main as cli_main
 from xladiag.errors import UsageError
+from xladiag.parsers.xplane import read_xspace
 from xladiag.report.chart_data import representative_step_events
 
 
@@ -157,6 +157,7 @@ def test_chosen_steps_reduce_each_host_once(run_dir, monkeypatch, given):
     assert once == twice
 
 
+@pytest.mark.slow
 def test_dask_local_cluster_gives_the_local_json(run_dir):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,

@@ -6,12 +6,12 @@ import copy
 import fnmatch
 import json
 import sys
-from functools import lru_cache
+from functools import cache
 
 import jsonschema
 import pytest
 
-from conftest import HLO_PROGRAM, HLO_SAMPLE, REPO, SAMPLES
+from conftest import HLO_PROGRAM, HLO_SAMPLE, REPO, SAMPLES, diagnosed
 from xladiag.api import diagnose
 from xladiag.report.json_schema import SCHEMA_FILES, load_schema, schema_text
 
@@ -24,13 +24,13 @@ SAMPLE_NAMES = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir() and not p.
 REGENERATE = "python -m xladiag.report.json_schema (after adding the field to report/json_schema.py)"
 
 
-@lru_cache(maxsize=None)
+@cache
 def sample_report(name: str) -> str:
     path = SAMPLES / name
     if any(path.glob("plugins/profile/*/*.xplane.pb")):
-        return diagnose(path).to_json()
+        return diagnosed(path).to_json()
     program = HLO_PROGRAM if name == HLO_SAMPLE.name else None  # that dump is cut before its ENTRY
-    return diagnose(hlo_dir=path, chip="v6e", program=program).to_json()
+    return diagnosed(hlo_dir=path, chip="v6e", program=program).to_json()
 
 
 def validator():

@@ -38,7 +38,8 @@ def _package_modules() -> dict[str, Path]:
     out = {}
     for path in sorted(REPO.rglob("*.py")):
         rel = path.relative_to(REPO)
-        if rel.parts[0] in ("tests", "benchmarks", "sample_profiles", "build", "artifacts") or rel.parts[0].startswith("."):
+        top = rel.parts[0]
+        if top in ("tests", "benchmarks", "sample_profiles", "build", "artifacts") or top.startswith("."):
             continue
         parts = list(rel.with_suffix("").parts)
         if parts[-1] == "__init__":
@@ -105,7 +106,7 @@ def _violations(modules: dict[str, Path], root: Path) -> set[tuple[str, str]]:
     for name, path in modules.items():
         rel = str(path.relative_to(root))
         here = _layer(name)
-        for target, node in _imports(name, path, modules):
+        for target, _node in _imports(name, path, modules):
             if target.startswith("<stdlib>"):
                 std = target.removeprefix("<stdlib>").split(".")[0]
                 if name.startswith("rules.") and name != "rules.catalog" and std in IO_MODULES:
@@ -124,7 +125,8 @@ def _violations(modules: dict[str, Path], root: Path) -> set[tuple[str, str]]:
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Call):
                     func = node.func
-                    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+                    called = (func.id if isinstance(func, ast.Name)
+                              else func.attr if isinstance(func, ast.Attribute) else "")
                     if called in IO_CALLS and (called != "open" or isinstance(func, ast.Name)):
                         found.add((rel, f"calls {called}()" if isinstance(func, ast.Name) else f"calls .{called}()"))
     return found
@@ -152,7 +154,8 @@ def test_the_walk_sees_every_layer_and_catches_what_it_should(tmp_path):
                             "def check(a):\n    return open('x').read()\n",
         "errors.py": "from .analyzer.steps import windows\n",
         "report/planted.py": "def f():\n    from ..cli import main\n    from ..rules import registry\n",
-        "analyzer/capture/planted.py": "from ..hlo import facts\nfrom ..chips import catalog\nfrom ..hosts import merge\n",
+        "analyzer/capture/planted.py": ("from ..hlo import facts\nfrom ..chips import catalog\n"
+                                        "from ..hosts import merge\n"),
     }
     modules = {}
     for rel, source in planted.items():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from builders.large_capture import multi_host_capture
-from conftest import SAMPLES
+from conftest import SAMPLES, diagnosed
 from test_host_map import _all_events
 from xladiag.analyzer.analysis import analyze
 from xladiag.analyzer.steps.occurrences import representative_steps
@@ -40,7 +40,7 @@ def test_each_op_occurrence_is_its_median_event_in_the_representative_steps(name
 
 @pytest.mark.parametrize("name", CAPTURES)
 def test_finding_ops_carry_their_occurrence_in_every_format(name):
-    report = diagnose(SAMPLES / name)
+    report = diagnosed(SAMPLES / name)
     data = json.loads(report.to_json())
     a = report.analysis
     hosts = dict(zip(a.devices["device"], a.devices["host"]))

@@ -49,6 +49,7 @@ with jax.profiler.trace(sys.argv[1]):
 """
 
 
+@pytest.mark.slow
 def test_convert_ops_of_a_real_capture_are_not_convolutions(tmp_path):
     """A real JAX CPU capture (no dump) of dtype converts: its ops ('sine_convert_fusion', 'wrapped_convert')
     contain 'conv', which the old substring test called 'convolution'."""

@@ -31,7 +31,8 @@ def _hostile_capture(tmp_path: Path, device_type: str = xspace_encoder.V6E_DEVIC
     template = []
     for op in _layout_template():
         template.append(dataclasses.replace(op, name=EVIL_OP, source=EVIL_SOURCE) if op.name == "copy" else op)
-    builder, _ = scenarios.build_train_steps(template, builder=xspace_encoder.TpuCaptureBuilder(device_type=device_type))
+    builder, _ = scenarios.build_train_steps(template,
+                                             builder=xspace_encoder.TpuCaptureBuilder(device_type=device_type))
     builder.write(tmp_path)
     return tmp_path
 

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from builders.large_capture import multi_host_capture
-from conftest import SAMPLES
+from conftest import SAMPLES, diagnosed
 from xladiag.api import diagnose
 from xladiag.cli import main
 
@@ -47,15 +47,16 @@ def test_steps_range_measures_exactly_those_executions():
     assert a.choices["steps"] == {"value": "0:3", "source": "given"}
     one = diagnose(MANY, program="jit_dot(6)", steps="0").analysis
     assert one.steps.count == 1
-    assert KNOWN[6]["execution_span_ms"]["min"] - 6e-4 <= one.step_s * 1e3 <= KNOWN[6]["execution_span_ms"]["max"] + 6e-4
+    span = KNOWN[6]["execution_span_ms"]
+    assert span["min"] - 6e-4 <= one.step_s * 1e3 <= span["max"] + 6e-4
 
 
 def test_steps_on_annotated_steps_use_their_step_numbers():
-    full = diagnose(FSDP).analysis
+    full = diagnosed(FSDP).analysis
     table = full.steps.table
     assert full.choices["steps"] == {"value": "1:3", "source": "inferred"}  # step 0 is the warm-up
     for numbers in ("0", "2:3", "0:2"):
-        a = diagnose(FSDP, steps=numbers).analysis
+        a = diagnosed(FSDP, steps=numbers).analysis
         first, _, stop = numbers.partition(":")
         wanted = range(int(first), int(stop) if stop else int(first) + 1)
         rows = table[table["step_num"].isin(wanted)]
@@ -92,7 +93,8 @@ def test_host_reads_one_host_as_if_alone(two_hosts, tmp_path):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (("--program", "jit_nope"), "--program jit_nope: no such program in the capture; programs: jit_dot(10), jit_dot(8)"),
+    (("--program", "jit_nope"),
+     "--program jit_nope: no such program in the capture; programs: jit_dot(10), jit_dot(8)"),
     (("--steps", "40:42"), "--steps 40:42: no such step; steps in this capture: 0:1"),
     (("--steps", "3:1"), "the end comes after the start"),
     (("--steps", "one"), "expected A:B"),

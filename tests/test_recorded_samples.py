@@ -10,7 +10,7 @@ import json
 import re
 import sys
 from collections import Counter
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
@@ -27,7 +27,7 @@ def answers(sample):
     return json.loads((sample / _recording.ANSWERS).read_text())
 
 
-@lru_cache(maxsize=None)
+@cache
 def read_back(sample, step_name):
     return _recording.trace_answers(only_xplane(sample), step_name)
 
@@ -97,7 +97,8 @@ def test_many_programs_share_one_name_and_one_op_name():
 def test_many_programs_dump_shapes_are_the_recorded_ones():
     for program in answers(MANY)["programs"]:
         m, k, n = program["m_k_n"]
-        text = next((MANY / "hlo").glob(f"module_{program['program_id']:04d}.jit_dot.*after_optimizations.txt")).read_text()
+        pattern = f"module_{program['program_id']:04d}.jit_dot.*after_optimizations.txt"
+        text = next((MANY / "hlo").glob(pattern)).read_text()
         assert f"f32[{m},{k}]" in text and f"f32[{k},{n}]" in text and f"f32[{m},{n}]" in text
         assert program["flops"] == 2 * m * k * n
 
@@ -135,7 +136,8 @@ def test_padding_fixtures_padded_fraction():
 
 def test_attention_fixture_materializes_the_score_matrix_and_the_mlp_does_not():
     attention, mlp = answers(SAMPLES / "hlo_rules_attention_naive"), answers(SAMPLES / "hlo_rules_mlp_same_flops")
-    assert attention["flops"] == mlp["flops"] == attention["dot_flops_per_device_from_hlo"] == mlp["dot_flops_per_device_from_hlo"]
+    assert (attention["flops"] == mlp["flops"] == attention["dot_flops_per_device_from_hlo"]
+            == mlp["dot_flops_per_device_from_hlo"])
     scores, out = attention["dots"]
     assert scores["result"] == attention["score_matrix"] == [4, 8, 2048, 2048]
     assert attention["score_matrix_bytes_f32"] == 4 * 8 * 2048 * 2048 * 4

@@ -76,7 +76,8 @@ def test_discovery_takes_the_newest_run_all_hosts_and_reads_nothing_else(bucket,
 
     read = []
     original = type(fs).cat_file
-    monkeypatch.setattr(type(fs), "cat_file", lambda self, path, *a, **k: read.append(path) or original(self, path, *a, **k))
+    monkeypatch.setattr(type(fs), "cat_file",
+                        lambda self, path, *a, **k: read.append(path) or original(self, path, *a, **k))
     report = diagnose(f"memory://{root}", workers=1)  # read here, where the reads are counted
     assert sorted(Path(p).name for p in read) == ["h0.xplane.pb", "h1.xplane.pb"]
     assert all("2025_06_01" in p for p in read)

@@ -15,7 +15,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_report_json import CAPTURES, HLO_SAMPLE, capture_analysis, crafted_report, hlo_analysis  # noqa: E402
-
 from xladiag.report import html as html_report  # noqa: E402
 from xladiag.report import svg  # noqa: E402
 from xladiag.report.html import render_html  # noqa: E402
@@ -85,7 +84,8 @@ def test_report_opens_with_the_verdict_and_has_every_part(name):
                   "roofline", "timeline", "ops-table", "ops-filter"):
         assert ident in page.ids, ident
     # The verdict comes before the fixes, which come before the capture details and the ops table.
-    order = [text.index(f'id="{i}"') for i in ("verdict", "breakdown-bar", "fix-list", "capture", "roofline", "ops-table")]
+    order = [text.index(f'id="{i}"')
+             for i in ("verdict", "breakdown-bar", "fix-list", "capture", "roofline", "ops-table")]
     assert order == sorted(order)
     # Step time as measured: the mean over measured device-steps, recomputed here.
     measured = a.steps.table[~a.steps.table["is_warmup"]]
@@ -328,7 +328,8 @@ def test_finding_details_read_in_units():
     detail = html_report._detail_text
     assert detail("bytes_per_step", 3.221e10) == "32.2 GB"
     assert detail("hbm_headroom_bytes", 2**30) == "1.07 GB"
-    assert detail("ops", [{"op": "x", "bytes": 4096.0, "s_per_step": 2.5e-4}]) == "op: x; bytes: 4.1 kB; s_per_step: 250 µs"
+    assert (detail("ops", [{"op": "x", "bytes": 4096.0, "s_per_step": 2.5e-4}])
+            == "op: x; bytes: 4.1 kB; s_per_step: 250 µs")
     assert detail("hbm_bytes_per_s", 1.64e12) == "1.64 TB/s"
     assert detail("remat_s_per_step", 0.0123) == "12.3 ms"
     assert detail("hidden_fraction", 0.25) == "25.0%"
@@ -336,8 +337,8 @@ def test_finding_details_read_in_units():
 
 def test_v6e_numbers_read_the_same_in_headline_html_and_markdown():
     """The real v6e capture with the real rules: one MFU and one step time, whatever the format."""
-    from xladiag.report.markdown import render_markdown
     from xladiag.api import build_report
+    from xladiag.report.markdown import render_markdown
 
     a = capture_analysis("tpu_v6e_host_offload")
     report = build_report(a)
@@ -349,7 +350,8 @@ def test_v6e_numbers_read_the_same_in_headline_html_and_markdown():
     # 783 ms step at 918 TFLOP/s is ~5.6e-6 (the step is host-transfer bound), which reads '<0.1%'.
     expected_mfu = a.model_flops_per_step / (a.steps.mean_s * a.chip.peak_bf16_flops_per_s)
     assert a.mfu == pytest.approx(expected_mfu, rel=1e-9) and expected_mfu < 1e-3 and mfu == "<0.1%"
-    assert float(step.split()[0]) * {"s": 1, "ms": 1e-3, "µs": 1e-6}[step.split()[1]] == pytest.approx(a.steps.mean_s, rel=5e-3)
+    value, unit = step.split()[:2]
+    assert float(value) * {"s": 1, "ms": 1e-3, "µs": 1e-6}[unit] == pytest.approx(a.steps.mean_s, rel=5e-3)
 
     def card(label):
         return unescape(text.split(f'<div class="label">{label}</div><div class="value">', 1)[1].split("</div>", 1)[0])

@@ -6,7 +6,7 @@ import dataclasses
 import json
 import math
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +42,7 @@ ENTRY %main (a: bf16[1024,1024], b: bf16[1024,1024]) -> bf16[1024,1024] {
 """
 
 
-@lru_cache(maxsize=None)
+@cache
 def capture_analysis(name: str):
     if name == HLO_SAMPLE:
         return analyze(hlo_dir=SAMPLES / name, chip="v6e", program=HLO_PROGRAM)
@@ -61,7 +61,7 @@ def crafted_report(analysis, n_ops: int = 3) -> Report:
         OpEvidence(str(r.op_name), float(r.measured_s_per_step), float(r.predicted_s_per_step), "test detail")
         for r in ops.itertuples()
     )
-    cost = float(np.nansum(ops["measured_s_per_step"])) if analysis.measured else float(np.nansum(ops["predicted_s_per_step"]))
+    cost = float(np.nansum(ops["measured_s_per_step" if analysis.measured else "predicted_s_per_step"]))
     finding = make_finding(
                   rule="test-rule",
                   priced=Priced(time_s_per_step=cost, est_savings_s_per_step=cost / 2, step_s=analysis.step_s, confidence="medium", ops=evidence),
@@ -139,8 +139,9 @@ def test_findings_keep_rank_and_fields():
     findings = strict_loads(render_json(report))["findings"]
     assert [f["rule"] for f in findings] == ["test-rule", "small"]
     f = findings[0]
-    assert set(f) == {"rule", "kind", "key", "severity", "title", "time_s_per_step", "est_savings_s_per_step", "counted_s_per_step", "fraction_of_step",
-                      "confidence", "lever", "benefit", "related_ops", "ops", "evidence", "fix", "details"}
+    assert set(f) == {"rule", "kind", "key", "severity", "title", "time_s_per_step", "est_savings_s_per_step",
+                      "counted_s_per_step", "fraction_of_step", "confidence", "lever", "benefit", "related_ops", "ops",
+                      "evidence", "fix", "details"}
     top3 = a.ops[a.ops["in_step"]].head(3)
     assert f["time_s_per_step"] == pytest.approx(top3["measured_s_per_step"].sum())
     assert f["fraction_of_step"] == pytest.approx(top3["measured_s_per_step"].sum() / a.steps.mean_s)

@@ -11,7 +11,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from test_report_html import EVIL_OP, hostile  # noqa: E402
 from test_report_json import ALL_SAMPLES, CAPTURES, capture_analysis, crafted_report, hlo_analysis  # noqa: E402
-
 from xladiag.report.markdown import MAX_BYTES, escape_text, render_markdown  # noqa: E402
 from xladiag.report.model import Report  # noqa: E402
 from xladiag.rules.base import OpEvidence, Priced, make_finding  # noqa: E402

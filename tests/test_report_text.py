@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 import sys
-from functools import lru_cache
+from functools import cache
 
 import pytest
 from click.testing import CliRunner
 
-from conftest import CPU_SAMPLE, HLO_PROGRAM, HLO_SAMPLE, SAMPLES
+from conftest import CPU_SAMPLE, HLO_PROGRAM, HLO_SAMPLE, SAMPLES, diagnosed
 from xladiag import cli
 from xladiag.api import diagnose
 from xladiag.report.text import WIDTH, columns, fit
@@ -18,12 +18,12 @@ SAMPLE_NAMES = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir() and not p.
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
-@lru_cache(maxsize=None)
+@cache
 def sample(name: str):
     path = SAMPLES / name
     if any(path.glob("plugins/profile/*/*.xplane.pb")):
-        return diagnose(path)
-    return diagnose(hlo_dir=path, chip="v6e", program=HLO_PROGRAM if name == HLO_SAMPLE.name else None)
+        return diagnosed(path)
+    return diagnosed(hlo_dir=path, chip="v6e", program=HLO_PROGRAM if name == HLO_SAMPLE.name else None)
 
 
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
@@ -39,7 +39,8 @@ def test_every_sample_fits_the_terminal_and_says_what_matters(name):
     # (nothing to save here) after them, apart.
     assert any(line.startswith("  Step time") for line in lines)
     fixes = [f for f in report.findings if f.severity != "info"]
-    at = [next(i for i, line in enumerate(lines) if line.startswith(f"{k:>2}. ")) for k in range(1, len(fixes) + 1)]
+    at = [next(i for i, line in enumerate(lines) if line.startswith(f"{k:>2}. "))
+          for k in range(1, len(fixes) + 1)]
     assert at == sorted(at)
     for k, f in enumerate(fixes, 1):
         assert lines[at[k - 1]].split()[2] == f.title.split()[0]  # '1. HIGH <title...>'

@@ -148,7 +148,8 @@ def test_pyproject_table_is_found_upward_and_the_command_line_wins(full, tmp_pat
     assert run(CPU_SAMPLE, "-q", "--format", "json", "-o", out).exit_code == 0
     data = json.loads(out.read_text())
     assert first not in {f["rule"] for f in data["findings"]} and second in {f["rule"] for f in data["findings"]}
-    assert data["selection"]["rules_left_out"] == [{"rule": first, "why": f"in {tmp_path / 'pyproject.toml'} [tool.xladiag] ignore"}]
+    why = f"in {tmp_path / 'pyproject.toml'} [tool.xladiag] ignore"
+    assert data["selection"]["rules_left_out"] == [{"rule": first, "why": why}]
 
     assert run(CPU_SAMPLE, "-q", "--format", "json", "-o", out, "--ignore", second).exit_code == 0
     rules = {f["rule"] for f in json.loads(out.read_text())["findings"]}

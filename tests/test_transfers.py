@@ -6,12 +6,12 @@ import pandas as pd
 import pytest
 
 from xladiag.analyzer.chips.catalog import load_catalog
-from xladiag.analyzer.hlo.op_bytes import wrapped_instruction
 from xladiag.analyzer.hlo.dump import DumpModule
 from xladiag.analyzer.hlo.facts import attach_hlo_facts
+from xladiag.analyzer.hlo.op_bytes import wrapped_instruction
 from xladiag.analyzer.models.collective_pricing import price_collectives
-from xladiag.analyzer.steps.windows import Steps
 from xladiag.analyzer.steps.transfers import attach_transfers
+from xladiag.analyzer.steps.windows import Steps
 from xladiag.parsers.hlo_text import parse_hlo_module
 
 MODULE = """HloModule jit_step, is_scheduled=true
@@ -63,7 +63,8 @@ def test_every_done_op_knows_its_start_and_kind():
     assert ops["start_op"].dropna().to_dict() == {
         "all-gather-done": "all-gather-start", "rs-done": "rs-start", "copy-done": "copy-start"}
     assert ops["transfer_kind"].isna()["n"]
-    assert ops["transfer_kind"].dropna().to_dict() == {"all-gather-start": "all-gather", "all-gather-done": "all-gather", "rs-start": "reduce-scatter",
+    assert ops["transfer_kind"].dropna().to_dict() == {"all-gather-start": "all-gather", "all-gather-done": "all-gather",
+                     "rs-start": "reduce-scatter",
                      "rs-done": "reduce-scatter", "copy-start": "host-offload", "copy-done": "host-offload"}
     # Only the ring model's collectives are priced; the wrapped reduce-scatter gets its start's replica group.
     assert ops.loc["rs-done", "collective_kind"] == "reduce-scatter"

@@ -111,13 +111,15 @@ def test_signal_mid_write_leaves_no_temp_file_and_the_old_report(tmp_path, signu
     assert target.read_text() == "previous report"
 
 
+@pytest.mark.slow
 def test_cli_output_onto_a_device_and_a_missing_dir(tmp_path, cpu_xplane):
     node = _char_device(tmp_path)
-    ok = subprocess.run([sys.executable, "-m", "xladiag.cli", str(cpu_xplane), "--format", "json", "-o", str(node), "-q"],
-                        capture_output=True, text=True, cwd=ROOT.parent)
+    cli = [sys.executable, "-m", "xladiag.cli", str(cpu_xplane)]
+    ok = subprocess.run([*cli, "--format", "json", "-o", str(node), "-q"], capture_output=True, text=True,
+                        cwd=ROOT.parent)
     assert ok.returncode == 0, ok.stderr
     assert stat.S_ISCHR(node.stat().st_mode)
-    bad = subprocess.run([sys.executable, "-m", "xladiag.cli", str(cpu_xplane), "-o", str(tmp_path / "nowhere") + "/", "-q"],
-                         capture_output=True, text=True, cwd=ROOT.parent)
+    bad = subprocess.run([*cli, "-o", str(tmp_path / "nowhere") + "/", "-q"], capture_output=True, text=True,
+                         cwd=ROOT.parent)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "diagnose: error:" in bad.stderr
     assert not (tmp_path / "nowhere").exists()

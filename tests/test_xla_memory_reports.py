@@ -10,9 +10,13 @@ import pytest
 from conftest import CPU_SAMPLE, SAMPLES
 from xladiag.analyzer.analysis import analyze
 from xladiag.parsers.discovery import discover, dump_module_id
-from xladiag.parsers.xla_memory_reports import (MemoryReportError, parse_buffer_assignment,
-                                                parse_memory_usage_report, read_buffer_assignment,
-                                                read_memory_usage_report)
+from xladiag.parsers.xla_memory_reports import (
+    MemoryReportError,
+    parse_buffer_assignment,
+    parse_memory_usage_report,
+    read_buffer_assignment,
+    read_memory_usage_report,
+)
 
 
 def test_discovery_pairs_each_report_with_its_hlo_file():

@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from builders import scenarios
-from builders.xspace_encoder import _field_bytes as _field, _varint_bytes as _varint  # the builder's encoder
+from builders.xspace_encoder import _field_bytes as _field  # the builder's encoder
+from builders.xspace_encoder import _varint_bytes as _varint
 from xladiag.cli import main
 from xladiag.parsers import xplane_planes
 from xladiag.parsers.xevent_columns import read_line_events
@@ -106,7 +107,9 @@ def test_out_of_memory_is_an_input_error(tmp_path, monkeypatch):
 
 
 def test_start_past_int64_is_flagged_not_wrapped():
-    event = lambda offset: b"\x08\x01\x10" + _varint(offset) + b"\x18\x05"  # metadata 1, offset, duration 5
+    def event(offset):  # metadata 1, offset, duration 5
+        return b"\x08\x01\x10" + _varint(offset) + b"\x18\x05"
+
     cols = read_line_events([event(10), event(2**63 - 1), event(2**64 - 3)], 1000, {})
     assert cols["start_valid"].tolist() == [True, False, True]  # 2**64-3 is -3 ps as int64: fits
     assert cols["start_ps"][0] == 1_000_010 and cols["start_ps"][2] == 999_997

@@ -172,7 +172,8 @@ def test_async_line_spans_start_to_done_and_names_the_done_op(tmp_path):
 
 def test_line_timestamp_and_ref_values_are_honoured():
     b = xspace_encoder.TpuCaptureBuilder(num_devices=1, line_timestamp_ns=1_000_000, use_ref_values=True)
-    text = hlo_snippets.copy_text("copy.3", hlo_snippets.tpu_shape("f32", [128, 256], [0, 1]), hlo_snippets.tpu_shape("f32", [128, 256]), "p0")
+    text = hlo_snippets.copy_text("copy.3", hlo_snippets.tpu_shape("f32", [128, 256], [0, 1]),
+                                  hlo_snippets.tpu_shape("f32", [128, 256]), "p0")
     b.add_op(0, "copy.3", text, "data formatting", 2_000_000_000, 7_000_000, program_id=42, bytes_accessed=262144)
     b.add_op(0, "copy.3", text, "data formatting", 1_500_000_000, 5_000_000, program_id=42, bytes_accessed=262144)
     plane = _device_planes(b.space())[0]

@@ -13,7 +13,12 @@ from dataclasses import replace
 import numpy as np
 
 from .scenarios import (
-    PS_PER_S, all_gather_pair, build_train_steps, loop_fusion, matmul_fusion, remat_template,
+    PS_PER_S,
+    all_gather_pair,
+    build_train_steps,
+    loop_fusion,
+    matmul_fusion,
+    remat_template,
 )
 
 STEPS = 8
@@ -64,7 +69,8 @@ def one_op_slower(factor: float = 2.0, *, jitter: float = 0.0, seeds=(1, 2)):
 def only_noise(jitter: float = 0.02, *, seeds=(11, 12), steps: int = STEPS):
     """The same program twice; every step scaled by 1 + N(0, jitter), different draws on each side."""
     base = base_template()
-    return (_build(base, jitter=jitter, seed=seeds[0], steps=steps), _build(base, jitter=jitter, seed=seeds[1], steps=steps),
+    return (_build(base, jitter=jitter, seed=seeds[0], steps=steps),
+            _build(base, jitter=jitter, seed=seeds[1], steps=steps),
             {"base_scales": _scales(jitter, seeds[0], steps), "new_scales": _scales(jitter, seeds[1], steps),
              "template_step_s": step_s(base)})
 

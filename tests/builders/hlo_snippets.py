@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterable, Sequence
-
+from collections.abc import Iterable, Sequence
 
 _DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "f32": 4, "s64": 8, "f64": 8}
 

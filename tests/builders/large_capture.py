@@ -8,11 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .xspace_encoder import (
-    FIRST_STEP_START_PS, PS_PER_US, TRAIN_STEP_PROGRAM, TRAIN_STEP_PROGRAM_ID, TpuCaptureBuilder,
-)
-from .scenarios import OpSpec, SOURCE_FILE, TF_BWD, TF_FWD, all_gather_pair, loop_fusion, matmul_fusion
 from .hlo_snippets import array_bytes, copy_text, tpu_shape
+from .scenarios import SOURCE_FILE, TF_BWD, TF_FWD, OpSpec, all_gather_pair, loop_fusion, matmul_fusion
+from .xspace_encoder import (
+    FIRST_STEP_START_PS,
+    PS_PER_US,
+    TRAIN_STEP_PROGRAM,
+    TRAIN_STEP_PROGRAM_ID,
+    TpuCaptureBuilder,
+)
 
 
 def _layer_template(layer: int, rng: np.random.Generator) -> list[OpSpec]:

@@ -8,16 +8,31 @@ itself. The protobuf encoding is in ``xspace_encoder``, HLO text in ``hlo_snippe
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
-from .xspace_encoder import (
-    FIRST_STEP_START_PS, PS_PER_S, PS_PER_US, START_OP_PS, TRAIN_STEP_PROGRAM, TRAIN_STEP_PROGRAM_ID,
-    TpuCaptureBuilder, V6E_DEVICE_TYPE, V6E_PEAK_HBM_GBPS, V6E_PEAK_TFLOPS,
-)
 from .hlo_snippets import (
-    all_gather_done_text, all_gather_start_text, array_bytes, copy_done_text, copy_start_text,
-    copy_text, fusion_text, matmul_cost, tpu_shape,
+    all_gather_done_text,
+    all_gather_start_text,
+    array_bytes,
+    copy_done_text,
+    copy_start_text,
+    copy_text,
+    fusion_text,
+    matmul_cost,
+    tpu_shape,
+)
+from .xspace_encoder import (
+    FIRST_STEP_START_PS,
+    PS_PER_S,
+    PS_PER_US,
+    START_OP_PS,
+    TRAIN_STEP_PROGRAM,
+    TRAIN_STEP_PROGRAM_ID,
+    V6E_DEVICE_TYPE,
+    V6E_PEAK_HBM_GBPS,
+    V6E_PEAK_TFLOPS,
+    TpuCaptureBuilder,
 )
 
 

@@ -25,13 +25,14 @@ protobuf object per event: that is what lets ``large_capture`` write ~1M events 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
 from xladiag.parsers.xspace_schema import XLine, XPlane, XSpace
-from .hlo_snippets import result_shape_of, shape_bytes
 
+from .hlo_snippets import result_shape_of, shape_bytes
 
 PS_PER_US = 1_000_000
 PS_PER_S = 1_000_000_000_000

@@ -3,9 +3,11 @@
     python tests/fuzz/fuzz_inputs.py --mutants 2000 --seed 1 [--workers 2] [--keep DIR]
 
 Each mutant runs ``python -m xladiag.cli ... --format json`` in its own process (the RSS read from
-``wait4`` is the run's own, or this runner's if larger: keep the runner small) and must: print no traceback or Python warning, exit 0, 1 or 2, stay
-under the RSS cap, and, on exit 0, write JSON whose every number is finite and plausible (see
-``json_problems``). The same ``--seed`` gives the same mutants; a failure prints the index to rerun.
+``wait4`` is the run's own, or this runner's if larger: keep the runner small) and must: print no
+traceback or Python warning, exit 0, 1 or 2, stay under the RSS cap, and, on exit 0, write JSON whose
+every number is finite and plausible (see ``json_problems``). The same ``--seed`` gives the same mutants;
+a failure prints the index to rerun. The CI test (tests/test_fuzz.py) runs the same mutants with the same
+checks in-process instead (``in_process.py``), in worker processes started once.
 """
 
 from __future__ import annotations
@@ -153,21 +155,18 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
 
 
-def run_mutant(mutant: Mutant, workdir: Path) -> Outcome:
+def write_case(mutant: Mutant, workdir: Path) -> Path:
+    """The mutant's files on disk, in its own folder (the seed's own folder for an unmutated seed)."""
     case = workdir / f"m{mutant.index}" if mutant.index >= 0 else workdir
     for rel, content in mutant.files.items():
         (case / rel).parent.mkdir(parents=True, exist_ok=True)
         (case / rel).write_bytes(content)
-    cmd = [sys.executable, "-m", "xladiag.cli", *mutant.args, "--format", "json", "-o", "report.json", "-q"]
-    with open(case / "stderr", "wb") as err:
-        proc = subprocess.Popen(cmd, cwd=case, stdout=subprocess.DEVNULL, stderr=err, preexec_fn=_limit_memory)
-        timer = threading.Timer(TIMEOUT_S, proc.kill)
-        timer.start()
-        _, status, usage = os.wait4(proc.pid, 0)
-        timer.cancel()
-    proc.returncode = code = os.waitstatus_to_exitcode(status)
-    rss = usage.ru_maxrss * 1024
-    stderr = (case / "stderr").read_text(errors="replace")
+    return case
+
+
+def problems_of(code: int, stderr: str, rss: int, report: Path) -> list[str]:
+    """What went wrong in one run: ``code`` the exit status (-9: killed at the timeout), ``stderr`` what the
+    CLI printed there, ``report`` where it was told to write its JSON."""
     problems = []
     if "internal error" in stderr:  # the CLI's one line for an unexpected exception: still a crash
         problems.append("crash: " + next(ln for ln in stderr.splitlines() if "internal error" in ln)[:160])
@@ -183,11 +182,15 @@ def run_mutant(mutant: Mutant, workdir: Path) -> Outcome:
         problems.append(f"rss {rss / 1e9:.1f} GB")
     if code == 0:
         try:
-            problems += json_problems(json.loads((case / "report.json").read_text()))
+            problems += json_problems(json.loads(report.read_text()))
         except (OSError, ValueError) as exc:
             problems.append(f"exit 0 without a JSON report: {type(exc).__name__}")
     elif "\n" in stderr.strip() and not problems:
         problems.append("error message over several lines")
+    return problems
+
+
+def finish(mutant: Mutant, case: Path, code: int, rss: int, problems: list[str]) -> Outcome:
     if not problems:
         shutil.rmtree(case, ignore_errors=True)
     # The files are on disk (kept when it failed): holding thousands of mutants would grow this process,
@@ -196,27 +199,44 @@ def run_mutant(mutant: Mutant, workdir: Path) -> Outcome:
     return Outcome(mutant, code, rss, problems)
 
 
+def run_mutant(mutant: Mutant, workdir: Path) -> Outcome:
+    """The mutant diagnosed by ``python -m xladiag.cli`` in its own process, under an address-space cap."""
+    case = write_case(mutant, workdir)
+    cmd = [sys.executable, "-m", "xladiag.cli", *mutant.args, "--format", "json", "-o", "report.json", "-q"]
+    with open(case / "stderr", "wb") as err:
+        proc = subprocess.Popen(cmd, cwd=case, stdout=subprocess.DEVNULL, stderr=err, preexec_fn=_limit_memory)
+        timer = threading.Timer(TIMEOUT_S, proc.kill)
+        timer.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        timer.cancel()
+    proc.returncode = code = os.waitstatus_to_exitcode(status)
+    rss = usage.ru_maxrss * 1024
+    stderr = (case / "stderr").read_text(errors="replace")
+    return finish(mutant, case, code, rss, problems_of(code, stderr, rss, case / "report.json"))
+
+
 def run_fuzz(mutants: int, seed: int, workers: int = 2, first: int = 0, keep: Path | None = None,
-             progress=None) -> tuple[list[Outcome], list[Outcome]]:
+             progress=None, runner=run_mutant) -> tuple[list[Outcome], list[Outcome]]:
     """(outcomes of the mutants, failing unmutated seeds). Seeds that fail unmutated are not mutated:
-    their failure is a bug of its own, reported once instead of once per mutant."""
+    their failure is a bug of its own, reported once instead of once per mutant. ``runner(mutant, workdir)``
+    runs one; with ``workers=1`` all run on the calling thread (an in-process runner needs it)."""
     all_seeds, cache = seeds(), {}
     with tempfile.TemporaryDirectory(prefix="xladiag-fuzz-") as tmp:
         workdir = Path(keep) if keep else Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor(workers) as pool:
-            baseline = list(pool.map(lambda s: run_mutant(unmutated(s), workdir / s.name.replace("/", "_")),
-                                     all_seeds))
+            each = pool.map if workers > 1 else map
+            baseline = list(each(lambda s: runner(unmutated(s), workdir / s.name.replace("/", "_")), all_seeds))
             broken = [o for o in baseline if o.problems]
             healthy = [o.mutant.seed for o in baseline if not o.problems]
 
             def one(i: int) -> Outcome:
-                outcome = run_mutant(make_mutant(i, seed, healthy, cache), workdir)
+                outcome = runner(make_mutant(i, seed, healthy, cache), workdir)
                 if progress:
                     progress(outcome)
                 return outcome
 
-            return list(pool.map(one, range(first, first + mutants))) if healthy else [], broken
+            return list(each(one, range(first, first + mutants))) if healthy else [], broken
 
 
 def summary(outcomes: list[Outcome]) -> str:

@@ -9,10 +9,10 @@ import pytest
 
 from builders import scenarios
 from conftest import HLO_PROGRAM, HLO_SAMPLE
+from rule_helpers import analyze_scenario
 from xladiag.analyzer.analysis import analyze
 from xladiag.rules import latency_bound_collective
 from xladiag.rules.registry import run_rules
-from rule_helpers import analyze_scenario
 
 
 def test_clean_profile_fires_no_rule(tmp_path):

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from builders import scenarios, xspace_encoder
+from rule_helpers import REL, analyze_scenario, cpu, only, per_device_step, ring_all_gather_s, tpu  # noqa: F401 (fixtures)
 from xladiag.rules import exposed_collective
 from xladiag.rules.registry import run_rules
-from rule_helpers import REL, analyze_scenario, only, ring_all_gather_s, per_device_step, tpu, cpu  # noqa: F401 (fixtures)
 
 
 @pytest.mark.parametrize("n_us", [60.0, 250.0, 2000.0])
@@ -38,8 +38,8 @@ def test_hidden_all_gather_has_no_exposed_time(tmp_path):
     table = analysis.ops.set_index("op_name")
     assert table.loc["all-gather-done", "exposed_s_per_step"] == pytest.approx(exp["exposed_collective_s_per_step"],
                                                                             abs=1e-10)
-    assert table.loc["all-gather-done", "in_flight_s_per_step"] == pytest.approx(exp["hidden_collective_span_s_per_step"],
-                                                                         rel=REL)
+    assert table.loc["all-gather-done", "in_flight_s_per_step"] == pytest.approx(
+        exp["hidden_collective_span_s_per_step"], rel=REL)
     assert table.loc["all-gather-done", "hidden_fraction"] > 0.999
     assert exposed_collective.check(analysis) == []
 
@@ -98,7 +98,8 @@ def test_v6e_async_copies_report_their_hidden_fraction(tpu):
     assert (both["exposed_s_per_step"] <= both["in_flight_s_per_step"]).all()
     waited_on_0 = tpu.step_ops.query("device == 0 and op_name == 'copy-done.5'")["duration_ps"].sum() / 1e12 \
         / (tpu.steps.after_warmup["device"] == 0).sum()
-    assert table.loc["copy-done.5", "exposed_where_in_flight_measured_s_per_step"] == pytest.approx(waited_on_0, rel=1e-9)
+    exposed = table.loc["copy-done.5", "exposed_where_in_flight_measured_s_per_step"]
+    assert exposed == pytest.approx(waited_on_0, rel=1e-9)
     assert table.loc["copy-done.5", "in_flight_s_per_step"] >= waited_on_0
 
 

@@ -14,10 +14,10 @@ import pytest
 
 from builders import scenarios
 from conftest import CPU_SAMPLE, SAMPLES
+from rule_helpers import REL, analyze_scenario, only
 from xladiag.analyzer.analysis import analyze
 from xladiag.rules import hbm_headroom, remat_overhead
 from xladiag.rules.registry import RULES, run_rules
-from rule_helpers import REL, analyze_scenario, only
 
 NEAR_FULL = SAMPLES / "hlo_rules_hbm_near_full"
 REMAT = SAMPLES / "hlo_rules_hbm_remat"
@@ -46,7 +46,8 @@ def test_a_32_gb_peak_is_near_full_on_v6e_and_says_so_before_anything_is_added()
     assert f.details["used_fraction"] == pytest.approx(total / CAPACITY["v6e"])
     assert f.details["used_fraction"] >= hbm_headroom.NEAR_FULL
     assert f.details["headroom_bytes"] == pytest.approx(CAPACITY["v6e"] - total)
-    assert f.details["peak_source"] == f"memory-usage report {known['dump_modules'][0]['file'][:-4]}-memory-usage-report.txt"
+    module = known["dump_modules"][0]["file"][:-4]
+    assert f.details["peak_source"] == f"memory-usage report {module}-memory-usage-report.txt"
     assert "chip table" in f.details["capacity_source"]
     assert f.time_s_per_step == 0 and f.est_savings_s_per_step == 0 and f.benefit == "step_time"
     assert "Do not raise per_device_batch_size" in f.fix and "ici_fsdp_parallelism" in f.fix

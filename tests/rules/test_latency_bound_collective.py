@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from builders import scenarios
+from rule_helpers import REL, V6E_HOP_LATENCY_S, V6E_LINK_ONEWAY_B_PER_S, analyze_scenario, only, ring_all_gather_s
 from xladiag.rules import exposed_collective, latency_bound_collective
-from rule_helpers import REL, V6E_LINK_ONEWAY_B_PER_S, V6E_HOP_LATENCY_S, analyze_scenario, only, ring_all_gather_s
 
 
 @pytest.mark.parametrize("k", [4, 16])

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from builders import scenarios as xb
-from conftest import HLO_PROGRAM, HLO_SAMPLE, SAMPLES
+from conftest import HLO_PROGRAM, HLO_SAMPLE, SAMPLES, diagnosed
 from xladiag.analyzer.analysis import analyze
 from xladiag.analyzer.chips.catalog import load_catalog
 from xladiag.rules import catalog, levers
@@ -41,11 +41,11 @@ def fixes(tmp_path_factory) -> dict[tuple[str, str], list[str]]:
     out: dict[tuple[str, str], list[str]] = {}
     for sample in sorted(p for p in SAMPLES.iterdir() if p.is_dir()):
         if _has_capture(sample):
-            out[(sample.name, "capture")] = [f.fix for f in run_rules(analyze(sample))]
+            out[(sample.name, "capture")] = [f.fix for f in run_rules(diagnosed(sample).analysis)]
         elif any(sample.rglob("*.txt")):
             for chip in CHIPS:
-                out[(sample.name, chip)] = [f.fix for f in run_rules(analyze(
-                    hlo_dir=sample, chip=chip, program=HLO_PROGRAM if sample == HLO_SAMPLE else None))]
+                out[(sample.name, chip)] = [f.fix for f in run_rules(diagnosed(
+                    hlo_dir=sample, chip=chip, program=HLO_PROGRAM if sample == HLO_SAMPLE else None).analysis)]
     for scenario in SCENARIOS:
         path = tmp_path_factory.mktemp(scenario.__name__)
         builder, _ = scenario()
@@ -62,6 +62,7 @@ def _names(text: str) -> set[str]:
             | set(KEYWORD.findall(rest)))
 
 
+@pytest.mark.slow  # the fixes fixture diagnoses every sample on every chip
 def test_every_name_in_every_fix_is_a_verified_lever(fixes):
     assert sum(len(v) for v in fixes.values()) >= 20  # the collection itself ran
     unknown = {(src, n) for src, texts in fixes.items() for t in texts for n in _names(t) if n not in levers.LEVERS}
@@ -97,12 +98,14 @@ def test_flag_and_name_refuse_what_is_not_verified():
         levers.name("save_dot_except_everything")
 
 
+@pytest.mark.slow  # the fixes fixture diagnoses every sample on every chip
 def test_continuation_fusion_and_sparse_core_offload_are_never_printed_together(fixes):
     both = [(src, t) for src, texts in fixes.items() for t in texts
             if "sparse_core_collective_offload" in t and CONTINUATION_ON.search(t)]
     assert not both, both
 
 
+@pytest.mark.slow  # the fixes fixture diagnoses every sample on every chip
 @pytest.mark.parametrize("chip", ["a100", "mi300x"])
 def test_gpu_chips_get_gpu_flags_and_no_tpu_numbers(fixes, chip):
     texts = fixes[(HLO_SAMPLE.name, chip)]
@@ -114,6 +117,7 @@ def test_gpu_chips_get_gpu_flags_and_no_tpu_numbers(fixes, chip):
     assert f"On {vendor} GPUs" in joined
 
 
+@pytest.mark.slow  # the fixes fixture diagnoses every sample on every chip
 @pytest.mark.parametrize("chip, mxu", [("v5e", 128), ("v6e", 256)])
 def test_v5e_and_v6e_get_continuation_fusion_and_their_own_mxu(fixes, chip, mxu):
     joined = " ".join(fixes[(HLO_SAMPLE.name, chip)])
@@ -122,6 +126,7 @@ def test_v5e_and_v6e_get_continuation_fusion_and_their_own_mxu(fixes, chip, mxu)
     assert f"pad dimensions to multiples of {mxu} " in joined
 
 
+@pytest.mark.slow  # the fixes fixture diagnoses every sample on every chip
 def test_tpu7x_keeps_sparse_core_offload_with_its_fusion_off(fixes):
     joined = " ".join(fixes[(HLO_SAMPLE.name, "tpu7x")])
     assert "--xla_tpu_enable_sparse_core_collective_offload_all_gather=true" in joined
@@ -139,6 +144,7 @@ _SAVED = {"full": set(),
           "minimal": {"query_proj", "key_proj", "value_proj", "qkv_proj", "out_proj", "context", "mlpwi", "mlpwo"}}
 
 
+@pytest.mark.slow  # the fixes fixture diagnoses every sample on every chip
 def test_the_remat_ladder_is_printed_from_least_kept_to_most(fixes):
     ladders = [m.group(1) for texts in fixes.values() for t in texts
                for m in [re.search(r"remat_policy ((?:\w+ -> )+\w+)", t)] if m]
@@ -172,6 +178,7 @@ def test_all_to_all_and_permute_overlap_on_any_tpu_and_gpus_by_vendor():
     assert "ROCm" in gpu_overlap("all-to-all", catalog_["mi300x"])
 
 
+@pytest.mark.slow  # the fixes fixture diagnoses every sample on every chip
 @pytest.mark.parametrize("chip, kib", [("v6e", 98304), ("v5e", 98304), ("tpu7x", 65536), ("v4", 16384)])
 def test_scoped_vmem_by_chip_never_exceeds_its_vmem_and_reaches_the_attention_fix(fixes, chip, kib):
     spec = load_catalog()[chip]
@@ -182,6 +189,7 @@ def test_scoped_vmem_by_chip_never_exceeds_its_vmem_and_reaches_the_attention_fi
         assert f"--xla_tpu_scoped_vmem_limit_kib={kib} " in joined
 
 
+@pytest.mark.slow  # the fixes fixture diagnoses every sample on every chip
 @pytest.mark.parametrize("chip", ["a100", "mi300x"])
 def test_gpus_get_no_scoped_vmem(fixes, chip):
     assert levers.scoped_vmem(load_catalog()[chip]) == ""

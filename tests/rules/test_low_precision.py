@@ -14,10 +14,10 @@ import pytest
 
 from builders import scenarios
 from conftest import SAMPLES
+from rule_helpers import REL, analyze_scenario, only
 from xladiag.analyzer.analysis import analyze
 from xladiag.rules import low_precision
 from xladiag.rules.registry import run_rules
-from rule_helpers import REL, analyze_scenario, only
 
 COMPUTE = SAMPLES / "hlo_rules_matmul_compute_bound"
 MEMORY = SAMPLES / "hlo_rules_matmul_memory_bound"
@@ -79,4 +79,5 @@ def test_measured_matmuls_and_the_ones_remat_keeps(tmp_path):
     assert lp.est_savings_s_per_step == pytest.approx(0.5 * sum(per_op[m] for m in kept), rel=REL)
     assert {op for op, _ in lp.related} == {"fusion.12.remat", "fusion.14.remat2"}
     # Ranked with every other finding by the time it frees per step.
-    assert [g.est_savings_s_per_step for g in ranked] == sorted((g.est_savings_s_per_step for g in ranked), reverse=True)
+    savings = [g.est_savings_s_per_step for g in ranked]
+    assert savings == sorted(savings, reverse=True)

@@ -9,11 +9,11 @@ import pytest
 
 from builders import hlo_snippets, scenarios
 from conftest import CPU_SAMPLE, HLO_SAMPLE
+from rule_helpers import REL, analyze_scenario, only
 from xladiag.analyzer.analysis import analyze
 from xladiag.analyzer.hlo.layouts import recomputed_instructions
 from xladiag.parsers.hlo_text import parse_hlo_file
 from xladiag.rules import remat_overhead
-from rule_helpers import REL, analyze_scenario, only
 
 
 @pytest.mark.parametrize("x_pct", [8.0, 20.0, 35.0])

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from builders import scenarios
+from rule_helpers import REL, analyze_scenario, gpu, only, per_device_step  # noqa: F401 (fixtures)
 from xladiag.rules import retiling_copy
 from xladiag.rules.registry import run_rules
-from rule_helpers import REL, analyze_scenario, only, per_device_step, gpu  # noqa: F401 (fixtures)
 
 
 @pytest.mark.parametrize("variant,change", [("copy", "layout"), ("transpose_fusion", "transpose")])

@@ -6,13 +6,10 @@ what its docstring promises, key for key and type for type, because ``details`` 
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
-
 import pytest
 
-from conftest import CPU_SAMPLE, GPU_SAMPLE, HLO_PROGRAM, HLO_SAMPLE, REPO, TPU_SAMPLE
 from builders import scenarios as xb
+from conftest import CPU_SAMPLE, GPU_SAMPLE, HLO_PROGRAM, HLO_SAMPLE, REPO, TPU_SAMPLE, diagnosed
 from xladiag.analyzer.analysis import analyze
 from xladiag.report.json_out import finding_dict
 from xladiag.rules import catalog
@@ -36,13 +33,15 @@ _IS_TYPE = {
 def sample_findings(tmp_path_factory) -> dict[str, list[Finding]]:
     hosts = tmp_path_factory.mktemp("hosts")  # no bundled capture has several hosts: one slow host, built
     xb.multi_host_steps(4, slow_host=2, slow_ms=0.5)[0].write(hosts)
-    analyses = {"hosts": analyze(hosts), "tpu": analyze(TPU_SAMPLE), "gpu": analyze(GPU_SAMPLE), "cpu": analyze(CPU_SAMPLE),
-                "hlo": analyze(hlo_dir=HLO_SAMPLE, chip="v6e", program=HLO_PROGRAM),
-                "input": analyze(REPO / "sample_profiles" / "jax_input_bound"),
-                "attention": analyze(hlo_dir=REPO / "sample_profiles" / "hlo_rules_attention_naive", chip="v6e"),
-                "memory": analyze(hlo_dir=REPO / "sample_profiles" / "hlo_rules_hbm_near_full", chip="v6e"),
-                "remat": analyze(hlo_dir=REPO / "sample_profiles" / "hlo_rules_hbm_remat", chip="v6e"),
-                "matmul": analyze(hlo_dir=REPO / "sample_profiles" / "hlo_rules_matmul_compute_bound", chip="tpu7x")}
+    # The samples' analyses are the session's shared ones (conftest.diagnosed): the rules only read them.
+    shared = {"tpu": diagnosed(TPU_SAMPLE), "gpu": diagnosed(GPU_SAMPLE), "cpu": diagnosed(CPU_SAMPLE),
+              "hlo": diagnosed(hlo_dir=HLO_SAMPLE, chip="v6e", program=HLO_PROGRAM),
+              "input": diagnosed(REPO / "sample_profiles" / "jax_input_bound"),
+              "attention": diagnosed(hlo_dir=REPO / "sample_profiles" / "hlo_rules_attention_naive", chip="v6e"),
+              "memory": diagnosed(hlo_dir=REPO / "sample_profiles" / "hlo_rules_hbm_near_full", chip="v6e"),
+              "remat": diagnosed(hlo_dir=REPO / "sample_profiles" / "hlo_rules_hbm_remat", chip="v6e"),
+              "matmul": diagnosed(hlo_dir=REPO / "sample_profiles" / "hlo_rules_matmul_compute_bound", chip="tpu7x")}
+    analyses = {"hosts": analyze(hosts), **{name: report.analysis for name, report in shared.items()}}
     return {name: run_rules(a) for name, a in analyses.items()}
 
 

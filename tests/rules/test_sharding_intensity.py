@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from conftest import SAMPLES
 from builders import scenarios as xb
+from conftest import SAMPLES
 from rule_helpers import REL, V6E_LINK_ONEWAY_B_PER_S, analyze_scenario, only
 from xladiag.analyzer.analysis import analyze
 from xladiag.api import build_report

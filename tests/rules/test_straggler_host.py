@@ -67,8 +67,9 @@ def test_per_host_times_are_the_same_when_hosts_are_reduced_in_worker_processes(
     builder.write(tmp_path)
     one, two = analyze(tmp_path, workers=1), analyze(tmp_path, workers=2)
     a, b = host_step_times(one.device_steps, one.devices), host_step_times(two.device_steps, two.devices)
-    assert a.table.equals(b.table) and (a.slowest_host, a.lag_s) == (b.slowest_host, b.lag_s) == (exp["slow_host"],
-                                                                                                 pytest.approx(exp["lag_s"], rel=REL))
+    assert a.table.equals(b.table)
+    assert (a.slowest_host, a.lag_s) == (b.slowest_host, b.lag_s) == (exp["slow_host"],
+                                                                      pytest.approx(exp["lag_s"], rel=REL))
 
 
 def test_a_host_whose_loader_waits_3ms_longer_lags_in_idle_time_and_that_is_the_saving(tmp_path):
