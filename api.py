@@ -15,8 +15,8 @@ JAX is imported only inside :func:`profile`, so ``import xladiag`` works without
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .analyzer.analysis import Analysis, analyze
 from .errors import InputError

@@ -10,8 +10,22 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .cli_common import (CHIP_OPTION, CONTEXT, HOST_OPTION, PROGRAM_OPTION, STEPS_OPTION, OneLineErrors, Progress,
-                         conclude, deliver, location, quiet_debug_options, say, select_options, share)
+from .cli_common import (
+    CHIP_OPTION,
+    CONTEXT,
+    HOST_OPTION,
+    PROGRAM_OPTION,
+    STEPS_OPTION,
+    OneLineErrors,
+    Progress,
+    conclude,
+    deliver,
+    location,
+    quiet_debug_options,
+    say,
+    select_options,
+    share,
+)
 from .cli_compare import compare_main
 from .errors import InputError
 from .options import Options

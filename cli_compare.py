@@ -7,8 +7,21 @@ from pathlib import Path
 
 import click
 
-from .cli_common import (CHIP_OPTION, CONTEXT, HOST_OPTION, PROGRAM_OPTION, STEPS_OPTION, OneLineErrors, Progress,
-                         conclude, deliver, quiet_debug_options, say, select_options, share)
+from .cli_common import (
+    CHIP_OPTION,
+    CONTEXT,
+    HOST_OPTION,
+    PROGRAM_OPTION,
+    STEPS_OPTION,
+    OneLineErrors,
+    Progress,
+    conclude,
+    deliver,
+    quiet_debug_options,
+    say,
+    select_options,
+    share,
+)
 from .errors import InputError
 from .options import Options
 from .report.compare_model import COMPARE_FORMATS

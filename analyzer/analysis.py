@@ -29,8 +29,8 @@ from .inputs import AnalysisError, Progress, Read, read_dump_only, read_trace
 from .models.collective_pricing import price_collectives
 from .models.roofline import predict_ops, step_roofline
 from .models.topology import parse_topology
-from .steps.command_buffers import command_buffer_note
 from .steps.choice import choices, step_choice
+from .steps.command_buffers import command_buffer_note
 from .steps.occurrences import with_occurrences
 from .steps.transfers import Transfers, attach_transfers
 from .steps.windows import Steps

@@ -4,15 +4,15 @@ module as a table of predicted ops. Both modes give one :class:`Read`, so the an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..parsers.discovery import CaptureFiles
 from ..options import Capture
+from ..parsers.discovery import CaptureFiles
 from .hlo.dump import DumpModule
 from .hlo.dump_matching import DumpMatch, ProgramSelectionError, choose_program, match_traced
 from .hlo.embedded import with_capture_hlo

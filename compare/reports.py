@@ -16,8 +16,8 @@ import pandas as pd
 
 from ..errors import InputError
 from ..units import finite_or_none as _num
-from .ops import REL_TOL, STEP_TOL, compare_findings, compare_ops
 from .noise import NoiseTest, welch
+from .ops import REL_TOL, STEP_TOL, compare_findings, compare_ops
 
 # On a noisy capture an op's time varies at least as much, relative to itself, as the step's: a per-op change
 # is labelled only beyond twice the step's relative spread (and never below REL_TOL).

@@ -6,8 +6,8 @@ rule selection (selection.py), then compared (reports.py) into the comparison's 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..errors import UsageError
 from ..options import Options

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import InputError, UsageError
-
 from .hlo_text import find_hlo_dumps
 from .storage import as_path
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .xevent_columns import (KIND_BYTES, KIND_DOUBLE, KIND_INT64, KIND_REF, KIND_STR, KIND_UINT64,
-                             StatValues)
+from .xevent_columns import KIND_BYTES, KIND_DOUBLE, KIND_INT64, KIND_REF, KIND_STR, KIND_UINT64, StatValues
 
 _MAX_TEXT_BYTES = 1 << 20  # as xplane._text: longer strings are damage
 

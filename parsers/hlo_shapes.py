@@ -57,7 +57,7 @@ class Shape:
     tiles: tuple[tuple[int, ...], ...] = ()  # outer tile first; -1 stands for '*'
     memory_space: int = 0
     is_tuple: bool = False
-    elements: tuple["Shape", ...] = ()
+    elements: tuple[Shape, ...] = ()
     element_size_bits: int = 0  # layout E(n); 0 = the dtype's natural size
     dynamic_dims: tuple[bool, ...] = ()
 

@@ -18,12 +18,16 @@ import pandas as pd
 
 from .hlo_instruction import SECTION_HEADERS, Instruction, InstructionReader, parse_instruction
 from .hlo_replica_groups import (
-    MeshAxis, ReplicaGroupList, parse_mesh_axes, parse_replica_group_list, parse_replica_groups,
+    MeshAxis,
+    ReplicaGroupList,
+    parse_mesh_axes,
+    parse_replica_group_list,
+    parse_replica_groups,
     parse_source_target_pairs,
 )
 from .hlo_shapes import Shape, parse_shape
-from .storage import as_path
 from .hlo_tokens import Brackets, HloParseError, split_top, unquote
+from .storage import as_path
 
 # Lines that start a statement: a continuation line (string or constant rows) never looks so.
 _NEXT_STATEMENT = re.compile(r"(?:\s+(?:ROOT\s+)?%[\w.\-]+ = \S|\}$|ENTRY\s|HloModule\s)")

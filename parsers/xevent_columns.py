@@ -15,7 +15,8 @@ any order and repeat (the last one wins for a scalar); unknown fields are skippe
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple, Sequence
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import numpy as np
 from google.protobuf import descriptor_pb2

@@ -27,8 +27,16 @@ from ..errors import InputError
 from . import event_stat_values
 from .storage import RemotePath, as_path
 from .worker_start import fork_is_safe
-from .xplane_planes import (EVENT_STAT_NAMES, METADATA_STAT_NAMES, PlaneError, _INT_EVENT_STATS,
-                            _NUMERIC_METADATA_STATS, _TPU_DEVICE_PLANE, _text, decode_planes)
+from .xplane_planes import (
+    _INT_EVENT_STATS,
+    _NUMERIC_METADATA_STATS,
+    _TPU_DEVICE_PLANE,
+    EVENT_STAT_NAMES,
+    METADATA_STAT_NAMES,
+    PlaneError,
+    _text,
+    decode_planes,
+)
 from .xspace_wire import WireError, split_space
 
 
@@ -124,7 +132,7 @@ class _JoinedPlanes:
     unrepresentable_starts: int = 0
 
     @classmethod
-    def of(cls, decoded: list) -> "_JoinedPlanes":
+    def of(cls, decoded: list) -> _JoinedPlanes:
         out = cls()
         for plane in decoded:  # numbered from 0 in each plane: offset into the whole file's lines and events
             plane_idx, line_base = plane.plane_row[0], len(out.line_rows)

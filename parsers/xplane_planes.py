@@ -186,7 +186,7 @@ class _WantedStats:
     tpu_host: bool  # a host plane of a TPU capture: only _TPU_HOST_INT_STATS, column-wise
 
     @classmethod
-    def of(cls, stat_names: dict, tpu_host: bool) -> "_WantedStats":
+    def of(cls, stat_names: dict, tpu_host: bool) -> _WantedStats:
         wanted = set(EVENT_STAT_NAMES)
         return cls(stat_names, tuple({k for k, v in stat_names.items() if v in wanted}),
                    next((k for k, v in stat_names.items() if v == _DEVICE_DURATION_STAT), None), tpu_host)

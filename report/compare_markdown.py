@@ -10,7 +10,17 @@ from __future__ import annotations
 from ..units import count, format_percent, format_seconds
 from .compare_json import COMPARE_SCHEMA_VERSION
 from .compare_model import VERDICT_WORDS, ratio_text, share_text, signed_seconds, step_sentence
-from .md_blocks import CUT_NOTE, HARD_WIDTH, details, escape_html, escape_text, fit_under_cap, gates_section, table, wrap
+from .md_blocks import (
+    CUT_NOTE,
+    HARD_WIDTH,
+    details,
+    escape_html,
+    escape_text,
+    fit_under_cap,
+    gates_section,
+    table,
+    wrap,
+)
 from .svg import CLASS_LABELS
 
 MAX_LINE = HARD_WIDTH  # no line outside a table is longer

@@ -9,7 +9,20 @@ from __future__ import annotations
 
 from ..analyzer.analysis import BREAKDOWN_CATEGORIES
 from .compare_json import COMPARE_SCHEMA_VERSION
-from .json_schema import BOOL, INT, LEVELS, NON_NEG, NUMBER, PLATFORMS, SEVERITIES, STRING, _gate, _list, _null, _obj, document
+from .json_schema import (
+    BOOL,
+    INT,
+    NON_NEG,
+    NUMBER,
+    PLATFORMS,
+    SEVERITIES,
+    STRING,
+    _gate,
+    _list,
+    _null,
+    _obj,
+    document,
+)
 
 STEP_VERDICTS = ["slower", "faster", "within noise", "unchanged", "untested", "unknown"]
 OP_STATUS = ["slower", "faster", "unchanged", "new", "removed"]

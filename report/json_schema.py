@@ -13,7 +13,7 @@ recoverable, op records): a key renamed or misspelt by a renderer fails validati
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -261,7 +261,7 @@ def schema_text(name: str = "report") -> str:
     return json.dumps(BUILDERS[name](), indent=2, ensure_ascii=False) + "\n"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(name: str = "report") -> dict:
     """The shipped schema (package data), e.g. to validate a report: ``jsonschema.validate(data, load_schema())``."""
     text = resources.files(__package__).joinpath(SCHEMA_FILES[name]).read_text(encoding="utf-8")

@@ -16,7 +16,17 @@ from pathlib import Path
 from ..units import count, format_percent, format_ratio, format_seconds, format_si
 from .choices import choice_rows
 from .json_out import report_to_dict
-from .md_blocks import CUT_NOTE, MAX_BYTES, code_block, details, escape_html, escape_text, fit_under_cap, gates_section, wrap
+from .md_blocks import (
+    CUT_NOTE,
+    MAX_BYTES,
+    code_block,
+    details,
+    escape_html,
+    escape_text,
+    fit_under_cap,
+    gates_section,
+    wrap,
+)
 from .md_blocks import table as _table
 from .svg import CLASS_LABELS, CLASS_ORDER, short_source
 from .trace_links import occurrence_label

@@ -6,7 +6,7 @@ renderers in this package only read it. ``render``/``to_<fmt>`` are conveniences
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 

@@ -8,10 +8,11 @@ use so that ``diagnose --help`` does not load jinja2 or pandas.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 from ..errors import UsageError
 from ..text_safety import visible_controls

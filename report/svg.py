@@ -26,7 +26,6 @@ from .svg_base import (  # noqa: F401  (the charts' shared names, read from here
 )
 from .svg_roofline import Roof, roofline_chart  # noqa: F401
 
-
 # ------------------------------------------------------------------ breakdown bar
 
 

@@ -25,11 +25,11 @@ A rule without a rank (``base.LAST``) ranks after them. The recoverable total is
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 
-from collections.abc import Mapping
-
 from .base import LAST, Finding, format_seconds
+
 
 def resolve_claims(findings: list[Finding], precedence: Mapping[str, float]) -> list[Finding]:
     """``findings`` with every claimed op counted by one finding only (same order as given).

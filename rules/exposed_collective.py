@@ -53,11 +53,20 @@ import pandas as pd
 
 from ..analyzer.models.collectives import TRANSFER_KINDS, link_bandwidth
 from .base import (
-    OpEvidence, Priced, Target, compose, float_or_none, format_bytes, format_percent, format_seconds, is_nan,
+    OpEvidence,
+    Priced,
+    Target,
+    compose,
+    float_or_none,
+    format_bytes,
+    format_percent,
+    format_seconds,
+    is_nan,
     op_claims,
 )
 from .collective_levers import gpu_overlap, tpu_overlap
-from .levers import flag, name, target as advice_for
+from .levers import flag, name
+from .levers import target as advice_for
 
 RULE_ID = "exposed-collective"
 PRECEDENCE = 6  # any transfer not hidden: the most generic, it counts only what no other explains

@@ -52,7 +52,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .base import (
-    OpEvidence, Priced, Target, compose, format_bytes, format_percent, format_seconds, op_claims, times_are,
+    OpEvidence,
+    Priced,
+    Target,
+    compose,
+    format_bytes,
+    format_percent,
+    format_seconds,
+    op_claims,
+    times_are,
 )
 from .levers import name
 from .remat_overhead import REMAT_LADDER, outputs_that_fit, recomputed_ops

@@ -42,11 +42,21 @@ import pandas as pd
 
 from ..analyzer.models.collectives import KINDS, latency_threshold_bytes, predict_collective
 from .base import (
-    OpEvidence, Priced, Target, compose, float_or_none, format_bytes, format_percent, format_seconds, is_nan,
-    op_claims, times_are,
+    OpEvidence,
+    Priced,
+    Target,
+    compose,
+    float_or_none,
+    format_bytes,
+    format_percent,
+    format_seconds,
+    is_nan,
+    op_claims,
+    times_are,
 )
 from .collective_levers import GPU_COMBINE_FLAG, gpu_combine
-from .levers import name, target as advice_for
+from .levers import name
+from .levers import target as advice_for
 
 RULE_ID = "latency-bound-collective"
 PRECEDENCE = 2  # the op is too small for its link; its fix (combine) changes the op

@@ -40,8 +40,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .base import (
-    OpEvidence, Priced, Target, compose, float_or_none, format_percent, format_seconds, op_claims,
-    seconds_per_step, times_are,
+    OpEvidence,
+    Priced,
+    Target,
+    compose,
+    float_or_none,
+    format_percent,
+    format_seconds,
+    op_claims,
+    seconds_per_step,
+    times_are,
 )
 from .levers import IRONWOOD, name
 

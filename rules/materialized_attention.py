@@ -37,8 +37,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .base import (
-    OpEvidence, Priced, Target, compose, float_or_none, format_bytes, format_seconds, is_nan, op_claims,
-    seconds_per_step, time_column, times_are,
+    OpEvidence,
+    Priced,
+    Target,
+    compose,
+    float_or_none,
+    format_bytes,
+    format_seconds,
+    is_nan,
+    op_claims,
+    seconds_per_step,
+    time_column,
+    times_are,
 )
 from .levers import name, scoped_vmem
 from .levers import target as advice_target

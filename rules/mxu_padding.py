@@ -38,7 +38,15 @@ import numpy as np
 import pandas as pd
 
 from .base import (
-    OpEvidence, Priced, Target, compose, format_percent, format_seconds, is_nan, op_claims, seconds_per_step,
+    OpEvidence,
+    Priced,
+    Target,
+    compose,
+    format_percent,
+    format_seconds,
+    is_nan,
+    op_claims,
+    seconds_per_step,
     times_are,
 )
 from .levers import name

@@ -43,8 +43,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .base import (
-    OpEvidence, Priced, Target, compose, float_or_none, format_bytes, format_percent, format_seconds, is_nan,
-    op_claims, seconds_per_step, times_are,
+    OpEvidence,
+    Priced,
+    Target,
+    compose,
+    float_or_none,
+    format_bytes,
+    format_percent,
+    format_seconds,
+    is_nan,
+    op_claims,
+    seconds_per_step,
+    times_are,
 )
 from .levers import name
 

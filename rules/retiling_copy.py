@@ -41,10 +41,20 @@ import numpy as np
 import pandas as pd
 
 from .base import (
-    OpEvidence, Priced, Target, compose, float_or_none, format_bytes, format_percent, format_seconds, op_claims,
-    time_column, times_are,
+    OpEvidence,
+    Priced,
+    Target,
+    compose,
+    float_or_none,
+    format_bytes,
+    format_percent,
+    format_seconds,
+    op_claims,
+    time_column,
+    times_are,
 )
-from .levers import name, target as advice_for
+from .levers import name
+from .levers import target as advice_for
 
 RULE_ID = "retiling-copy"
 PRECEDENCE = 1  # the op should not exist at all (a layout change nobody asked for)

@@ -63,7 +63,15 @@ import pandas as pd
 
 from ..analyzer.models.collectives import latency_threshold_bytes
 from .base import (
-    OpEvidence, Priced, Target, compose, float_or_none, format_bytes, format_percent, format_seconds, op_claims,
+    OpEvidence,
+    Priced,
+    Target,
+    compose,
+    float_or_none,
+    format_bytes,
+    format_percent,
+    format_seconds,
+    op_claims,
     times_are,
 )
 from .levers import name, target

@@ -230,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     import jax
     import jax.numpy as jnp
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     try:
         from jax import shard_map

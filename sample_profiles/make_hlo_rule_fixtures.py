@@ -25,7 +25,6 @@ Usage: python sample_profiles/make_hlo_rule_fixtures.py [OUT_PARENT [FIXTURE ...
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -127,7 +126,8 @@ def _remat_mlp(jax, jnp, spec):
 
 def _fsdp(jax, jnp, spec):
     import numpy as np
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     mesh = Mesh(np.array(jax.devices()[: spec["devices"]]), ("fsdp",))
     d, ff, seq = spec["d_model"], spec["d_ff"], spec["seq"]

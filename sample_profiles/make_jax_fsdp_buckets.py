@@ -38,7 +38,8 @@ VARIANTS = ("before", "after")
 
 
 def build(jax, jnp, np, bucketed: bool):
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     try:
         from jax import shard_map

@@ -38,7 +38,8 @@ STEP_NAME = "train"
 
 
 def build(jax, jnp, np):
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     mesh = Mesh(np.array(jax.devices()[:N_DEVICES]).reshape(MESH["fsdp"], MESH["tp"]), tuple(MESH))
 

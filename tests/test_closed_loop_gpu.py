@@ -9,7 +9,7 @@ saving, and the finding must be gone once the fix is applied.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
@@ -21,7 +21,7 @@ PAIRS = {"gpu_h100_attention_pair_nocb": "materialized-attention", "gpu_h100_rem
 COMMAND_BUFFER_PAIRS = ("gpu_h100_attention_pair", "gpu_h100_remat_pair")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _report(folder: str, side: str):
     return xladiag.diagnose(SAMPLES / folder / side)
 

@@ -22,21 +22,20 @@ How each platform records ops (see shared reference ``xplane.md``):
 
 from __future__ import annotations
 
-from ...errors import InputError
-
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from ...errors import InputError
 from ...parsers.xplane import XSpaceTables
+from ..tables import EVENTS
 from .gpu_cpu_ops import cpu_tables, derived_module_runs, gpu_tables
 from .host_steps import ANNOTATION_COLUMNS, step_annotations
 from .planes import GPU_PLANE, TPU_PLANE, empty_table
 from .sanity import checked_spaces
 from .tpu_ops import ASYNC_COLUMNS, METADATA_COLUMNS, tpu_tables
-from ..tables import EVENTS
 
 _NAME_COLUMNS = ("module", "program_id", "op_name", "line")
 
@@ -161,7 +160,7 @@ class _HostTables:
     steps_line: list = field(default_factory=list)
 
     @classmethod
-    def read(cls, spaces: list[XSpaceTables], platform: str, warnings: list[str]) -> "_HostTables":
+    def read(cls, spaces: list[XSpaceTables], platform: str, warnings: list[str]) -> _HostTables:
         out = cls()
         device_base = 0
         for space in spaces:

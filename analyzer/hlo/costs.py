@@ -29,15 +29,20 @@ import pandas as pd
 
 from ...parsers.hlo_text import HloModule, Instruction, Shape
 from ...parsers.hlo_tokens import HloParseError, parse_int, parse_ints
-from .op_bytes import ByteCounter, data_shape as _array
 from .control_flow import Runs, computation_runs
 from .kernel_costs import (
     backend_json as _backend_json,
+)
+from .kernel_costs import (
     custom_call_kind,
     fmha_flops,
     pallas_cost_estimate,
+)
+from .kernel_costs import (
     target as _target,
 )
+from .op_bytes import ByteCounter
+from .op_bytes import data_shape as _array
 
 __all__ = ["instruction_costs", "dot_flops", "convolution_flops", "instruction_flops",
            "top_level_computations", "matmul_dims"]

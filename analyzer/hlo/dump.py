@@ -9,17 +9,17 @@ belongs to which traced program is decided in ``dump_matching``.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
 from ...errors import InputError
 from ...parsers.discovery import CaptureFiles, dump_module_id
-from ...parsers.storage import prefetched
 from ...parsers.hlo_text import HloModule, HloParseError, parse_hlo_file
+from ...parsers.storage import prefetched
 from ...parsers.xla_memory_reports import (
     BufferAssignment,
     MemoryReportError,

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ...errors import InputError
-from .op_categories import COMMAND_BUFFER_NAME
 from .dump import DumpModule
+from .op_categories import COMMAND_BUFFER_NAME
 
 # By id the traced names only confirm the process: tolerate a few names the dump prints differently.
 _ID_CONFIRM = 0.9

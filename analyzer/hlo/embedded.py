@@ -15,8 +15,8 @@ import pandas as pd
 from ...parsers.discovery import hlo_proto_program
 from ...parsers.hlo_proto import parse_hlo_proto, parse_hlo_proto_file
 from ...parsers.hlo_text import HloParseError
-from .dump_matching import DumpMatch
 from .dump import DumpModule
+from .dump_matching import DumpMatch
 
 CAPTURE_ORIGIN = "capture"
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Callable
 
 import pandas as pd
 
@@ -29,10 +29,10 @@ from ...parsers.discovery import CaptureFiles
 from ...parsers.worker_start import fork_is_safe, worker_context
 from ...parsers.xplane import read_xspace
 from ..capture.build import build_capture
+from ..steps.choice import StepChoice, choose_steps
+from ..steps.op_stats import measure
 from .merge import Measured, merge_hosts
 from .reduce import HostHlo, HostPart, reduce_host
-from ..steps.op_stats import measure
-from ..steps.choice import StepChoice, choose_steps
 
 Progress = Callable[[str], None]
 

@@ -11,22 +11,22 @@ order.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
 from ..capture.build import Capture
-from .reduce import KEY, HostPart, key_codes
 from ..capture.intervals import union_length
-from ..steps.op_stats import OP_KEY
 from ..capture.planes import empty_table
 from ..capture.sanity import check_warnings
 from ..steps.choice import StepChoice, choose_steps
-from ..steps.windows import PS_PER_S, Steps
+from ..steps.op_stats import OP_KEY
 from ..steps.transfers import HostTotals
+from ..steps.windows import PS_PER_S, Steps
+from .reduce import KEY, HostPart, key_codes
 
 # {index: (host file, the run's steps for its devices)} -> {index: the host reduced with those steps}
 Rerun = Callable[[dict[int, tuple[str, Steps]]], dict[int, HostPart]]

@@ -30,16 +30,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ...errors import UsageError
 from ...parsers.xplane import XSpaceTables, read_xspace
 from ..capture.build import Capture, build_capture
 from ..capture.intervals import blocks
-from ..steps.occurrences import representative_steps
 from ..capture.planes import TPU_PLANE
 from ..capture.sanity import checked_space
-from ...errors import UsageError
 from ..steps.choice import StepChoice, choose_steps
-from ..steps.windows import Steps, assign_steps, find_steps, measured_rows, step_rows, with_busy_time
+from ..steps.occurrences import representative_steps
 from ..steps.transfers import done_ends
+from ..steps.windows import Steps, assign_steps, find_steps, measured_rows, step_rows, with_busy_time
 
 KEY = ["program_id", "op_name"]
 

@@ -29,17 +29,16 @@ per node, W = min(NVLink, g × NIC). CPU devices: shared-memory copies at memory
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..chips.catalog import Chip
-from .topology import Placement
 
 # The vocabulary of transfers is an HLO fact (hlo/collective_kinds.py); re-exported for the models' readers.
 from ..hlo.collective_kinds import KINDS, TRANSFER_KINDS, kind_of, normalize_kind  # noqa: F401
+from .topology import Placement
 
 _DEFAULT_HOP_LATENCY_S = 1e-6
 

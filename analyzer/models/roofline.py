@@ -19,7 +19,6 @@ import pandas as pd
 from ..chips.catalog import Chip
 
 
-
 def _ratio(numerator, denominator):
     """numerator / denominator as float arrays; NaN where the denominator is not > 0."""
     num = np.asarray(numerator, dtype=float)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..hlo.op_categories import COMMAND_BUFFER_NAME
+
 NOTE_SHARE = 0.05  # of the step: below it the hidden ops change no ranking worth a warning
 
 

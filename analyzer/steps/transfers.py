@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from ..capture.intervals import covered, first_at_or_after, union_length
-from .windows import PS_PER_S, Steps, measured_rows, step_rows
 from ..tables import TRANSFER_SPANS
+from .windows import PS_PER_S, Steps, measured_rows, step_rows
 
 
 @dataclass(frozen=True)
