@@ -122,6 +122,23 @@ def _counts(frame: pd.DataFrame, statuses) -> dict:
     return {s: int(counts.get(s, 0)) for s in statuses}
 
 
+def _closed_loop(findings: pd.DataFrame, step_delta_s: float | None) -> pd.DataFrame:
+    """For each base finding that disappeared or shrank: what it claimed its fix saves, next to what the step
+    really saved (base step minus new step, whatever else changed) and what its own cost fell by; the share of
+    the claim the step realized for a finding that disappeared. NaN elsewhere."""
+    out = findings.copy()
+    fixed = out["status"].isin(["disappeared", "shrank"]).to_numpy()
+    gone = (out["status"] == "disappeared").to_numpy()
+    claimed = out["base_savings_s_per_step"].astype(float).to_numpy()
+    step_saved = -step_delta_s if step_delta_s is not None else math.nan
+    out["claimed_s_per_step"] = np.where(fixed, claimed, np.nan)
+    out["realized_step_s_per_step"] = np.where(fixed, step_saved, np.nan)
+    out["realized_own_s_per_step"] = np.where(fixed, -out["delta_s_per_step"].astype(float).to_numpy(), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["realized_share"] = np.where(gone & (claimed > 0), step_saved / claimed, np.nan)
+    return out
+
+
 def compare_reports(base: Side, new: Side, *, threshold: float | None = None) -> dict:
     """The comparison as plain data (see docs/compare.md); ``threshold`` is ``--fail-on-regression``."""
     b, n = base.report, new.report
@@ -140,7 +157,8 @@ def compare_reports(base: Side, new: Side, *, threshold: float | None = None) ->
     spread_share = test.spread_s / base_step if test.spread_s is not None and base_step else 0.0
     rel_tol = max(REL_TOL, NOISE_FACTOR * spread_share)
     ops = compare_ops(b.get("ops") or [], n.get("ops") or [], time_col, step_for_tol, rel_tol)
-    findings = compare_findings(b.get("findings") or [], n.get("findings") or [], step_for_tol, rel_tol)
+    findings = _closed_loop(compare_findings(b.get("findings") or [], n.get("findings") or [], step_for_tol, rel_tol),
+                            diff)
     return {
         "measured": measured,
         "base": bs,

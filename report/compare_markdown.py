@@ -166,7 +166,25 @@ def _findings_section(data: dict, max_findings: int, text_chars: int) -> list[st
     out += (_details(shown, finding_table) if len(rows) > TOP_OPS else finding_table + [""])
     if len(findings) > len(rows) <= TOP_OPS:
         out += [f"_{count(len(findings) - len(rows), 'more finding')} in the JSON (`--format json`)._", ""]
-    return out
+    return out + _closed_loop_lines(findings, text_chars)
+
+
+def _closed_loop_lines(findings: list[dict], text_chars: int) -> list[str]:
+    """Claimed against realized, for the base findings the new side fixed (disappeared or shrank)."""
+    fixed = [f for f in findings if f.get("claimed_s_per_step") is not None]
+    if not fixed:
+        return []
+    out = ["**Did the claimed savings hold?** Each finding the change removed or shrank: the saving it claimed, "
+           "what the whole step saved (other changes count there too) and what the finding's own cost fell by:", ""]
+    for f in fixed[:TOP_OPS]:
+        step = f["realized_step_s_per_step"]
+        step_text = ("the step: unknown" if step is None else f"the step saved {format_seconds(step)}" if step >= 0
+                     else f"the step got {format_seconds(-step)} slower")
+        share = f" ({format_percent(f['realized_share'])} of the claim)" if f.get("realized_share") is not None else ""
+        out.append(f"- {escape_text(f['title'], text_chars)} ({escape_text(f['status'])}): claimed "
+                   f"{format_seconds(f['claimed_s_per_step'])}; {step_text}{share}; its own cost fell "
+                   f"{format_seconds(f['realized_own_s_per_step'])}")
+    return out + [""]
 
 
 def _inputs_section(data: dict) -> list[str]:

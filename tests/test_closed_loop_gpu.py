@@ -58,3 +58,16 @@ def test_command_buffers_are_named_with_the_flag_that_times_their_ops(folder):
     assert "--xla_gpu_enable_command_buffer=" in note and "lower bound" in note
     # The dump of the program is matched although no instruction is named command_buffer_N.
     assert not any("does not match its dump module" in w for w in warnings)
+
+
+@pytest.mark.parametrize("folder", sorted(PAIRS))
+def test_compare_shows_the_claim_next_to_what_the_step_saved(folder):
+    """`diagnose compare before after`: the finding the fix removed carries its claim, the step's realized
+    saving and their ratio (JSON), and the Markdown says it."""
+    comparison = xladiag.compare(SAMPLES / folder / "before", SAMPLES / folder / "after")
+    data = comparison.to_dict()
+    [row] = [f for f in data["findings"] if f["rule"] == PAIRS[folder] and f["status"] == "disappeared"]
+    assert row["claimed_s_per_step"] == pytest.approx(row["base_savings_s_per_step"])
+    assert row["realized_step_s_per_step"] == pytest.approx(data["step"]["base_s"] - data["step"]["new_s"])
+    assert 0.5 <= row["realized_share"] <= 2.0
+    assert "Did the claimed savings hold?" in comparison.to_markdown()
