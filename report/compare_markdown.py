@@ -174,16 +174,17 @@ def _closed_loop_lines(findings: list[dict], text_chars: int) -> list[str]:
     fixed = [f for f in findings if f.get("claimed_s_per_step") is not None]
     if not fixed:
         return []
-    out = ["**Did the claimed savings hold?** Each finding the change removed or shrank: the saving it claimed, "
-           "what the whole step saved (other changes count there too) and what the finding's own cost fell by:", ""]
+    out = wrap("**Did the claimed savings hold?** Each finding the change removed or shrank: the saving it claimed, "
+               "what the whole step saved (other changes count there too) and what the finding's own cost fell by:")
+    out.append("")
     for f in fixed[:TOP_OPS]:
         step = f["realized_step_s_per_step"]
         step_text = ("the step: unknown" if step is None else f"the step saved {format_seconds(step)}" if step >= 0
                      else f"the step got {format_seconds(-step)} slower")
         share = f" ({format_percent(f['realized_share'])} of the claim)" if f.get("realized_share") is not None else ""
-        out.append(f"- {escape_text(f['title'], text_chars)} ({escape_text(f['status'])}): claimed "
-                   f"{format_seconds(f['claimed_s_per_step'])}; {step_text}{share}; its own cost fell "
-                   f"{format_seconds(f['realized_own_s_per_step'])}")
+        out += wrap(f"{escape_text(f['title'], text_chars)} ({escape_text(f['status'])}): claimed "
+                    f"{format_seconds(f['claimed_s_per_step'])}; {step_text}{share}; its own cost fell "
+                    f"{format_seconds(f['realized_own_s_per_step'])}", prefix="- ", indent="  ")
     return out + [""]
 
 

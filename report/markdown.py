@@ -178,8 +178,9 @@ def _notes(notes: list[dict], cell_limit: int) -> list[str]:
     if not notes:
         return []
     out = ["### Notes (nothing to save on this capture)", ""]
-    out += [f"- {escape_text(f['title'], cell_limit)} (`{escape_text(f['rule'], 60)}`): "
-            f"{escape_text(f['evidence'], cell_limit)}" for f in notes]
+    for f in notes:
+        out += wrap(f"{escape_text(f['title'], cell_limit)} (`{escape_text(f['rule'], 60)}`): "
+                    f"{escape_text(f['evidence'], cell_limit)}", prefix="- ", indent="  ")
     return out + [""]
 
 

@@ -59,7 +59,7 @@ def test_renderers_from_the_report(cpu_report, tmp_path):
     data = json.loads(cpu_report.to_json())
     assert data["steps"]["count"] == 4 and len(data["ops"]) == len(cpu_report.ops)
     assert [f["rule"] for f in data["findings"]] == [f.rule for f in cpu_report.findings]
-    assert cpu_report.to_dict()["schema_version"] == 1
+    assert cpu_report.to_dict()["schema_version"] == 2
     md = cpu_report.to_markdown(tmp_path / "r.md")
     assert md.startswith("# xladiag report") and (tmp_path / "r.md").read_text(encoding="utf-8") == md
 

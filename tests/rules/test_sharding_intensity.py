@@ -64,7 +64,7 @@ def test_gathers_counted_here_are_not_counted_again_as_exposed():
     report = build_report(analyze(hlo_dir=SMALL / "hlo", chip="v6e"))
     mine = only(report.findings, "sharding-intensity")
     exposed = [f for f in report.findings if f.rule == "exposed-collective"]
-    assert exposed and all(f.est_savings_s_per_step == 0.0 for f in exposed)
+    assert exposed and all(f.counted_s_per_step == 0.0 for f in exposed)
     assert all(key == mine.key for f in exposed for _, key in f.related)
 
 
