@@ -50,10 +50,10 @@ def diagnose(path: str | Path | None = None, *, progress: Callable[[str], None] 
     ``steps``: 'A:B', the step numbers to measure (A to B-1); ``host``: the one host to read. Each shows in
     the report as given rather than inferred (``analysis.choices``).
     ``select`` / ``ignore``: rule ids (a list or 'a,b') to report only / to leave out (or ``select`` a ready
-    :class:`~xladiag.rules.selection.Selection`, which ignore/baseline/config then do not change); ``baseline``: a baseline
-    file or an iterable of accepted finding keys (``rule:kind:main_op``); left-out findings are in
-    ``report.dropped``. ``config``: a ``config.ProjectConfig`` (``[tool.xladiag]``, which the command reads)
-    that these three fall back on.
+    :class:`~xladiag.rules.selection.Selection`, which ignore/baseline/config then do not change);
+    ``baseline``: a baseline file or an iterable of accepted finding keys (``rule:kind:main_op``);
+    left-out findings are in ``report.dropped``. ``config``: a ``config.ProjectConfig`` (``[tool.xladiag]``,
+    which the command reads) that these three fall back on.
     ``workers``: processes decoding a multi-host capture's host files (default: the cores this process may
     use); ``scheduler``: the address of a Dask scheduler whose workers read them instead (``xladiag[dask]``).
 

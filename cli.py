@@ -74,7 +74,8 @@ _STORAGE_LOGGERS = ("fsspec", "gcsfs", "s3fs", "adlfs", "aiobotocore", "botocore
 
 
 def _colour_wanted() -> bool:
-    """ANSI colour only for a person at a terminal: stdout a TTY, NO_COLOR unset or empty (no-color.org), TERM not dumb."""
+    """ANSI colour only for a person at a terminal: stdout a TTY, NO_COLOR unset or empty (no-color.org),
+    TERM not dumb."""
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
@@ -118,7 +119,8 @@ def _topology(value: str | None) -> str | None:
               help="Where to write the report; '-' for stdout. Default: <profile dir>/xladiag_report.<ext> "
                    "(text: stdout).")
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]),
-              help="Exit 3 when any finding has at least this severity (high: costs >= 10% of the step, medium: >= 3%).")
+              help="Exit 3 when any finding has at least this severity "
+                   "(high: costs >= 10% of the step, medium: >= 3%).")
 @click.option("--max-exposed-collective", metavar="SHARE", callback=share,
               help=f"Exit 3 when {MEASURES['max-exposed-collective']} is above SHARE (10% or 0.10).")
 @click.option("--max-exposed-host-transfer", metavar="SHARE", callback=share,
@@ -168,9 +170,10 @@ def main(**given):
         for warning in report.analysis.warnings:
             say(f"diagnose: warning: {warning}")
         say(report.headline)
+    step_summary = (lambda: text if output.format == "markdown" else report.render("markdown")) \
+        if output.step_summary else None
     conclude(out, [f"diagnose: gate: {gate.message}" for gate in report.tripped_gates],
-             lambda: report_annotations(report.gates, report.findings),
-             (lambda: text if output.format == "markdown" else report.render("markdown")) if output.step_summary else None)
+             lambda: report_annotations(report.gates, report.findings), step_summary)
 
 
 def _output_file(options: Options) -> str | None:
@@ -189,7 +192,8 @@ def _output_file(options: Options) -> str | None:
     terminal = FORMATS[output.format].terminal  # a terminal format goes to stdout unless -o names a file
     to_stdout = output.output == "-" or (output.output is None and terminal)
     out = None if to_stdout else output.output or str(_default_output(capture.path, capture.hlo_dir, output.format))
-    if isinstance(capture.path, Path) and not capture.path.exists():  # before the output check: the default output lives there
+    # Before the output check: the default output lives there.
+    if isinstance(capture.path, Path) and not capture.path.exists():
         raise InputError(f"{capture.path}: no such file or directory")
     for target in (out, output.write_baseline):
         if target is not None:

@@ -147,7 +147,8 @@ def select_options(f):
                      "default: [tool.xladiag] select in pyproject.toml, else every rule."),
         click.option("--ignore", metavar="RULE,...", help="Leave these rules out (default: [tool.xladiag] ignore)."),
         click.option("--baseline", metavar="FILE", help="Accepted findings (a JSON report, or one key "
-                     "rule:kind:main_op per line) left out of the report and its gates; default: [tool.xladiag] baseline."),
+                     "rule:kind:main_op per line) left out of the report and its gates; "
+                     "default: [tool.xladiag] baseline."),
     )):
         f = option(f)
     return f

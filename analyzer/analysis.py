@@ -39,8 +39,9 @@ from .tables import OPS
 BREAKDOWN_CATEGORIES = ("compute", "memory", "collective", "host_transfer", "other", "idle")
 CONTAINER_OPCODES = ("while", "conditional")  # ops whose measured event spans other ops' events
 # Columns the stages before the ops table compute on the way (op_stats, hlo_facts, roofline): not in it.
-_WORKING_COLUMNS = ("runs", "branches", "runs_note", "total_s", "measured_s", "fusion_kind", "peak_flops_per_s", "t_compute_s", "t_memory_s",
-                    "t_host_s", "collective_payload", "replica_groups", "source_target_pairs")
+_WORKING_COLUMNS = ("runs", "branches", "runs_note", "total_s", "measured_s", "fusion_kind", "peak_flops_per_s",
+                    "t_compute_s", "t_memory_s", "t_host_s", "collective_payload", "replica_groups",
+                    "source_target_pairs")
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,8 @@ class Analysis:
         return int(len(self.devices))
 
 
-def _detect_chip(devices: pd.DataFrame, platform: str, chip_name: str | None, chip_file) -> tuple[chip_catalog.Chip, str, list[str]]:
+def _detect_chip(devices: pd.DataFrame, platform: str, chip_name: str | None,
+                 chip_file) -> tuple[chip_catalog.Chip, str, list[str]]:
     try:
         found = choose_chip(devices, platform, chip_name, chip_catalog.load_catalog(chip_file))
     except chip_catalog.ChipCatalogError as exc:
@@ -202,7 +204,8 @@ def _per_step(ops: pd.DataFrame, read: Read, chip: chip_catalog.Chip, notes: lis
     # taken as hidden behind it, as a well-scheduled program would have them.
     blocking = in_step[~in_step["is_async_done"]]
     has_prediction = blocking["predicted_s"].notna().any()
-    ideal = step_roofline(1.0, 1.0, ops=blocking, count_column="occurrences_per_step").ideal_step_s if has_prediction else None
+    ideal = (step_roofline(1.0, 1.0, ops=blocking, count_column="occurrences_per_step").ideal_step_s
+             if has_prediction else None)
     step_s = steps.mean_s if steps is not None else (ideal or float("nan"))
     return {"model_flops_per_step": model_flops_per_step, "ideal_step_s": ideal,
             "mfu": _mfu(model_flops_per_step, step_s, chip, notes),

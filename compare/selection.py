@@ -51,7 +51,8 @@ def for_captures(selection: Selection, recorded_sides: list[Recorded]) -> Select
                    baseline=selection.baseline | keys, ignore_from=f"{selection.ignore_from} or the other report")
 
 
-def align(base: dict, new: dict, own: tuple[Recorded, Recorded], selection: Selection) -> tuple[dict, dict, dict, list[str]]:
+def align(base: dict, new: dict, own: tuple[Recorded, Recorded],
+          selection: Selection) -> tuple[dict, dict, dict, list[str]]:
     """(base, new) with the same findings left out of both, the ``selection`` record of the comparison JSON,
     and a warning when the sides' own selections differ. ``own``: per side, what its JSON report recorded, or
     for a capture what the comparison's options left out (:func:`given`)."""

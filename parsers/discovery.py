@@ -23,6 +23,7 @@ MEMORY_REPORT_SUFFIX = "-memory-usage-report.txt"
 BUFFER_ASSIGNMENT_SUFFIX = "-buffer-assignment.txt"
 # XLA's FilenameFor: an optional timestamp (--xla_dump_include_timestamp), then module_%04d.
 _DUMP_MODULE_ID = re.compile(r"^(?:\d+\.)?module_(\d+)\.")
+_NO_CAPTURE = "no '*.xplane.pb' capture found (expected plugins/profile/<run>/<host>.xplane.pb)"
 
 
 class DiscoveryError(InputError):
@@ -129,7 +130,7 @@ def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | st
     if not run_dirs:
         if hlo_files or find_hlo_files(path):
             return _with_reports(CaptureFiles(xplane_files=(), hlo_files=hlo_files or find_hlo_files(path)))
-        raise DiscoveryError(f"{path}: no '*.xplane.pb' capture found (expected plugins/profile/<run>/<host>.xplane.pb)")
+        raise DiscoveryError(f"{path}: {_NO_CAPTURE}")
 
     names = [d.name for d in run_dirs]
     if run is not None:
@@ -175,5 +176,6 @@ def only_host(files: CaptureFiles, host: str | None) -> CaptureFiles:
         return files
     keep = tuple(p for p, name in zip(files.xplane_files, files.hosts) if host in (name, p.name))
     if not keep:
-        raise UsageError(f"--host {host}: no such host in run {files.run_name}; hosts: {', '.join(files.hosts) or 'none'}")
+        raise UsageError(f"--host {host}: no such host in run {files.run_name}; "
+                         f"hosts: {', '.join(files.hosts) or 'none'}")
     return replace(files, xplane_files=keep)

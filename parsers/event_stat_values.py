@@ -47,7 +47,7 @@ def text_values(v: StatValues, rows: np.ndarray, stat_names: dict) -> np.ndarray
             continue
         if convert is None:
             texts = texts if texts is not None else v.texts
-            convert = lambda k: _text(texts[k])  # noqa: E731 (bytes are decoded like strings)
+            convert = lambda k, texts=texts: _text(texts[k])  # noqa: E731 (bytes are decoded like strings)
         out[sel] = _spread(keys[sel], convert)
     return out
 

@@ -166,7 +166,8 @@ def _attributes(ins, opcode: str, called: list[str], operand_shapes: list) -> li
     if ins.use_global_device_ids:
         attrs.append("use_global_device_ids=true")
     if ins.source_target_pairs:
-        attrs.append("source_target_pairs={" + ",".join(f"{{{p.source},{p.target}}}" for p in ins.source_target_pairs) + "}")
+        pairs = ",".join(f"{{{p.source},{p.target}}}" for p in ins.source_target_pairs)
+        attrs.append("source_target_pairs={" + pairs + "}")
     if ins.is_host_transfer:
         attrs.append("is_host_transfer=true")
     attrs.extend(_called_attrs(opcode, called))

@@ -117,8 +117,8 @@ class HloModule:
             return instr.operand_shapes
         comp = self.computations.get(instr.computation)
         local = comp.by_name if comp is not None else {}
-        shapes = tuple((local.get(n) or self._by_name[n]).shape for n in instr.operand_names)
-        return tuple(s.element(e) for s, e in zip(shapes, instr.operand_elements)) + shapes[len(instr.operand_elements):]
+        found = tuple((local.get(n) or self._by_name[n]).shape for n in instr.operand_names)
+        return tuple(s.element(e) for s, e in zip(found, instr.operand_elements)) + found[len(instr.operand_elements):]
 
     @cached_property
     def _instructions_frame(self) -> pd.DataFrame:

@@ -138,7 +138,8 @@ class RemotePath:
 
     def _listed(self, entries) -> list[RemotePath]:
         items = entries.values() if isinstance(entries, dict) else entries
-        return sorted(RemotePath(self.fs, e["name"], e.get("type")) for e in items if e["name"].rstrip("/") != self.path)
+        return sorted(RemotePath(self.fs, e["name"], e.get("type"))
+                      for e in items if e["name"].rstrip("/") != self.path)
 
     def iterdir(self) -> list[RemotePath]:
         return self._listed(self._call("ls", self.path, detail=True))
@@ -149,7 +150,8 @@ class RemotePath:
 
     def rglob(self, pattern: str) -> list[RemotePath]:
         """Files anywhere below whose name matches ``pattern`` (one listing of the tree)."""
-        return [p for p in self._listed(self._call("find", self.path, detail=True)) if fnmatch.fnmatchcase(p.name, pattern)]
+        found = self._listed(self._call("find", self.path, detail=True))
+        return [p for p in found if fnmatch.fnmatchcase(p.name, pattern)]
 
     # --- contents -----------------------------------------------------------------------------------
     def read_bytes(self) -> bytes:

@@ -113,7 +113,8 @@ def _decode(layout, path: Path, workers: int) -> list:
     except PlaneError as exc:
         raise XPlaneError(f"{path}: {exc}") from None
     except BrokenProcessPool:
-        raise XPlaneError(f"{path}: a process decoding its planes died (out of memory?): rerun with --workers 1") from None
+        raise XPlaneError(f"{path}: a process decoding its planes died (out of memory?): "
+                          "rerun with --workers 1") from None
 
 
 _EVENT_COLUMNS = ("plane", "line", "metadata_id", "start_ps", "span_ps", "duration_ps")

@@ -42,7 +42,8 @@ def roofline_points(analysis) -> tuple[pd.DataFrame, str]:
         note = ("no FLOPs or bytes for any op (no HLO dump): pass --hlo-dir"
                 if flops.notna().sum() == 0 else "no op with FLOPs > 0 and bytes > 0 to place")
     else:
-        note = f"{int(ok.sum())} ops shown; {left_out} with no FLOPs (copies, collectives, waits) or unknown costs left out"
+        note = (f"{int(ok.sum())} ops shown; "
+                f"{left_out} with no FLOPs (copies, collectives, waits) or unknown costs left out")
     return points, note
 
 

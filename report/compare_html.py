@@ -36,7 +36,8 @@ def compare_context(comparison) -> dict:
         cards.append({"label": f"Regression gate ({format_percent(reg['threshold'])})",
                       "value": "tripped" if reg["tripped"] else "passed", "sub": reg["reason"]})
     op_rows = [{**o, "base": format_seconds(o["base_s_per_step"]), "new": format_seconds(o["new_s_per_step"]),
-                "delta": signed_seconds(o["delta_s_per_step"]), "share": share_text(o["delta_s_per_step"], step["base_s"]),
+                "delta": signed_seconds(o["delta_s_per_step"]),
+                "share": share_text(o["delta_s_per_step"], step["base_s"]),
                 "ratio_text": ratio_text(o["ratio"])} for o in data["ops"][:MAX_HTML_OPS]]
     finding_rows = [{**f, "base": format_seconds(f["base_s_per_step"]), "new": format_seconds(f["new_s_per_step"]),
                      "delta": signed_seconds(f["delta_s_per_step"])} for f in data["findings"]]
@@ -51,11 +52,13 @@ def compare_context(comparison) -> dict:
     return {
         "title": "xladiag compare", "headline": data["headline"], "warnings": data["warnings"], "cards": cards,
         "test": test, "time_word": "measured" if data["measured"] else "predicted",
-        "base_bar": Markup(svg.breakdown_bar(as_dict[0], title="Base: step time breakdown", element_id="breakdown-base")),
+        "base_bar": Markup(svg.breakdown_bar(as_dict[0], title="Base: step time breakdown",
+                                             element_id="breakdown-base")),
         "new_bar": Markup(svg.breakdown_bar(as_dict[1], title="New: step time breakdown", element_id="breakdown-new")),
         "breakdown_rows": breakdown_rows,
         "strip": Markup(compare_svg.step_strip(base["per_step_s"], new["per_step_s"])),
-        "waterfall": Markup(compare_svg.waterfall(step["base_s"], step["new_s"], labels)) if step["delta_s"] is not None else "",
+        "waterfall": (Markup(compare_svg.waterfall(step["base_s"], step["new_s"], labels))
+                      if step["delta_s"] is not None else ""),
         "op_rows": op_rows, "ops_total": len(data["ops"]), "counts": data["ops_summary"]["counts"],
         "finding_rows": finding_rows, "findings_summary": data["findings_summary"], "input_rows": input_rows,
         "version": data["tool"]["version"], "schema": data["compare_schema_version"],

@@ -99,7 +99,8 @@ def _step_table(data: dict) -> list[str]:
     spread = test["spread_s"]
     rows = [["Step time (mean)", format_seconds(step["base_s"]), format_seconds(step["new_s"]),
              f"{signed_seconds(step['delta_s'])} ({ratio_text(step['ratio'])})"],
-            ["MFU", format_percent(data["mfu"]["base"]), format_percent(data["mfu"]["new"]), ratio_text(data["mfu"]["ratio"])],
+            ["MFU", format_percent(data["mfu"]["base"]), format_percent(data["mfu"]["new"]),
+             ratio_text(data["mfu"]["ratio"])],
             ["Steps measured", str(data["base"]["steps"] or 0), str(data["new"]["steps"] or 0), ""],
             ["Step-to-step spread (larger std)", "", "", format_seconds(spread) if spread is not None else "n/a"]]
     if test["ci_low_s"] is not None:
@@ -112,8 +113,9 @@ def _breakdown_section(data: dict) -> list[str]:
     time_word = "measured" if data["measured"] else "predicted"
     base_step = data["step"]["base_s"]
     out = [f"### Where the step goes ({time_word}, per step)", ""]
-    rows = [[escape_text(CLASS_LABELS.get(r["class"], r["class"])), format_seconds(r["base_s"]), format_seconds(r["new_s"]),
-             signed_seconds(r["delta_s"]), share_text(r["delta_s"], base_step)] for r in data["breakdown"]]
+    rows = [[escape_text(CLASS_LABELS.get(r["class"], r["class"])), format_seconds(r["base_s"]),
+             format_seconds(r["new_s"]), signed_seconds(r["delta_s"]), share_text(r["delta_s"], base_step)]
+            for r in data["breakdown"]]
     return out + _table(["Class", "Base", "New", "Change", "% of base step"], rows, "lrrrr") + [""]
 
 
@@ -138,7 +140,8 @@ def _ops_section(data: dict, more_ops: int, name_chars: int) -> list[str]:
         out += _details(f"{count(len(more), 'more changed op')}",
                         _table(_OP_HEADER, _op_rows(more, base_step, name_chars), _OP_ALIGN))
     if len(moved) > max(more_ops, TOP_OPS):
-        out += [f"_{count(len(moved) - max(more_ops, TOP_OPS), 'smaller change')} left out; the JSON (`--format json`) lists every op._", ""]
+        out += [f"_{count(len(moved) - max(more_ops, TOP_OPS), 'smaller change')} left out; "
+                "the JSON (`--format json`) lists every op._", ""]
     return out
 
 
@@ -160,7 +163,8 @@ def _findings_section(data: dict, max_findings: int, text_chars: int) -> list[st
              f"{escape_text(f['base_severity'] or '—')} → {escape_text(f['new_severity'] or '—')}",
              format_seconds(f["base_s_per_step"]), format_seconds(f["new_s_per_step"]),
              signed_seconds(f["delta_s_per_step"])] for f in findings[:max_findings]]
-    finding_table = _table(["Status", "Finding", "Key", "Severity", "Costs before", "Costs after", "Change"], rows, "lllrrrr")
+    finding_table = _table(["Status", "Finding", "Key", "Severity", "Costs before", "Costs after", "Change"],
+                           rows, "lllrrrr")
     shown = f"All {count(len(rows), 'finding')}" if len(rows) == len(findings) else \
         f"{len(rows)} of {count(len(findings), 'finding')} (the JSON lists every one)"
     out += (_details(shown, finding_table) if len(rows) > TOP_OPS else finding_table + [""])
@@ -192,7 +196,7 @@ def _inputs_section(data: dict) -> list[str]:
     base, new = data["base"], data["new"]
     rows = [[label, escape_text(base[k], 80) if base[k] is not None else "—",
              escape_text(new[k], 80) if new[k] is not None else "—"]
-            for label, k in (("Input", "label"), ("Read from", "input_kind"), ("Chip", "chip"), ("Platform", "platform"),
-                             ("Devices", "devices"), ("Run", "run"), ("Steps from", "step_source"),
-                             ("xladiag", "tool_version"))]
+            for label, k in (("Input", "label"), ("Read from", "input_kind"), ("Chip", "chip"),
+                             ("Platform", "platform"), ("Devices", "devices"), ("Run", "run"),
+                             ("Steps from", "step_source"), ("xladiag", "tool_version"))]
     return _details("Inputs", _table(["", "Base", "New"], rows, "lll"))

@@ -48,7 +48,8 @@ def headline(data: dict) -> str:
     changed = [o for o in data["ops"] if o["status"] != "unchanged"]
     if changed:
         top = changed[0]
-        parts.append(f"biggest op change {top['name']} {signed_seconds(top['delta_s_per_step'])}/step ({top['status']})")
+        parts.append(f"biggest op change {top['name']} "
+                     f"{signed_seconds(top['delta_s_per_step'])}/step ({top['status']})")
     fs = data["findings_summary"]
     moved_f = ", ".join(f"{fs[s]} {s}" for s in ("appeared", "disappeared", "grew", "shrank") if fs[s])
     parts.append(f"findings: {moved_f or 'no change'}")

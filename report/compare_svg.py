@@ -46,7 +46,8 @@ def waterfall(base_s: float, new_s: float, deltas: list[tuple[str, float]], *, w
         value = format_seconds(b) if colour == TOTAL else signed_seconds(b - a)
         parts.append(f'<text x="{ml - 6}" y="{y + 14}" font-size="11" text-anchor="end" fill="#333">'
                      f'{_e(shorten(label, 40))}<title>{_e(label)}</title></text>')
-        parts.append(f'<rect x="{x0:.1f}" y="{y + 3}" width="{max(x1 - x0, 1.0):.1f}" height="{row - 7}" fill="{colour}">'
+        parts.append(f'<rect x="{x0:.1f}" y="{y + 3}" width="{max(x1 - x0, 1.0):.1f}" '
+                     f'height="{row - 7}" fill="{colour}">'
                      f'<title>{_e(f"{label}: {value}")}</title></rect>')
         parts.append(f'<text x="{max(x0, x1) + 4:.1f}" y="{y + 14}" font-size="11" fill="#333">{_e(value)}</text>')
         if 0 < i < len(steps) - 1:  # connector from the running total
@@ -84,6 +85,7 @@ def step_strip(base: list[float], new: list[float], *, width: int = 760, element
                          f'stroke-width="2"><title>mean {_e(format_seconds(m))}</title></line>')
     yb = 10 + 2 * row + 10
     parts.append(f'<text x="{ml}" y="{yb}" font-size="11" fill="#555">{_e(format_seconds(lo))}</text>')
-    parts.append(f'<text x="{width - mr}" y="{yb}" font-size="11" text-anchor="end" fill="#555">{_e(format_seconds(hi))}</text>')
+    parts.append(f'<text x="{width - mr}" y="{yb}" font-size="11" text-anchor="end" fill="#555">'
+                 f'{_e(format_seconds(hi))}</text>')
     parts.append("</svg>")
     return "".join(parts)

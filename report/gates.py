@@ -18,7 +18,8 @@ _RANK = {"info": -1, "low": 0, "medium": 1, "high": 2}  # an info note never tri
 
 # What each gate measures, in the words of `diagnose --help` and the report (the one place they are written).
 MEASURES = {
-    "fail-on": "the number of findings of at least this severity (high: saves >= 10% of the step, medium: >= 3%; notes that save nothing never count)",
+    "fail-on": ("the number of findings of at least this severity "
+                "(high: saves >= 10% of the step, medium: >= 3%; notes that save nothing never count)"),
     "max-exposed-collective": (
         "the time per step devices wait on collectives (all-gather, reduce-scatter, all-reduce, all-to-all, "
         "collective-permute, send/recv) not hidden behind compute, as a share of the step (the exposed-collective "

@@ -168,11 +168,13 @@ def _op_rows(ops: list[dict], measured: bool) -> list[dict]:
                 "costs_src": _costs_src(op),
                 "bytes": format_si(op["bytes"], "B") if op["bytes"] is not None else "—",
                 "bytes_v": _sort_key(op["bytes"]),
-                "intensity": format_si(op["arithmetic_intensity"], "") if op["arithmetic_intensity"] is not None else "—",
+                "intensity": (format_si(op["arithmetic_intensity"], "")
+                              if op["arithmetic_intensity"] is not None else "—"),
                 "intensity_v": _sort_key(op["arithmetic_intensity"]),
                 "source": op["source"] or "",
                 "source_short": _tail(op["source"] or "", 1),
-                "hlo": hlo if len(hlo) <= MAX_HLO_CHARS else hlo[:MAX_HLO_CHARS] + f" … ({len(hlo) - MAX_HLO_CHARS:,} more characters)",
+                "hlo": (hlo if len(hlo) <= MAX_HLO_CHARS
+                        else hlo[:MAX_HLO_CHARS] + f" … ({len(hlo) - MAX_HLO_CHARS:,} more characters)"),
                 "tf_op": op["tf_op"] or "",
             }
         )
@@ -202,7 +204,8 @@ def report_context(report) -> dict:
     breakdown = {k: v or 0.0 for k, v in data["breakdown"].items()}
     roofline_svg, roofline_note = _roofline_svg(a, data["chip"], measured)
     events, lanes, span_s, timeline_note = representative_step_events(a)
-    timeline_svg = svg.timeline_chart(events, lanes, span_s=span_s, caption="from step start", width=1100) if lanes else ""
+    timeline_svg = (svg.timeline_chart(events, lanes, span_s=span_s, caption="from step start", width=1100)
+                    if lanes else "")
 
     all_ops = data["ops"]
     rows = _op_rows(all_ops[:MAX_HTML_OPS], measured)
@@ -247,7 +250,8 @@ def _breakdown_rows(breakdown: dict) -> list[dict]:
     total = sum(breakdown.values())
     return [
         {"key": k, "label": svg.CLASS_LABELS.get(k, k), "seconds": format_seconds(breakdown.get(k, 0.0)),
-         "share": format_percent(breakdown.get(k, 0.0) / total) if total > 0 else "n/a", "colour": svg.CLASS_COLOURS.get(k, "#999")}
+         "share": format_percent(breakdown.get(k, 0.0) / total) if total > 0 else "n/a",
+         "colour": svg.CLASS_COLOURS.get(k, "#999")}
         for k in svg.CLASS_ORDER
     ]
 

@@ -20,7 +20,8 @@ def summary_cards(data: dict, time_word: str) -> list[dict]:
     ideal_known = data["ideal_step_s"] is not None  # None: no op has a prediction (not 'an ideal of 0 s')
     cards = [
         {"label": "Step time", "value": format_seconds(step_s), "source": time_word,
-         "sub": (f"mean of {count(data['steps']['count'], 'step')} per device" if measured else "sum of per-op roofline predictions")},
+         "sub": (f"mean of {count(data['steps']['count'], 'step')} per device" if measured
+                 else "sum of per-op roofline predictions")},
         {"label": "MFU", "value": format_percent(data["mfu"]) if data["mfu"] is not None else "n/a",
          "source": "model FLOPs (trace metadata / HLO dump) ÷ (step × chip peak)",
          "sub": f"peak {format_si(data['chip']['peak_flops_per_s'], 'FLOP/s')}"},
@@ -29,7 +30,8 @@ def summary_cards(data: dict, time_word: str) -> list[dict]:
          "sub": "every op at its roofline" if ideal_known else "no op has FLOPs or bytes: pass --hlo-dir"},
     ]
     if measured and data["steps"]["idle_s"] is not None:
-        cards.append({"label": "Idle per step", "value": format_seconds(data["steps"]["idle_s"]), "source": SRC_MEASURED,
+        cards.append({"label": "Idle per step", "value": format_seconds(data["steps"]["idle_s"]),
+                      "source": SRC_MEASURED,
                       "sub": f"{format_percent(data['steps']['idle_s'] / step_s) if step_s else 'n/a'} of the step"})
     rec = data["recoverable"]
     cards.append({"label": "Recoverable per step", "value": format_seconds(rec["s_per_step"]),
@@ -63,7 +65,8 @@ def capture_rows(data: dict, analysis) -> list[tuple[str, str, str]]:
     types = sorted({str(d.get("device_type") or "") for d in data["device_list"]} - {""})
     rows += [
         ("Platform", data["platform"] + ("" if data["measured"] else " (HLO dump only: nothing measured)"), ""),
-        ("Devices", f"{data['devices']}" + (f" × {', '.join(types)}" if types else ""), "trace" if data["measured"] else ""),
+        ("Devices", f"{data['devices']}" + (f" × {', '.join(types)}" if types else ""),
+         "trace" if data["measured"] else ""),
         ("Hosts", ", ".join(data["hosts"]) or "—", "trace" if data["measured"] else ""),
         ("Run", run["name"] or "—", str(run["dir"] or "")),
     ]
@@ -82,7 +85,8 @@ def capture_rows(data: dict, analysis) -> list[tuple[str, str, str]]:
     else:
         rows.append(("Step time", format_seconds(data["step_s"]) + " (sum of per-op predictions)", SRC_PREDICTED))
     if data["model_flops_per_step"]:
-        rows.append(("Model FLOPs per step", format_si(data["model_flops_per_step"], "FLOP"), "trace metadata / HLO dump, per device"))
+        rows.append(("Model FLOPs per step", format_si(data["model_flops_per_step"], "FLOP"),
+                     "trace metadata / HLO dump, per device"))
     rows.append(("Trace files", ", ".join(Path(p).name for p in run["xplane_files"]) or "—", ""))
     rows.append(("HLO dump files", ", ".join(Path(p).name for p in run["hlo_files"]) or "—", ""))
     return rows

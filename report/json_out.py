@@ -29,7 +29,8 @@ SOURCE_PREDICTED = "predicted (roofline: HLO costs and chip table)"
 
 # ops-table columns of the contract -> analysis.ops column they come from (declared in analyzer/tables.py).
 _OP_FIELDS = {c.json: c.name for c in OPS.public()}
-# Text fields of an op record; None when missing. flops_source/bytes_source: 'trace' (trace metadata) | 'hlo' (HLO dump).
+# Text fields of an op record; None when missing.
+# flops_source/bytes_source: 'trace' (trace metadata) | 'hlo' (HLO dump).
 _TEXT_FIELDS = frozenset(c.json for c in OPS.public() if c.dtype in ("text", "category") and c.json != "hlo_text")
 
 

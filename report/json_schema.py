@@ -1,9 +1,10 @@
 """The JSON report's contract as a JSON Schema (draft 2020-12), built here and shipped as a file.
 
 ``report/report.schema.json`` (package data, :func:`load_schema`) and ``docs/report.schema.json`` are this
-module's output (and ``compare.schema.json``, from :mod:`.compare_schema`): ``python -m xladiag.report.json_schema`` rewrites both, and a test fails when either
-drifts. The ops fields come from ``analyzer/tables.py`` (the same declaration the JSON writer reads), so a
-new public column reaches the schema without an edit here.
+module's output (and ``compare.schema.json``, from :mod:`.compare_schema`):
+``python -m xladiag.report.json_schema`` rewrites both, and a test fails when either drifts. The ops
+fields come from ``analyzer/tables.py`` (the same declaration the JSON writer reads), so a new public column
+reaches the schema without an edit here.
 
 Strict where the shape is stable (``additionalProperties: false`` on findings, their ops, chip, run,
 recoverable, op records): a key renamed or misspelt by a renderer fails validation. The top level and

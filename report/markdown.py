@@ -86,19 +86,23 @@ def _verdict(data: dict) -> list[str]:
     measured, chip, steps = data["measured"], data["chip"], data["steps"]
     time_word = "measured" if measured else "predicted"
     mfu = format_percent(data["mfu"]) if data["mfu"] is not None else "n/a"
-    step_note = (f"{time_word}, mean of {count(steps['count'], 'step')}" if measured else "predicted: sum of per-op rooflines")
+    step_note = (f"{time_word}, mean of {count(steps['count'], 'step')}" if measured
+                 else "predicted: sum of per-op rooflines")
     out = ["## Verdict", ""]
     out.append(f"- **Step time:** {format_seconds(data['step_s'])} ({step_note})")
     out += wrap(f"- **MFU:** {mfu} (model FLOPs ÷ (step × {format_si(chip['peak_flops_per_s'], 'FLOP/s')} peak, "
                 f"{escape_text(short_source(chip['source']['peak_flops_per_s']), 80)})"
-                + (f"; {format_percent(data['unknown_flops_share'])} of the step is in ops of unknown FLOPs, not counted)"
+                + (f"; {format_percent(data['unknown_flops_share'])} of the step is in ops of unknown FLOPs, "
+                   "not counted)"
                    if data.get("unknown_flops_share") else ")"), indent="  ")
     rec = data["recoverable"]
-    rec_share = f"{format_percent(rec['fraction_of_step'])} of the step; " if rec["fraction_of_step"] is not None else ""
+    rec_share = (f"{format_percent(rec['fraction_of_step'])} of the step; "
+                 if rec["fraction_of_step"] is not None else "")
     out += wrap(f"- **Recoverable per step:** {format_seconds(rec['s_per_step'])} ({rec_share}{time_word}: the "
                 "findings' savings, each op counted by one finding)", indent="  ")
     if data["ideal_step_s"] is not None:
-        out.append(f"- **Roofline ideal step:** {format_seconds(data['ideal_step_s'])} (predicted: every op at its roofline)")
+        out.append(f"- **Roofline ideal step:** {format_seconds(data['ideal_step_s'])} "
+                   "(predicted: every op at its roofline)")
     else:
         out.append("- **Roofline ideal step:** n/a (no op has FLOPs or bytes: pass --hlo-dir)")
     out.append("")
@@ -160,7 +164,9 @@ def _findings(data: dict, n_findings: int, cell_limit: int, n_table: int) -> lis
                    f"~{format_seconds(f['est_savings_s_per_step'])} per step")
         out += details(summary, body, open_=i == 1) + [""]
     if len(findings) > n_findings:
-        out.append(f"_{count(len(findings) - n_findings, 'more finding')} {'is' if len(findings) - n_findings == 1 else 'are'} in the table above; details in the JSON/HTML report._")
+        out.append(f"_{count(len(findings) - n_findings, 'more finding')} "
+                   f"{'is' if len(findings) - n_findings == 1 else 'are'} in the table above; "
+                   "details in the JSON/HTML report._")
         out.append("")
     return out + notes
 
@@ -193,7 +199,8 @@ def _top_ops(data: dict, n_ops: int) -> list[str]:
     shown = ops[:n_ops]
     rows = []
     for o in shown:
-        measured_cells = [format_seconds(o["measured_s_per_step"]), format_percent(o["share_of_step"])] if measured else []
+        measured_cells = ([format_seconds(o["measured_s_per_step"]), format_percent(o["share_of_step"])]
+                          if measured else [])
         rows.append(
             [escape_text(o["name"], 80), escape_text(o["category"], 40), escape_text(o["bound_by"])]
             + measured_cells
@@ -205,20 +212,24 @@ def _top_ops(data: dict, n_ops: int) -> list[str]:
         "predicted / step", "efficiency" if measured else "% of step", "Source"]
     body = _table(header, rows, ["l", "l", "l"] + ["r"] * (len(header) - 4) + ["l"])
     if len(ops) > len(shown):
-        body += ["", f"_Showing {len(shown)} of {count(len(ops), 'op')}; the JSON report (`--format json`) lists them all._"]
-    summary = f"The {count(len(shown), 'op')} with the most {time_word} time per step" + (f" (of {len(ops)})" if len(ops) > len(shown) else "")
+        body += ["", f"_Showing {len(shown)} of {count(len(ops), 'op')}; "
+                 "the JSON report (`--format json`) lists them all._"]
+    summary = (f"The {count(len(shown), 'op')} with the most {time_word} time per step"
+               + (f" (of {len(ops)})" if len(ops) > len(shown) else ""))
     return [f"## Top ops by {time_word} time per step", ""] + details(summary, body) + [""]
 
 
 def _capture(data: dict) -> list[str]:
     chip, steps, run = data["chip"], data["steps"], data["run"]
     body = wrap(f"- **Chip:** {escape_text(chip['name'])}: peak {format_si(chip['peak_flops_per_s'], 'FLOP/s')} "
-                f"({escape_text(chip['source']['peak_flops_per_s'], 120)}), HBM {format_si(chip['hbm_bytes_per_s'], 'B/s')} "
+                f"({escape_text(chip['source']['peak_flops_per_s'], 120)}), "
+                f"HBM {format_si(chip['hbm_bytes_per_s'], 'B/s')} "
                 f"({escape_text(chip['source']['hbm_bytes_per_s'], 120)})", indent="  ")
     body += wrap(f"- **Platform:** {escape_text(data['platform'])}; **devices:** {data['devices']}; "
                  f"**hosts:** {escape_text(', '.join(data['hosts']) or '—', 200)}", indent="  ")
     body += wrap(f"- **Run:** {escape_text(run['name'] or '—')}"
-                 + (f" (other runs present: {escape_text(', '.join(run['other_runs']), 200)})" if run["other_runs"] else ""),
+                 + (f" (other runs present: {escape_text(', '.join(run['other_runs']), 200)})"
+                    if run["other_runs"] else ""),
                  indent="  ")
     if data["measured"]:
         warm = "warm-up excluded" if steps["warmup_excluded"] else "no warm-up excluded"
@@ -229,7 +240,8 @@ def _capture(data: dict) -> list[str]:
               for what, value, source in choice_rows(data.get("choices") or {})]
     if chosen:
         body += wrap("- **Analysed:** " + "; ".join(chosen), indent="  ")
-    summary = f"{escape_html(chip['name'], 80)}, {count(data['devices'], 'device')}, {escape_html(run['name'] or 'no run', 80)}"
+    summary = (f"{escape_html(chip['name'], 80)}, {count(data['devices'], 'device')}, "
+               f"{escape_html(run['name'] or 'no run', 80)}")
     return ["## Capture", ""] + details(summary, body) + [""]
 
 

@@ -103,8 +103,9 @@ def gates_section(gates) -> list[str]:
     tripped = [g for g in gates if g["tripped"]]
     verdict = (f"**{len(tripped)} of {count(len(gates), 'gate')} tripped** (the command exits 3)." if tripped
                else "**The gate holds.**" if len(gates) == 1 else f"**All {len(gates)} gates hold.**")
-    rows = [[f"`{g['option']}`", escape_text(shown(g["threshold"], g["unit"])), escape_text(shown(g["value"], g["unit"])),
-             "❌ tripped" if g["tripped"] else "✅ holds", escape_text(g["message"], 300)] for g in gates]
+    rows = [[f"`{g['option']}`", escape_text(shown(g["threshold"], g["unit"])),
+             escape_text(shown(g["value"], g["unit"])), "❌ tripped" if g["tripped"] else "✅ holds",
+             escape_text(g["message"], 300)] for g in gates]
     return ["## Gates", "", verdict, "",
             *table(["Gate", "Threshold", "Measured", "Result", "Detail"], rows, ["l", "r", "r", "l", "l"]), ""]
 

@@ -57,7 +57,8 @@ def breakdown_bar(breakdown: dict, *, width: int = 760, title: str = "Step time 
         label = f"{CLASS_LABELS[key]} {format_percent(v / total)}"
         if w > 7 * len(label) + 8:
             fill = "#222" if key == "idle" else "#fff"
-            parts.append(f'<text x="{x + 6:.2f}" y="{bar_h / 2 + 4:.1f}" font-size="12" fill="{fill}" pointer-events="none">{_e(label)}</text>')
+            parts.append(f'<text x="{x + 6:.2f}" y="{bar_h / 2 + 4:.1f}" font-size="12" fill="{fill}" '
+                         f'pointer-events="none">{_e(label)}</text>')
         x += w
     col_w = width / legend_cols
     for i, key in enumerate(CLASS_ORDER):
@@ -123,7 +124,8 @@ def timeline_chart(
     lane_y = {name: mt + i * (lane_h + gap) for i, name in enumerate(lanes)}
     for name, y in lane_y.items():
         parts.append(f'<rect x="{ml}" y="{y}" width="{pw}" height="{lane_h}" fill="#f3f3f3"/>')
-        parts.append(f'<text class="lane" x="{ml - 6}" y="{y + lane_h - 4}" font-size="11" text-anchor="end" fill="#333">{_e(shorten(name, 24))}<title>{_e(name)}</title></text>')
+        parts.append(f'<text class="lane" x="{ml - 6}" y="{y + lane_h - 4}" font-size="11" text-anchor="end" '
+                     f'fill="#333">{_e(shorten(name, 24))}<title>{_e(name)}</title></text>')
     if events is not None and len(events):
         ev = events[events["lane"].isin(lane_y)].copy()
         ev["x0"] = ml + pw * ev["start_s"].astype(float) / span
@@ -156,10 +158,12 @@ def _event_rects(ev: pd.DataFrame, lane_y: dict, lane_h: int) -> list[str]:
         top, h = (y, lane_h) if exposed else (y + 2, lane_h - 4)
         w = max(row.x1 - row.x0, 0.6)
         what = row.label if row.count == 1 else f"{row.label} (+{row.count - 1} more ops)"
-        tip = f"{what}\n{CLASS_LABELS.get(cls, cls)}{' (exposed wait)' if exposed else ''}: {format_seconds(row.duration_s)} at +{format_seconds(row.start_s)}"
+        tip = (f"{what}\n{CLASS_LABELS.get(cls, cls)}{' (exposed wait)' if exposed else ''}: "
+               f"{format_seconds(row.duration_s)} at +{format_seconds(row.start_s)}")
         extra = ' stroke="#000" stroke-width="0.8"' if exposed else ""
         parts.append(
-            f'<rect class="ev ev-{cls}{" exposed" if exposed else ""}" x="{row.x0:.2f}" y="{top}" width="{w:.2f}" height="{h}" '
+            f'<rect class="ev ev-{cls}{" exposed" if exposed else ""}" '
+            f'x="{row.x0:.2f}" y="{top}" width="{w:.2f}" height="{h}" '
             f'fill="{CLASS_COLOURS[cls]}"{extra}><title>{_e(tip)}</title></rect>'
         )
     return parts
@@ -173,7 +177,8 @@ def _time_axis(axis_y: float, ml: float, pw: float, span: float, caption: str) -
         x = ml + pw * i / 5
         parts.append(f'<line x1="{x:.1f}" y1="{axis_y}" x2="{x:.1f}" y2="{axis_y + 4}" stroke="#999"/>')
         anchor = "start" if i == 0 else "end" if i == 5 else "middle"
-        parts.append(f'<text class="tick" x="{x:.1f}" y="{axis_y + 16}" font-size="11" text-anchor="{anchor}" fill="#444">{_e(format_seconds(t))}</text>')
+        parts.append(f'<text class="tick" x="{x:.1f}" y="{axis_y + 16}" font-size="11" text-anchor="{anchor}" '
+                     f'fill="#444">{_e(format_seconds(t))}</text>')
     if caption:
         parts.append(f'<text x="4" y="{axis_y + 16}" font-size="11" fill="#666">{_e(shorten(caption, 28))}</text>')
     return parts
@@ -199,14 +204,20 @@ def bar_chart(rows: list[tuple[str, float, float | None]], *, width: int = 640, 
     for i, (label, m, p) in enumerate(rows):
         y = mt + i * (bar_h + gap)
         w = pw * m / vmax
-        parts.append(f'<text x="{ml - 6}" y="{y + bar_h - 3}" font-size="11" text-anchor="end" fill="#333">{_e(shorten(label, 34))}<title>{_e(label)}</title></text>')
-        parts.append(f'<rect x="{ml}" y="{y}" width="{max(w, 0.5):.1f}" height="{bar_h - 4}" fill="#e15759"><title>{_e(f"{label}: {value_label} {format_seconds(m)} per step")}</title></rect>')
+        parts.append(f'<text x="{ml - 6}" y="{y + bar_h - 3}" font-size="11" text-anchor="end" fill="#333">'
+                     f'{_e(shorten(label, 34))}<title>{_e(label)}</title></text>')
+        parts.append(f'<rect x="{ml}" y="{y}" width="{max(w, 0.5):.1f}" height="{bar_h - 4}" fill="#e15759">'
+                     f'<title>{_e(f"{label}: {value_label} {format_seconds(m)} per step")}</title></rect>')
         if p is not None:
             wp = pw * p / vmax
-            parts.append(f'<rect x="{ml}" y="{y + bar_h - 4}" width="{max(wp, 0.5):.1f}" height="3" fill="#222"><title>{_e(f"{label}: predicted {format_seconds(p)} per step")}</title></rect>')
-        parts.append(f'<text x="{ml + max(w, 0.5) + 4:.1f}" y="{y + bar_h - 4}" font-size="11" fill="#333">{_e(format_seconds(m))}</text>')
+            parts.append(f'<rect x="{ml}" y="{y + bar_h - 4}" width="{max(wp, 0.5):.1f}" height="3" fill="#222">'
+                         f'<title>{_e(f"{label}: predicted {format_seconds(p)} per step")}</title></rect>')
+        parts.append(f'<text x="{ml + max(w, 0.5) + 4:.1f}" y="{y + bar_h - 4}" font-size="11" fill="#333">'
+                     f'{_e(format_seconds(m))}</text>')
     ly = mt + len(rows) * (bar_h + gap) + 8
-    parts.append(f'<rect x="{ml}" y="{ly}" width="10" height="8" fill="#e15759"/><text x="{ml + 14}" y="{ly + 8}" font-size="11" fill="#333">{_e(value_label)} per step</text>')
-    parts.append(f'<rect x="{ml + 150}" y="{ly + 3}" width="10" height="3" fill="#222"/><text x="{ml + 164}" y="{ly + 8}" font-size="11" fill="#333">predicted (roofline) per step</text>')
+    parts.append(f'<rect x="{ml}" y="{ly}" width="10" height="8" fill="#e15759"/>'
+                 f'<text x="{ml + 14}" y="{ly + 8}" font-size="11" fill="#333">{_e(value_label)} per step</text>')
+    parts.append(f'<rect x="{ml + 150}" y="{ly + 3}" width="10" height="3" fill="#222"/>'
+                 f'<text x="{ml + 164}" y="{ly + 8}" font-size="11" fill="#333">predicted (roofline) per step</text>')
     parts.append("</svg>")
     return "".join(parts)

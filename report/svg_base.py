@@ -61,5 +61,6 @@ def _svg_open(width: float, height: float, css_class: str, label: str, element_i
     # No xmlns: inline SVG in HTML needs none, and the report then holds no URL at all.
     return (
         f'<svg{ident} class="{_e(css_class)}" role="img" aria-label="{_e(label)}" '
-        f'viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" height="{height:.0f}" style="{_FONT};max-width:100%;height:auto">'
+        f'viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" height="{height:.0f}" '
+        f'style="{_FONT};max-width:100%;height:auto">'
     )

@@ -87,7 +87,8 @@ def roofline_chart(
     ys = list(pts["p_y"]) + ([roof.peak_flops_per_s * 1.2, roof.peak_flops_per_s / 1e4] if roof.known else [1e9, 1e15])
     axes = _LogAxes(ml, mt, width - ml - mr, height - mt - mb, *_decade_range(min(xs), max(xs)),
                     *_decade_range(min(ys), max(ys)))
-    parts = [_svg_open(width, height, "chart roofline", "Roofline: arithmetic intensity against achieved FLOP/s", element_id),
+    parts = [_svg_open(width, height, "chart roofline", "Roofline: arithmetic intensity against achieved FLOP/s",
+                       element_id),
              "<title>Roofline</title>",
              f'<rect x="{ml}" y="{mt}" width="{axes.pw}" height="{axes.ph}" fill="#fbfbfb" stroke="#ccc"/>']
     parts += _grid(axes, achieved_label, height)
@@ -124,14 +125,18 @@ def _grid(axes: _LogAxes, achieved_label: str, height: int) -> list[str]:
     for e in range(axes.x0, axes.x1 + 1, xstep):
         x = axes.px(10.0 ** e)
         parts.append(f'<line x1="{x:.1f}" y1="{mt}" x2="{x:.1f}" y2="{mt + ph}" stroke="#e6e6e6"/>')
-        parts.append(f'<text class="tick" x="{x:.1f}" y="{mt + ph + 15}" font-size="11" text-anchor="middle" fill="#444">{_e(_decade_label(e, ""))}</text>')
+        parts.append(f'<text class="tick" x="{x:.1f}" y="{mt + ph + 15}" font-size="11" text-anchor="middle" '
+                     f'fill="#444">{_e(_decade_label(e, ""))}</text>')
     ystep = 1 if axes.y1 - axes.y0 <= 10 else 2
     for e in range(axes.y0, axes.y1 + 1, ystep):
         y = axes.py(10.0 ** e)
         parts.append(f'<line x1="{ml}" y1="{y:.1f}" x2="{ml + pw}" y2="{y:.1f}" stroke="#e6e6e6"/>')
-        parts.append(f'<text class="tick" x="{ml - 5}" y="{y + 4:.1f}" font-size="11" text-anchor="end" fill="#444">{_e(_decade_label(e, "FLOP/s"))}</text>')
-    parts.append(f'<text x="{ml + pw / 2}" y="{height - 8}" font-size="12" text-anchor="middle" fill="#222">arithmetic intensity (FLOP per HBM byte)</text>')
-    parts.append(f'<text x="14" y="{mt + ph / 2}" font-size="12" text-anchor="middle" fill="#222" transform="rotate(-90 14 {mt + ph / 2})">{_e(achieved_label)} FLOP/s</text>')
+        parts.append(f'<text class="tick" x="{ml - 5}" y="{y + 4:.1f}" font-size="11" text-anchor="end" '
+                     f'fill="#444">{_e(_decade_label(e, "FLOP/s"))}</text>')
+    parts.append(f'<text x="{ml + pw / 2}" y="{height - 8}" font-size="12" text-anchor="middle" fill="#222">'
+                 'arithmetic intensity (FLOP per HBM byte)</text>')
+    parts.append(f'<text x="14" y="{mt + ph / 2}" font-size="12" text-anchor="middle" fill="#222" '
+                 f'transform="rotate(-90 14 {mt + ph / 2})">{_e(achieved_label)} FLOP/s</text>')
     return parts
 
 
@@ -144,10 +149,13 @@ def _roof_lines(axes: _LogAxes, roof: Roof) -> list[str]:
     points = [(slope_start, slope_start * hbm), (ridge, peak), (xb, peak)]
     path = " ".join(f"{px(a):.1f},{py(b):.1f}" for a, b in points)
     parts = [f'<polyline class="roof" points="{path}" fill="none" stroke="#222" stroke-width="2"/>',
-             f'<line class="ridge" x1="{px(ridge):.1f}" y1="{py(peak):.1f}" x2="{px(ridge):.1f}" y2="{axes.mt + axes.ph}" stroke="#888" stroke-dasharray="4 3"/>',
-             f'<text x="{px(ridge) + 4:.1f}" y="{axes.mt + axes.ph - 6}" font-size="11" fill="#555">ridge {_e(format_si(ridge, ""))} FLOP/B</text>']
+             f'<line class="ridge" x1="{px(ridge):.1f}" y1="{py(peak):.1f}" x2="{px(ridge):.1f}" '
+             f'y2="{axes.mt + axes.ph}" stroke="#888" stroke-dasharray="4 3"/>',
+             f'<text x="{px(ridge) + 4:.1f}" y="{axes.mt + axes.ph - 6}" font-size="11" fill="#555">'
+             f'ridge {_e(format_si(ridge, ""))} FLOP/B</text>']
     peak_text = f"compute roof {format_si(peak, 'FLOP/s')}" + (f" ({roof.peak_label})" if roof.peak_label else "")
-    parts.append(f'<text x="{axes.ml + axes.pw - 4}" y="{py(peak) - 6:.1f}" font-size="11" text-anchor="end" fill="#222">{_e(shorten(peak_text, 70))}</text>')
+    parts.append(f'<text x="{axes.ml + axes.pw - 4}" y="{py(peak) - 6:.1f}" font-size="11" text-anchor="end" '
+                 f'fill="#222">{_e(shorten(peak_text, 70))}</text>')
     hbm_text = f"HBM {format_si(hbm, 'B/s')}" + (f" ({roof.hbm_label})" if roof.hbm_label else "")
     # Label the slope a little left of the ridge, rotated along it (45° on a square-decade plot).
     lx = max(slope_start * 3, ridge / 300)
@@ -169,10 +177,12 @@ def _op_dots(axes: _LogAxes, pts: pd.DataFrame, achieved_label: str) -> list[str
     for row in pts.itertuples(index=False):
         bound = str(getattr(row, "bound_by", "unknown") or "unknown")
         colour = BOUND_COLOURS.get(bound, BOUND_COLOURS["unknown"])
-        tip = (f"{row.label}\nintensity {format_si(row.p_ai, 'FLOP/B')}, {achieved_label} {format_si(row.p_y, 'FLOP/s')}\n"
+        tip = (f"{row.label}\nintensity {format_si(row.p_ai, 'FLOP/B')}, "
+               f"{achieved_label} {format_si(row.p_y, 'FLOP/s')}\n"
                f"{format_seconds(row.p_w)} per step, bound by {bound}")
         parts.append(
-            f'<circle class="op-dot" cx="{axes.px(row.p_ai):.1f}" cy="{axes.py(min(row.p_y, 10.0 ** axes.y1)):.1f}" r="{row.p_r:.1f}" '
+            f'<circle class="op-dot" cx="{axes.px(row.p_ai):.1f}" '
+            f'cy="{axes.py(min(row.p_y, 10.0 ** axes.y1)):.1f}" r="{row.p_r:.1f}" '
             f'fill="{colour}" fill-opacity="0.7" stroke="#fff" stroke-width="0.8"><title>{_e(tip)}</title></circle>'
         )
     present = [b for b in BOUND_COLOURS if b in set(pts["bound_by"].astype(str))]

@@ -78,7 +78,8 @@ class _Out:
         lines = textwrap.wrap(text, width=max(width, 20), break_long_words=True, break_on_hyphens=False) or [""]
         if max_lines is not None and len(lines) > max_lines:
             lines = lines[:max_lines]
-            lines[-1] = fit(lines[-1] + " …", width) if columns(lines[-1]) + 2 <= width else fit(lines[-1], width - 1) + "…"
+            last = lines[-1]
+            lines[-1] = fit(last + " …", width) if columns(last) + 2 <= width else fit(last, width - 1) + "…"
         for i, chunk in enumerate(lines):
             self.line((first if i == 0 else indent) + chunk)
 
@@ -148,7 +149,8 @@ def _fixes(out: _Out, data: dict) -> None:
         sev = f["severity"]
         head = f"{i:>2}. {sev.upper():<6} "
         title = textwrap.wrap(clean_text(f["title"]), width=out.width - len(head)) or [""]
-        out.lines.append(out.style(f"{i:>2}. ", "bold") + out.style(f"{sev.upper():<6}", _SEVERITY_STYLE.get(sev, "bold"))
+        out.lines.append(out.style(f"{i:>2}. ", "bold")
+                         + out.style(f"{sev.upper():<6}", _SEVERITY_STYLE.get(sev, "bold"))
                          + " " + out.style(fit(title[0], out.width - len(head)), "bold"))
         if len(title) > 1:
             out.line(" " * len(head) + " ".join(title[1:]), "bold")

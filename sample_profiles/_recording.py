@@ -273,7 +273,8 @@ def trace_answers(xplane: Path, step_name: str | None = None) -> dict:
             "devices": int(np.unique(op["device_ordinal"][sel]).size),
             "op_events": int(sel.sum()),
             "distinct_ops": int(np.unique(op["name"][sel]).size),
-            **({"op_names": sorted(np.unique(op["name"][sel]).tolist())} if np.unique(op["name"][sel]).size <= 8 else {}),
+            **({"op_names": sorted(np.unique(op["name"][sel]).tolist())}
+               if np.unique(op["name"][sel]).size <= 8 else {}),
             "execution_span_ms": {"mean": round(float(np.mean(spans)) / 1e9, 3),
                                   "min": round(min(spans) / 1e9, 3), "max": round(max(spans) / 1e9, 3)},
         })

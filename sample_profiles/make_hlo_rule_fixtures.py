@@ -178,14 +178,16 @@ def hlo_facts(text: str) -> dict:
         if opcode == "dot":
             (dtype, dims), = arrays
             lhs = shapes[re.findall(r"%([\w.\-]+)", rest)[0]][0][1]
-            contracting = [int(x) for x in re.search(r"lhs_contracting_dims=\{([\d,]*)\}", rest).group(1).split(",") if x]
+            dims = re.search(r"lhs_contracting_dims=\{([\d,]*)\}", rest).group(1)
+            contracting = [int(x) for x in dims.split(",") if x]
             k = math.prod(lhs[i] for i in contracting)
             dots.append({"name": name, "dtype": dtype, "result": dims, "contracting": k,
                          "flops": 2 * math.prod(dims) * k,
                          "backward": bool(op_name and "transpose(" in op_name.group(1))})
             rematted += bool(op_name and "rematted_computation" in op_name.group(1))
         elif opcode in COLLECTIVES:
-            collectives.append({"name": name, "opcode": opcode, "shape": shape_text.split("{")[0] if len(arrays) == 1 else shape_text,
+            collectives.append({"name": name, "opcode": opcode,
+                                "shape": shape_text.split("{")[0] if len(arrays) == 1 else shape_text,
                                 "result_bytes": sum(math.prod(d) * _BYTES.get(t, 4) for t, d in arrays)})
     return {"dots": dots, "collectives": collectives, "rematted_dots": rematted}
 
@@ -229,7 +231,8 @@ def answers_for(name: str, spec: dict, facts: dict) -> dict:
             "forward_flops_per_all_gather_byte": round(forward / gathered, 1),
             "expect": ("sharding-intensity flagged on v6e and tpu7x: forward FLOPs per gathered byte "
                        f"{forward / gathered:.0f} is far below C/W" if tokens < 2500 else
-                       f"sharding-intensity not flagged on v6e: {forward / gathered:.0f} FLOPs per gathered byte > 5100; "
+                       f"sharding-intensity not flagged on v6e: {forward / gathered:.0f} FLOPs per gathered byte "
+                       "> 5100; "
                        "on tpu7x (11.5k) the f32 gathers of this CPU-compiled HLO make it flagged, although "
                        "16,384 tokens per device would clear 11.5k with bf16 gathers"),
         })

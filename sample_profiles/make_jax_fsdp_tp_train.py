@@ -70,7 +70,8 @@ def build(jax, jnp, np):
         def normal(shape, fan_in):
             return jax.random.normal(next(keys), shape, jnp.float32) / np.sqrt(fan_in)
 
-        layers = [{k: (jnp.ones(s, jnp.float32) if k.startswith("ln") else normal(s, s[0] if k != "wo" else s[0] * s[1]))
+        layers = [{k: (jnp.ones(s, jnp.float32) if k.startswith("ln")
+                       else normal(s, s[0] if k != "wo" else s[0] * s[1]))
                    for k, s in shapes.items()} for _ in range(N_LAYERS)]
         return {"embed": normal((VOCAB, D_MODEL), 1), "layers": layers, "ln_f": jnp.ones((D_MODEL,), jnp.float32),
                 "unembed": normal((D_MODEL, VOCAB), D_MODEL)}

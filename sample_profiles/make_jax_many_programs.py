@@ -65,7 +65,8 @@ def main(argv: list[str]) -> int:
         if executed["executions"] != count:
             raise SystemExit(f"program {module_id} ran {executed['executions']} times, expected {count}")
         programs.append({"program_id": module_id, "name": "jit_dot", "m_k_n": [m, k, n], "dtype": "f32",
-                         "flops": 2 * m * k * n, **{k_: v for k_, v in executed.items() if k_ not in ("program_id", "name")}})
+                         "flops": 2 * m * k * n,
+                         **{k_: v for k_, v in executed.items() if k_ not in ("program_id", "name")}})
     rec.write_answers(out, {
         "command": "python sample_profiles/make_jax_many_programs.py",
         "n_devices": 1,

@@ -105,7 +105,8 @@ def main(argv: list[str]) -> int:
     if [m["module_name"] for m in modules] != ["jit_train_step"]:
         raise SystemExit(f"expected one jit_train_step module, dump has {modules}")
     hlo = (dump / modules[0]["file"]).read_text()
-    counts = {k: len(re.findall(rf"^\s*(?:ROOT )?%\S+ = .*? {k}\(", hlo, re.M)) for k in ("while", "all-gather", "reduce-scatter", "all-reduce")}
+    counts = {k: len(re.findall(rf"^\s*(?:ROOT )?%\S+ = .*? {k}\(", hlo, re.M))
+              for k in ("while", "all-gather", "reduce-scatter", "all-reduce")}
     if counts["while"] < 2:
         raise SystemExit(f"expected the forward and backward scans as while loops, found {counts}")
     rec.write_answers(out, {

@@ -79,7 +79,8 @@ def generated() -> str:
     lines = ["```mermaid", "flowchart TD"]
     lines += [f'    {node}["{label}"]' for node, label, _ in STAGES]
     lines += [f"    {a} --> {b}" for a, b in _edges()]
-    lines += ["```", "", "An arrow is an import (`a --> b`: a uses b), read from the source; leaves every layer may use: "
+    lines += ["```", "", "An arrow is an import (`a --> b`: a uses b), read from the source; "
+              "leaves every layer may use: "
               + ", ".join(f"`{leaf}`" for leaf in sorted(LEAVES | {"options"} if "options" in MODULES else LEAVES))
               + ".", "", "## Declared tables", "",
               "| table | one row is | columns | built in |", "|---|---|---|---|"]

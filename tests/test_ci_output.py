@@ -266,7 +266,8 @@ def test_a_cut_report_says_so():
     ops = tuple(OpEvidence(f"op{i}", 1e-3, 1e-4, "x" * 300) for i in range(40))
     findings = tuple(make_finding(
                          rule=f"rule-{i}",
-                         priced=Priced(time_s_per_step=1e-3, est_savings_s_per_step=1e-3, step_s=a.step_s, confidence="low", ops=ops),
+                         priced=Priced(time_s_per_step=1e-3, est_savings_s_per_step=1e-3, step_s=a.step_s,
+                                       confidence="low", ops=ops),
                          title=f"finding {i} " * 20, evidence="evidence " * 300, fix="word " * 600) for i in range(100))
     text = render_markdown(Report(analysis=a, findings=findings, headline="h"))
     assert len(text.encode()) < MAX_BYTES and "Shortened to stay under GitHub's 65,536-character comment limit" in text

@@ -16,8 +16,10 @@ def test_every_subpackage_is_listed_in_pyproject():
     found = {"xladiag"} | {"xladiag." + ".".join(p.parent.relative_to(REPO).parts)
                            for p in REPO.rglob("__init__.py")
                            if p.parent != REPO and p.relative_to(REPO).parts[0] not in
-                           ("tests", "benchmarks", "sample_profiles", "build") and not p.relative_to(REPO).parts[0].startswith(".")}
-    assert found == listed, f"missing from pyproject.toml: {sorted(found - listed)}; listed but gone: {sorted(listed - found)}"
+                           ("tests", "benchmarks", "sample_profiles", "build")
+                           and not p.relative_to(REPO).parts[0].startswith(".")}
+    assert found == listed, (f"missing from pyproject.toml: {sorted(found - listed)}; "
+                             f"listed but gone: {sorted(listed - found)}")
     dirs = setuptools["package-dir"]
     for package in listed - {"xladiag"}:  # each top-level folder is mapped; deeper ones follow their parent
         top = ".".join(package.split(".")[:2])

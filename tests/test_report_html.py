@@ -246,8 +246,10 @@ def test_markup_from_the_profile_is_shown_as_text(name):
     base = crafted_report(a)
     evil = make_finding(
                rule="x<y>",
-               priced=Priced(time_s_per_step=a.step_s / 4, est_savings_s_per_step=a.step_s / 8, step_s=a.step_s, confidence="high", ops=(OpEvidence(EVIL_OP, a.step_s / 4, None, "<i>detail</i>"),)),
-               title='<b onmouseover="alert(4)">bold</b>', evidence="</p><script>alert(5)</script>", fix="</pre><script>alert(6)</script>", details={"<k>": "<v>"})
+               priced=Priced(time_s_per_step=a.step_s / 4, est_savings_s_per_step=a.step_s / 8, step_s=a.step_s,
+                             confidence="high", ops=(OpEvidence(EVIL_OP, a.step_s / 4, None, "<i>detail</i>"),)),
+               title='<b onmouseover="alert(4)">bold</b>', evidence="</p><script>alert(5)</script>",
+               fix="</pre><script>alert(6)</script>", details={"<k>": "<v>"})
     report = Report(analysis=a, findings=(evil,) + base.findings, headline="<script>alert(7)</script>")
     text = render_html(report)
     page = Page(text)

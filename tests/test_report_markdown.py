@@ -61,8 +61,10 @@ def check_tables(text: str) -> list[list[list[str]]]:
 def evil_finding(a):
     return make_finding(
                rule="evil|rule",
-               priced=Priced(time_s_per_step=a.step_s / 3, est_savings_s_per_step=a.step_s / 6, step_s=a.step_s, confidence="high", ops=(OpEvidence(EVIL_OP, a.step_s / 3, None, "a | b\nc"),)),
-               title="pipes | and\nnewlines <script>alert(1)</script>", evidence="`code` and <b>bold</b> | pipe", fix="```\nXLA_FLAGS=--xla_x=true | tee\n```")
+               priced=Priced(time_s_per_step=a.step_s / 3, est_savings_s_per_step=a.step_s / 6, step_s=a.step_s,
+                             confidence="high", ops=(OpEvidence(EVIL_OP, a.step_s / 3, None, "a | b\nc"),)),
+               title="pipes | and\nnewlines <script>alert(1)</script>", evidence="`code` and <b>bold</b> | pipe",
+               fix="```\nXLA_FLAGS=--xla_x=true | tee\n```")
 
 
 @pytest.mark.parametrize("name", ALL_SAMPLES)
@@ -113,7 +115,8 @@ def test_huge_reports_stay_under_60_kb_with_a_note():
     findings = tuple(
         make_finding(
             rule=f"rule-{i}",
-            priced=Priced(time_s_per_step=1e-3, est_savings_s_per_step=1e-3 - i * 1e-6, step_s=a.step_s, confidence="low", ops=many_ops),
+            priced=Priced(time_s_per_step=1e-3, est_savings_s_per_step=1e-3 - i * 1e-6, step_s=a.step_s,
+                          confidence="low", ops=many_ops),
             title=f"finding {i} " + "long title | " * 40, evidence="evidence " * 300, fix="fix line\n" * 400)
         for i in range(400)
     )

@@ -1,1 +1,2 @@
-"""The capture as platform-neutral tables: devices, op events and metadata from TPU, GPU and CPU planes, sanity checks."""
+"""The capture as platform-neutral tables: devices, op events and metadata from TPU, GPU and CPU planes, sanity
+checks."""

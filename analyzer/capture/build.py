@@ -81,7 +81,8 @@ def _concat_events(frames: list[pd.DataFrame]) -> pd.DataFrame:
             if all(p.dtype == parts[0].dtype for p in parts):  # same categories: kept (as pandas.concat does)
                 columns[col] = union_categoricals([p.array for p in parts])
             else:
-                columns[col] = union_categoricals([p.array for p in parts], sort_categories=True).remove_unused_categories()
+                merged = union_categoricals([p.array for p in parts], sort_categories=True)
+                columns[col] = merged.remove_unused_categories()
         else:
             columns[col] = pd.concat(parts, ignore_index=True)
     return pd.DataFrame(columns, copy=False)
@@ -129,7 +130,8 @@ def build_capture(spaces: list[XSpaceTables], *, checked: bool = False) -> Captu
     if platform == "tpu":
         modules, op_metadata, async_spans, steps_line = hosts.program_tables()
         # Name each op's program after its module execution events.
-        module_names = modules.dropna(subset=["program_id"]).drop_duplicates("program_id").set_index("program_id")["module"]
+        with_program = modules.dropna(subset=["program_id"]).drop_duplicates("program_id")
+        module_names = with_program.set_index("program_id")["module"]
         events["module"] = _module_of_program(events["program_id"], module_names)
     else:
         modules, op_metadata, async_spans, steps_line = _derived_program_tables(events, platform, warnings)

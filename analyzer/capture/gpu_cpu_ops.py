@@ -33,13 +33,15 @@ def gpu_tables(space: XSpaceTables, device_base: int):
     host_planes = space.planes.loc[space.planes["name"] == "/host:CPU", "plane"]
     launches = events_with_stats(space, host_planes, lambda n: n.notna(), stat_cols)
     launches = launches.dropna(subset=["correlation_id", "hlo_op"]).drop_duplicates("correlation_id")
-    by_corr = launches.set_index("correlation_id")[["hlo_op", "hlo_module", "program_id", "start_ps"]].add_suffix("_launch")
+    launch_columns = ["hlo_op", "hlo_module", "program_id", "start_ps"]
+    by_corr = launches.set_index("correlation_id")[launch_columns].add_suffix("_launch")
     joined = kernels.join(by_corr, on="correlation_id")
     for col in ("hlo_op", "hlo_module", "program_id"):
         joined[col] = joined[col].where(joined[col].notna(), joined[f"{col}_launch"])
 
     meta = space.event_metadata.set_index(["plane", "metadata_id"])["name"]
-    kernel_name = pd.Series(meta.reindex(pd.MultiIndex.from_arrays([joined["plane"], joined["metadata_id"]])).to_numpy(), index=joined.index)
+    kernel_keys = pd.MultiIndex.from_arrays([joined["plane"], joined["metadata_id"]])
+    kernel_name = pd.Series(meta.reindex(kernel_keys).to_numpy(), index=joined.index)
     warnings = []
     unattributed = joined["hlo_op"].isna()
     if unattributed.any():

@@ -88,7 +88,8 @@ def _op_events(space: XSpaceTables, planes: pd.DataFrame, meta: pd.DataFrame, de
     # Events whose metadata is missing stay, as one visible '<unknown op>' (the last code).
     row = np.where(row < 0, len(meta), row)
     name_codes = np.append(name_codes, len(name_values))
-    program_codes = np.append(program_codes, list(program_values).index("") if "" in program_values else len(program_values))
+    empty_code = list(program_values).index("") if "" in program_values else len(program_values)
+    program_codes = np.append(program_codes, empty_code)
     return pd.DataFrame(
         {
             "device": device_of_plane[ev_plane],

@@ -121,7 +121,8 @@ class Chip:
         value = getattr(self, f"peak_{kind}_flops_per_s")
         if value is None:
             silent = kind == "f16"  # f16 runs at the bf16 rate unless the table says otherwise
-            return self.peak_bf16_flops_per_s, "" if silent else f"{self.name} has no {kind} peak in the table: used the bf16 peak"
+            note = "" if silent else f"{self.name} has no {kind} peak in the table: used the bf16 peak"
+            return self.peak_bf16_flops_per_s, note
         return value, ""
 
     def peak_flops_per_s(self, dtype: str | None = "bf16") -> float:

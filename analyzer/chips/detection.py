@@ -122,7 +122,8 @@ def _apply_trace_numbers(chip: Chip, stats: Mapping[str, Any], trusted: bool) ->
             sources[field] = "trace"
             used.append(field)
         else:
-            sources[field] = f"{sources.get(field, 'chip table')}; the trace's {stat} ({value:.4g}) was {ratio:.1f}x off"
+            sources[field] = (f"{sources.get(field, 'chip table')}; "
+                              f"the trace's {stat} ({value:.4g}) was {ratio:.1f}x off")
             warnings.append(f"the trace's {stat} ({value:.4g}) differs from the {chip.name} table's {label} "
                             f"({table:.4g}) by {ratio:.1f}x (more than {TRACE_TABLE_LIMIT}x): using the table")
     return dataclasses.replace(chip, number_sources=sources, **updates), used, warnings
@@ -194,7 +195,8 @@ def choose_chip(devices: pd.DataFrame, platform: str, chip_name: str | None,
     if platform == "hlo":
         cpu = catalog["cpu"]
         return Detection(cpu, f"{cpu.name} (no trace and no --chip)",
-                         ("no trace and no --chip: predictions use the generic CPU entry; pass --chip (e.g. --chip v6e)",))
+                         ("no trace and no --chip: predictions use the generic CPU entry; "
+                          "pass --chip (e.g. --chip v6e)",))
     if detected is None:
         return Detection(catalog["cpu"], f"{catalog['cpu'].name} (no accelerator in the capture)")
     return detected

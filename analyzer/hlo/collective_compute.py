@@ -101,7 +101,8 @@ def collective_matmuls(by_name: dict, matmul: dict, kinds: dict[str, str]) -> di
         elif kind in FOLLOWS:
             source = ins
             if ins.opcode.endswith("-done"):  # the start holds the operands
-                starts = [by_name[n] for n in ins.operand_names if n in by_name and by_name[n].opcode.endswith("-start")]
+                starts = [by_name[n] for n in ins.operand_names
+                          if n in by_name and by_name[n].opcode.endswith("-start")]
                 source = starts[0] if starts else ins
             out[name] = _walk(list(source.operand_names), lambda i: list(i.operand_names), by_name, matmul)
     return out

@@ -1,5 +1,5 @@
-"""FLOPs per HLO instruction, and the per-instruction cost table, for captures whose trace has no ``flops``/``bytes_accessed``
-(GPU, CPU, ``--hlo-dir`` alone).
+"""FLOPs per HLO instruction, and the per-instruction cost table, for captures whose trace has no
+``flops``/``bytes_accessed`` (GPU, CPU, ``--hlo-dir`` alone).
 
 FLOPs
 - dot: 2 x output elements x contracted size (batch dims are part of the output).

@@ -71,7 +71,8 @@ def _identity_facts(ins: Instruction, module, operand_shapes, op_name: str, cate
     is_matmul = ins.opcode in ("dot", "convolution")
     layout = layout_facts(ins, operand_shapes, fused_opcodes(ins, module))
     # A fusion that only moves data (a transpose/copy fusion) is data formatting whatever its kind.
-    category = "data formatting" if layout["is_data_movement"] and not kind else _category(ins, op_name, kind, is_matmul)
+    moves_data_only = layout["is_data_movement"] and not kind
+    category = "data formatting" if moves_data_only else _category(ins, op_name, kind, is_matmul)
     facts: dict = dict(NO_HLO)
     facts.update(
         opcode=ins.opcode,
@@ -88,7 +89,8 @@ def _identity_facts(ins: Instruction, module, operand_shapes, op_name: str, cate
     )
     if to_host:
         facts["is_host_transfer"] = True
-        facts["host_bytes"] = _largest_bytes(_array_shapes(ins.shape) + [s for sh in operand_shapes for s in _array_shapes(sh)])
+        operand_arrays = [s for sh in operand_shapes for s in _array_shapes(sh)]
+        facts["host_bytes"] = _largest_bytes(_array_shapes(ins.shape) + operand_arrays)
     return facts
 
 

@@ -73,7 +73,8 @@ def _named_program(capture: Capture, wanted: str) -> tuple[str, str]:
     for (name, pid), label in zip(time.index, labels):  # most device time first: a shared name takes the biggest
         if wanted in (label, pid, name):
             return name, pid
-    shown = ", ".join(labels[:MAX_LISTED]) + (f" (+{len(labels) - MAX_LISTED} more)" if len(labels) > MAX_LISTED else "")
+    more = f" (+{len(labels) - MAX_LISTED} more)" if len(labels) > MAX_LISTED else ""
+    shown = ", ".join(labels[:MAX_LISTED]) + more
     raise UsageError(f"--program {wanted}: no such program in the capture; programs: {shown or 'none'}")
 
 

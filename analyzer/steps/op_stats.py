@@ -82,7 +82,8 @@ def first_seen_ids(keys: pd.DataFrame) -> np.ndarray:
     return np.where(missing, -1, number[np.where(missing, 0, combined)])
 
 
-def _other_program_ops(capture: Capture, steps: Steps, step_ops: pd.DataFrame, step_table: pd.DataFrame) -> pd.DataFrame:
+def _other_program_ops(capture: Capture, steps: Steps, step_ops: pd.DataFrame,
+                       step_table: pd.DataFrame) -> pd.DataFrame:
     """Ops outside the measured steps that are not the step program's (e.g. a one-off ``jit__psum``,
     driver copies before the first step): listed, but not per step."""
     outside_rows = np.ones(len(capture.events), bool)

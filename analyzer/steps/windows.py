@@ -109,7 +109,8 @@ def _number(frame: pd.DataFrame) -> pd.DataFrame:
         frame["step_num"] = frame["step"]
     n_steps = frame.groupby("device")["step"].transform("max") + 1
     frame["is_warmup"] = (frame["step"] == 0) & (n_steps > 1)
-    return frame[["device", "step", "step_num", "start_ps", "end_ps", "duration_ps", "is_warmup"]].reset_index(drop=True)
+    columns = ["device", "step", "step_num", "start_ps", "end_ps", "duration_ps", "is_warmup"]
+    return frame[columns].reset_index(drop=True)
 
 
 def _annotated_steps(capture: Capture) -> Steps | None:
