@@ -26,6 +26,7 @@ TPU_RECIPES = ("AI-Hypercomputer/tpu-recipes training/ironwood/*/run_recipe.sh "
 MAXTEXT_V7X = ("AI-Hypercomputer/maxtext docs/guides/optimization/optimizing_frontier_model_training_on_tpu_v7x.md "
                "(Memory pipeline tuning: scoped VMEM sets the kernels' tile sizes; SparseCore offload)")
 XLA_DEBUG = "openxla/xla xla/debug_options_flags.cc"
+JAX_DOT_PRODUCT_ATTENTION = "https://docs.jax.dev/en/latest/_autosummary/jax.nn.dot_product_attention.html"
 IRONWOOD = "https://docs.cloud.google.com/tpu/docs/ironwood-performance"
 JAX_TEST_A2A = ("jax-ml/jax tests (path not pinned): a TPU all-to-all test compiles with "
                 "compiler_options={'xla_tpu_enable_async_all_to_all': 'true'}")
@@ -123,8 +124,9 @@ LEVERS: dict[str, Lever] = {lv.name: lv for lv in [
         "attention": "attention kernel: 'dot_product' (materialized), 'flash' (Splash on TPU), 'cudnn_flash_te'",
         "quantization": "matmul quantization recipe: '' (none), 'int8', 'fp8_full', 'fp8_gpu', 'nanoo_fp8', ...",
         "cudnn_flash_te": "attention value: cuDNN flash attention through Transformer Engine (GPU)"}),
-    *_levers("jax", "JAX on GPU (cuDNN)", "https://docs.jax.dev/en/latest/_autosummary/jax.nn.dot_product_attention.html", {
-        "jax.nn.dot_product_attention": "scaled dot-product attention; implementation='cudnn' runs cuDNN flash attention",
+    *_levers("jax", "JAX on GPU (cuDNN)", JAX_DOT_PRODUCT_ATTENTION, {
+        "jax.nn.dot_product_attention": "scaled dot-product attention; implementation='cudnn' runs cuDNN flash "
+                                        "attention",
         "implementation": "jax.nn.dot_product_attention argument: 'xla' or 'cudnn'"}),
     *_levers("maxtext", "MaxText with Qwix quantization; recipe by chip", MAXTEXT_TUNING + "; " + MAXTEXT_TYPES, {
         "use_qwix_quantization": "true: quantize the matmuls with Qwix, by the `quantization` recipe",

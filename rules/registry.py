@@ -38,7 +38,8 @@ def run_rules(analysis, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
     return run_selected(analysis, Selection(), rules)[0]
 
 
-def run_selected(analysis, selection: Selection, rules: tuple[Rule, ...] = RULES) -> tuple[list[Finding], list[Dropped]]:
+def run_selected(analysis, selection: Selection,
+                 rules: tuple[Rule, ...] = RULES) -> tuple[list[Finding], list[Dropped]]:
     """``run_rules`` keeping what ``selection`` keeps: (ranked findings, dropped ones). Dropped findings
     leave before the accounting, so the kept ones count every op they explain, each op once."""
     findings: list[Finding] = []

@@ -19,7 +19,8 @@ Fix:
     A lighter policy: MaxText `remat_policy` full -> save_qkv_proj -> save_dot_except_mlp ->
     save_dot_with_context_except_mlp -> minimal (each keeps more activations than the one before), or
     `custom` with per-tensor 'device' / 'offload'; with `jax.checkpoint`, a policy such as
-    `jax.checkpoint_policies.dots_with_no_batch_dims_saveable`. When HBM is short, offload the largest saved activations to host memory instead of recomputing them.
+    `jax.checkpoint_policies.dots_with_no_batch_dims_saveable`. When HBM is short, offload the largest
+    saved activations to host memory instead of recomputing them.
 Details:
     remat_s_per_step (s): seconds per step of the recomputed ops (the finding's cost)
     remat_ops (count): recomputed scheduled ops

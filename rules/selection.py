@@ -43,7 +43,8 @@ class Selection:
         if finding.rule in self.ignore:
             return "ignore", f"rule in {self.ignore_from}"
         if finding.key in self.baseline:
-            return "baseline", f"accepted in baseline {self.baseline_file}" if self.baseline_file else "accepted in baseline"
+            where = f" {self.baseline_file}" if self.baseline_file else ""
+            return "baseline", f"accepted in baseline{where}"
         return None
 
     def split(self, findings: list[Finding]) -> tuple[list[Finding], list[Dropped]]:
