@@ -178,8 +178,8 @@ def hlo_facts(text: str) -> dict:
         if opcode == "dot":
             (dtype, dims), = arrays
             lhs = shapes[re.findall(r"%([\w.\-]+)", rest)[0]][0][1]
-            dims = re.search(r"lhs_contracting_dims=\{([\d,]*)\}", rest).group(1)
-            contracting = [int(x) for x in dims.split(",") if x]
+            contracting_text = re.search(r"lhs_contracting_dims=\{([\d,]*)\}", rest).group(1)
+            contracting = [int(x) for x in contracting_text.split(",") if x]
             k = math.prod(lhs[i] for i in contracting)
             dots.append({"name": name, "dtype": dtype, "result": dims, "contracting": k,
                          "flops": 2 * math.prod(dims) * k,

@@ -142,11 +142,16 @@ def test_old_or_unknown_json_is_read_or_refused_with_one_line(written, tmp_path)
     base, new, exp = written["slower"]
     data = report_data(base)
     newer = tmp_path / "newer.json"
-    newer.write_text(json.dumps({**data, "schema_version": 2}))
-    with pytest.raises(InputError, match="schema_version 2, this xladiag reads 1: upgrade xladiag") as err:
+    newer.write_text(json.dumps({**data, "schema_version": 3}))
+    with pytest.raises(InputError, match="schema_version 3, this xladiag reads 2: upgrade xladiag") as err:
         xladiag.compare(newer, new)
     assert "\n" not in str(err.value)
-    # A schema-1 report written before per-step times were kept: read, step change untested, threshold alone.
+    # schema 1 counted a finding's saving after the overlap (now counted_s_per_step): refused, not misread.
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps({**data, "schema_version": 1}))
+    with pytest.raises(InputError, match="schema_version 1, this xladiag reads 2"):
+        xladiag.compare(older, new)
+    # A report written before per-step times were kept: read, step change untested, threshold alone.
     old = tmp_path / "old.json"
     old.write_text(json.dumps({**data, "steps": {k: v for k, v in data["steps"].items() if k != "per_step_s"}}))
     c = xladiag.compare(old, new, fail_on_regression=0.05)

@@ -43,7 +43,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("analyzer/capture/host_steps.py", "s in es.columns"): _MERGE,
     ("analyzer/models/roofline.py", "name not in ops.columns"): _MERGE,
     ("analyzer/models/roofline.py", "'dtype' not in ops.columns"): _MERGE,
-    ("analyzer/models/roofline.py", "'collective_bound_by' in out.columns"): _MERGE,
+    ("analyzer/models/roofline.py", "'collective_bound_by' in ops.columns"): _MERGE,
     ("analyzer/models/roofline.py", "count_column in ops.columns"): _MERGE,
     ("analyzer/hosts/step_times.py", "'host' not in devices.columns"): _LATER,
     ("analyzer/steps/transfers.py", "'done_end_ps' in sp"):

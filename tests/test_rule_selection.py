@@ -67,9 +67,10 @@ def test_ignore_drops_a_rule_before_the_accounting(cpu, full):
     assert sorted(_keys(report)) == sorted(k for k in by_key if not k.startswith("latency-bound-collective"))
     assert not any(k.startswith("latency-bound-collective") for f in report.findings for _, k in f.related)
     again = {f.key: f for f in report.findings}
-    assert again[remat.key].est_savings_s_per_step > remat.est_savings_s_per_step
+    assert again[remat.key].counted_s_per_step > remat.counted_s_per_step  # it counts the ops handed back
+    assert again[remat.key].est_savings_s_per_step == remat.est_savings_s_per_step  # alone: the same fix
     assert again[remat.key].time_s_per_step == remat.time_s_per_step  # the cost is the rule's, whatever is kept
-    assert report.recoverable_s_per_step == pytest.approx(sum(f.est_savings_s_per_step for f in report.findings))
+    assert report.recoverable_s_per_step == pytest.approx(sum(f.counted for f in report.findings))
     assert report.recoverable_s_per_step <= cpu.step_s
 
 
@@ -93,8 +94,9 @@ def test_baseline_leaves_out_exactly_its_keys_and_the_gate_follows(cpu, full, tm
     assert {d["key"] for d in data["selection"]["ignored_findings"]} == {f.key for f in full.findings}
     assert all(d["why"] == f"accepted in baseline {base}" for d in data["selection"]["ignored_findings"])
 
-    # One key taken out of the baseline: exactly that finding is new, and the gate names it.
-    newest = full.findings[-1]
+    # One key taken out of the baseline: exactly that finding is new, and the gate names it (a fix: a note that
+    # saves nothing never trips a gate).
+    newest = [f for f in full.findings if f.severity != "info"][-1]
     base.write_text("\n".join(k for k in _keys(full) if k != newest.key) + "\n")
     third = run(CPU_SAMPLE, "-q", "--format", "json", "-o", tmp_path / "c.json", "--fail-on", "low",
                 "--baseline", base)
@@ -184,3 +186,14 @@ def test_a_bad_pyproject_key_is_one_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UsageError, match="unknown key selec in \\[tool.xladiag\\]; valid keys: select, ignore"):
         load_project_config()
+
+
+def test_notes_that_save_nothing_never_trip_fail_on(full, tmp_path):
+    """On the CPU capture the exposed collectives save nothing (synchronous rendezvous): notes, not fixes."""
+    notes = [f for f in full.findings if f.rule == "exposed-collective"]
+    assert notes and all(f.severity == "info" and f.est_savings_s_per_step == 0 for f in notes)
+    out = tmp_path / "r.json"
+    result = run(CPU_SAMPLE, "-q", "--format", "json", "-o", out, "--fail-on", "low", "--select", "exposed-collective")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(out.read_text())
+    assert {f["severity"] for f in data["findings"]} == {"info"} and "biggest fix" not in data["headline"]
