@@ -32,6 +32,7 @@ from .models.topology import parse_topology
 from .steps.choice import choices, step_choice
 from .steps.command_buffers import command_buffer_note
 from .steps.occurrences import with_occurrences
+from .steps.stability import unstable_note
 from .steps.transfers import Transfers, attach_transfers
 from .steps.windows import Steps
 from .tables import OPS
@@ -67,6 +68,7 @@ class Analysis:
     dump: DumpFacts = field(default_factory=DumpFacts)  # the analysed program's dump modules, memory, layouts
     # Share of the step (measured, else the ideal step) spent in ops whose FLOPs are unknown: MFU leaves them out.
     unknown_flops_share: float | None = None
+    unstable_steps: bool = False  # the measured steps spread too much for seconds to repeat (steps/stability.py)
     # program / steps / hosts: {"value", "source": "given" | "inferred"} (step_choice.choices)
     choices: dict = field(default_factory=dict)
 
@@ -158,11 +160,14 @@ def analyze(source: Options | Path | str | None = None, *, progress: Progress | 
         raise AnalysisError("no chip to predict with: pass --chip NAME")
     ops, transfers = _priced_ops(read, the_chip, hardware.topology, notes)
     _command_buffer_warning(ops, read, notes)
+    unstable = unstable_note(read.device_steps) if read.steps is not None else None
+    notes.extend([unstable] if unstable else [])
     steps, match = read.steps, read.match
     return Analysis(
         files=files, platform=read.platform, hosts=read.hosts, devices=read.devices, chip=the_chip,
         chip_note=chip_note, steps=steps, step_ops=read.step_ops, device_steps=read.device_steps, ops=ops,
         async_spans=read.async_spans, transfers=transfers, hlo_modules=tuple(dm.module for dm in dump),
+        unstable_steps=unstable is not None,
         **_per_step(ops, read, the_chip, notes), warnings=tuple(notes), dump=dump_facts(match, ops),
         choices=choices(program_given=capture.program is not None, range_text=capture.steps, host=capture.host,
                         steps=steps, hosts=files.hosts,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from importlib import import_module
 
 from .base import LAST, Finding, ModuleRule, Rule
@@ -45,6 +46,8 @@ def run_selected(analysis, selection: Selection,
     findings: list[Finding] = []
     for rule in rules:
         findings.extend(rule.check(analysis))
+    if analysis.unstable_steps:  # a saving measured on unsteady steps may not repeat
+        findings = [replace(f, confidence="low") for f in findings]
     kept, dropped = selection.split(findings)
     kept = resolve_claims(kept, {rule.id: rule.precedence for rule in rules})
     return sorted(kept, key=lambda f: (-f.est_savings_s_per_step, -f.time_s_per_step, f.rule)), dropped
