@@ -108,14 +108,17 @@ def test_report_renders_in_chromium_offline(name, tmp_path):
         assert dom.count('class="lane"') >= report.analysis.num_devices
     else:
         assert 'id="predicted-banner"' in dom and 'id="timeline-missing"' in dom
-    # The ranked fixes, one list item per finding, in rank order.
-    if report.findings:
+    # The ranked fixes, one list item per fix, in rank order; the notes (nothing to save) listed apart.
+    fixes = [f for f in report.findings if f.severity != "info"]
+    notes = [f for f in report.findings if f.severity == "info"]
+    if fixes:
         items = re.findall(r'<li class="fix sev-(\w+)" id="fix-(\d+)" data-rule="([^"]*)"', dom)
-        assert [int(i) for _, i, _ in items] == list(range(1, len(report.findings) + 1))
-        assert [r for _, _, r in items] == [f.rule for f in report.findings]
-        assert [s for s, _, _ in items] == [f.severity for f in report.findings]
+        assert [int(i) for _, i, _ in items] == list(range(1, len(fixes) + 1))
+        assert [r for _, _, r in items] == [f.rule for f in fixes]
+        assert [s for s, _, _ in items] == [f.severity for f in fixes]
     else:
         assert 'id="no-findings"' in dom
+    assert ('id="notes"' in dom) == bool(notes) and dom.count("<li><b>") >= len(notes)
     # The inline script ran: it wrote the filter count into the page.
     n_rows = dom.count('<tr class="in-step"') + dom.count('<tr class="other-program"')
     assert f"{n_rows} of {n_rows} ops shown" in dom
