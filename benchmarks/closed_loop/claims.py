@@ -52,7 +52,8 @@ def main() -> int:
     for pair in pairs():
         for case, rule, claimed, measured, source in rows(pair):
             ratio = claimed / measured if measured else float("nan")
-            print(f"| {case} | {rule} | {format_seconds(claimed)} | {format_seconds(measured)} | {ratio:.2f} | {source} |")
+            print(f"| {case} | {rule} | {format_seconds(claimed)} | {format_seconds(measured)} | {ratio:.2f} "
+                  f"| {source} |")
     return 0
 
 
