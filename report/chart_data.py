@@ -77,7 +77,7 @@ def representative_step_events(analysis, max_devices: int = MAX_TIMELINE_DEVICES
     # Streams/threads of a device get their own lane only when its ops overlap in time (GPU
     # streams), so concurrent ops do not hide each other; sequential threads share one lane.
     # Geometry uses the event's extent on the timeline (span_ps); duration_ps is what the op cost.
-    extent = ev["span_ps"] if "span_ps" in ev else ev["duration_ps"]
+    extent = ev["span_ps"]
     end = ev["start_ps"] + extent
     prev_end = end.groupby(ev["device"]).cummax().groupby(ev["device"]).shift()
     overlaps = (ev["start_ps"] < prev_end).groupby(ev["device"]).transform("any")

@@ -234,7 +234,7 @@ def ops_records(ops: pd.DataFrame) -> list[dict]:
     """The ops table as records in the contract's field names (one per HLO op)."""
     if ops is None or ops.empty:
         return []
-    frame = pd.DataFrame({out: (ops[col] if col in ops.columns else None) for out, col in _OP_FIELDS.items()})
+    frame = pd.DataFrame({out: ops[col] for out, col in _OP_FIELDS.items()})
     records = []
     for row in frame.itertuples(index=False, name=None):
         rec = {}

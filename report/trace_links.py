@@ -17,7 +17,7 @@ _NONE = -1
 def occurrence_index(analysis) -> tuple[dict, dict]:
     """({(module, program_id, op_name): occurrence}, {op_name: occurrence}) over the step's ops that have one."""
     ops = analysis.ops
-    if ops is None or ops.empty or "occurrence_device" not in ops.columns:
+    if ops is None or ops.empty:
         return {}, {}
     has = ops[ops["in_step"] & (ops["occurrence_device"] > _NONE)]
     has = has.sort_values("measured_s_per_step", ascending=False, kind="stable")

@@ -48,13 +48,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("analyzer/hosts/step_times.py", "'host' not in devices.columns"): _LATER,
     ("analyzer/steps/transfers.py", "'done_end_ps' in sp"):
         "async spans carry done_end_ps only when hosts were reduced where read: two shapes, to declare as two tables",
-    ("analyzer/steps/transfers.py", "'span_ps' in step_ops"): _LATER + " (STEP_EVENTS always has span_ps)",
+    ("analyzer/steps/transfers.py", "'span_ps' in step_ops"): _LATER + " (tests hand it event tables without span_ps)",
     ("analyzer/steps/windows.py", "'step_num' not in frame"): _LATER + " (only annotated steps bring step_num)",
     ("analyzer/steps/windows.py", "'launch_ps' in ops"): _LATER + " (the multi-host lite capture has no launch_ps)",
-    ("report/chart_data.py", "'span_ps' in ev"): _LATER + " (STEP_EVENTS always has span_ps)",
-    ("report/json_out.py", "col in ops.columns"): _LATER + " (tables.OPS has every public column)",
     ("report/json_out.py", "c in devices.columns"): _LATER + " (Capture.devices has no declared Table yet)",
-    ("report/trace_links.py", "'occurrence_device' not in ops.columns"): _LATER + " (tables.OPS has it)",
     ("report/trace_links.py", "'host' in devices"): _LATER + " (Capture.devices has no declared Table yet)",
     ("report/trace_links.py", "'plane_name' in devices"): _LATER + " (Capture.devices has no declared Table yet)",
 }
