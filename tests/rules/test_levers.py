@@ -39,9 +39,13 @@ def _has_capture(sample) -> bool:
 def fixes(tmp_path_factory) -> dict[tuple[str, str], list[str]]:
     """(source, chip) -> fix texts of every finding there."""
     out: dict[tuple[str, str], list[str]] = {}
-    for sample in sorted(p for p in SAMPLES.iterdir() if p.is_dir()):
+    folders = sorted(p for p in SAMPLES.iterdir() if p.is_dir())
+    # A before/after pair is two captures (each side's own fixes), not one dump of two programs.
+    sides = [side for p in folders for side in (p / "before", p / "after") if side.is_dir()]
+    for sample in [p for p in folders if not (p / "before").is_dir()] + sides:
+        name = sample.name if sample.parent == SAMPLES else f"{sample.parent.name}/{sample.name}"
         if _has_capture(sample):
-            out[(sample.name, "capture")] = [f.fix for f in run_rules(diagnosed(sample).analysis)]
+            out[(name, "capture")] = [f.fix for f in run_rules(diagnosed(sample).analysis)]
         elif any(sample.rglob("*.txt")):
             for chip in CHIPS:
                 out[(sample.name, chip)] = [f.fix for f in run_rules(diagnosed(
