@@ -113,14 +113,15 @@ def _topology(value: str | None) -> str | None:
 @click.option("--topology", metavar="AxBxC", callback=lambda ctx, param, value: _topology(value),
               help="TPU slice shape in chips (e.g. 16x16, 4x4x4) for pricing collectives per torus axis; "
                    "default: the slice name given to --chip, else assumed from the device count.")
-@click.option("--format", "format", type=click.Choice(list(FORMATS)), default="html", show_default=True,
-              help="Report format (see Formats below).")
+@click.option("--format", "format", type=click.Choice(list(FORMATS)), default=None,
+              help="Report format (see Formats below). Default: the -o file's extension (.json, .md, .txt, .html), "
+                   "else html.")
 @click.option("-o", "--output", metavar="PATH",
               help="Where to write the report; '-' for stdout. Default: <profile dir>/xladiag_report.<ext> "
                    "(text: stdout).")
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]),
-              help="Exit 3 when any finding has at least this severity "
-                   "(high: costs >= 10% of the step, medium: >= 3%).")
+              help="Exit 3 when any finding has at least this severity (high: its fix saves >= 10% of the step, "
+                   "medium: >= 3%; a note that saves nothing never counts).")
 @click.option("--max-exposed-collective", metavar="SHARE", callback=share,
               help=f"Exit 3 when {MEASURES['max-exposed-collective']} is above SHARE (10% or 0.10).")
 @click.option("--max-exposed-host-transfer", metavar="SHARE", callback=share,
@@ -152,7 +153,7 @@ def main(**given):
     from .report.github import report_annotations
     from .writer import write_report
 
-    options = Options.of(**given)
+    options = Options.of(**{**given, "format": given["format"] or _format_of(given["output"])})
     output = options.output
     out = _output_file(options)
     progress = Progress(enabled=not output.quiet and sys.stderr.isatty())
@@ -174,6 +175,16 @@ def main(**given):
         if output.step_summary else None
     conclude(out, [f"diagnose: gate: {gate.message}" for gate in report.tripped_gates],
              lambda: report_annotations(report.gates, report.findings), step_summary)
+
+
+# -o's extension -> the format written when --format is not given (a report.json holds JSON, not HTML).
+_FORMAT_BY_EXTENSION = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".txt": "text",
+                        ".html": "html", ".htm": "html"}
+
+
+def _format_of(output: str | None) -> str:
+    suffix = Path(output).suffix.lower() if output and output != "-" else ""
+    return _FORMAT_BY_EXTENSION.get(suffix, "html")
 
 
 def _output_file(options: Options) -> str | None:

@@ -306,3 +306,20 @@ def test_format_table_drives_choices_help_and_default_name(tmp_path, monkeypatch
     result = run("--hlo-dir", dump, "--chip", "v6e", "--format", "markdown", "--quiet")
     assert result.exit_code == 0, result.stderr
     assert (dump / "xladiag_report.mdown").read_text(encoding="utf-8").startswith("# xladiag report")
+
+
+@pytest.mark.parametrize("name, check", [
+    ("report.json", lambda text: json.loads(text)["schema_version"] >= 1),
+    ("report.md", lambda text: text.startswith("# xladiag report")),
+    ("report.txt", lambda text: "Ranked fixes" in text and "<" not in text.splitlines()[0]),
+    ("report.html", lambda text: text.lstrip().lower().startswith("<!doctype html")),
+])
+def test_the_output_extension_picks_the_format_when_none_is_given(tmp_path, name, check):
+    """`diagnose s -o report.json` writes JSON (it wrote HTML into report.json, and CI's jq failed later)."""
+    out = tmp_path / name
+    result = CliRunner().invoke(main, [str(CPU_SAMPLE), "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert check(out.read_text(encoding="utf-8"))
+    # Given explicitly, --format wins over the extension.
+    given = CliRunner().invoke(main, [str(CPU_SAMPLE), "-o", str(tmp_path / "x.json"), "-q", "--format", "markdown"])
+    assert given.exit_code == 0 and (tmp_path / "x.json").read_text(encoding="utf-8").startswith("# xladiag report")
