@@ -64,6 +64,7 @@ def gpu_tables(space: XSpaceTables, device_base: int):
             "launch_ps": joined["start_ps_launch"].fillna(-1).astype("int64"),
         }
     )
+    events = one_event_per_execution(events, kernel_name.where(~unattributed, ""))
     devices = device_table(
         space, planes,
         device_type=_gpu_device_type,
@@ -73,6 +74,38 @@ def gpu_tables(space: XSpaceTables, device_base: int):
         core_count=lambda st: st.get("core_count", np.nan),
     )
     return devices, events, warnings
+
+
+def one_event_per_execution(events: pd.DataFrame, kernel: pd.Series) -> pd.DataFrame:
+    """One event per execution of an HLO op, not per kernel it launched.
+
+    An op may launch several kernels each time it runs (a ROCm convolution: Im2Col then a GEMM; a cuBLAS
+    split-K GEMM and its reduction; a fused attention's kernels). Counted as events, the op would run twice
+    per step and its FLOPs be priced twice. On each device and stream line, an op's run of kernels is one
+    execution when no other op's kernel comes between them and the op's first kernel (the kernel it starts
+    with, by name) does not come again: its start is the first kernel's, its cost the kernels' summed time (so
+    per-op totals are unchanged), its extent to the last kernel's end. Ops launching one kernel are unchanged.
+    (The bundled MI300 capture: each cudnn-conv is Im3d2Col then a GEMM, 20-900 us apart on its stream.)
+    """
+    if events.empty:
+        return events
+    ev = events.assign(_kernel=kernel.to_numpy()).sort_values(["device", "line", "start_ps"], kind="stable")
+    same_op = ((ev["device"] == ev["device"].shift()) & (ev["line"] == ev["line"].shift())
+               & (ev["op_name"] == ev["op_name"].shift()))
+    first_kernel = ev.groupby(["device", "op_name"], observed=True, sort=False)["_kernel"].transform("first")
+    joins = same_op & (ev["_kernel"] != first_kernel) & (ev["_kernel"] != "")
+    if not joins.any():
+        return events
+    execution = (~joins).cumsum().to_numpy()
+    end = (ev["start_ps"] + ev["span_ps"]).to_numpy()
+    launch = ev["launch_ps"].where(ev["launch_ps"] >= 0)
+    grouped = ev.assign(_end=end, _launch=launch).groupby(execution, sort=False)
+    first = grouped.first()
+    merged = first[list(events.columns)].assign(
+        duration_ps=grouped["duration_ps"].sum().to_numpy(),
+        span_ps=(grouped["_end"].max() - first["start_ps"]).to_numpy(),
+        launch_ps=grouped["_launch"].min().fillna(-1).astype("int64").to_numpy())
+    return merged.sort_values(["device", "start_ps"], kind="stable").reset_index(drop=True)
 
 
 def _gpu_device_type(stats: dict) -> str:
