@@ -293,3 +293,24 @@ def test_gpu_custom_calls_and_async_collectives():
     assert costs.loc["agd", "bytes_accessed"] == 0 and costs.loc["ard", "bytes_accessed"] == 0
     assert costs.loc["ars", "bytes_accessed"] == 2 * 1024 * 4
     assert costs.loc["ars", "flops"] == 0
+
+
+def test_fft_flops_follow_the_5_n_log2_n_count_and_are_never_zero():
+    """FFT ops had 0 FLOPs (an FFT program read compute 0 %, MFU n/a): 5 N log2 N per complex transform,
+    2.5 N log2 N per real one, times the batch (the dump of the bundled H100 recording prints them so)."""
+    from xladiag.analyzer.hlo.costs import fft_flops
+
+    text = """HloModule m, is_scheduled=true
+
+ENTRY %main (x: f32[8,1024], c: c64[4,256]) -> f32[8,1024] {
+  %x = f32[8,1024]{1,0} parameter(0)
+  %c = c64[4,256]{1,0} parameter(1)
+  %r = c64[8,513]{1,0} fft(%x), fft_type=RFFT, fft_length={1024}
+  %f = c64[4,256]{1,0} fft(%c), fft_type=FFT, fft_length={256}
+  ROOT %i = f32[8,1024]{1,0} fft(%r), fft_type=IRFFT, fft_length={1024}
+}
+"""
+    m = parse_hlo_module(text)
+    assert fft_flops(m.instruction("r"), m) == pytest.approx(2.5 * 1024 * 10 * 8)
+    assert fft_flops(m.instruction("i"), m) == pytest.approx(2.5 * 1024 * 10 * 8)
+    assert fft_flops(m.instruction("f"), m) == pytest.approx(5 * 256 * 8 * 4)

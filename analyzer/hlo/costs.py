@@ -8,6 +8,8 @@ FLOPs
   input, not on padding or dilation holes (XLA's HloCostAnalysis rule). TPU rewrites matmuls as
   convolutions with a window over a padded size-1 dim; counting taps naively would overstate
   those 32x.
+- fft: 5 N log2 N per complex transform of N points, half that for a real one (RFFT, IRFFT), times the
+  transforms in the batch: the convention FFT benchmarks count in (FFTW's benchFFT), not an exact count.
 - fusion/call: the sum over the called computation, recursively.
 - elementwise arithmetic: 1 per output element; reduce: 1 per input element; reduce-window:
   1 per output element and window tap. Data movement, convert and collectives: 0 (a collective's
@@ -120,6 +122,23 @@ def _conv_flops_from(inp: Shape, kernel: Shape, out: Shape, attrs: dict) -> floa
     return 2.0 * fma
 
 
+_FFT_NOTE = "FFT: 5 N log2 N per complex transform, half for a real one (FFTW's count)"
+
+
+def fft_flops(instr: Instruction, module: HloModule) -> float:
+    """FLOPs of an ``fft`` (rule in the module doc); NaN when its lengths cannot be read."""
+    lengths = parse_ints(instr.attrs.get("fft_length", "").strip("{}") or "0")
+    n = math.prod(lengths)
+    if n <= 1:
+        return math.nan
+    fft_type = instr.attrs.get("fft_type", "FFT").upper()
+    # The batch is read on the side with n points per transform: the real input of an RFFT, else the result
+    # (complex for FFT/IFFT, real for IRFFT).
+    side = module.resolve_operand_shapes(instr)[0] if fft_type == "RFFT" else instr.shape
+    batch = _array(side).num_elements / n
+    return (2.5 if fft_type in ("RFFT", "IRFFT") else 5.0) * n * math.log2(n) * batch
+
+
 def convolution_flops(instr: Instruction, module: HloModule) -> float:
     """FLOPs of a ``convolution`` or cuDNN convolution custom-call (rule in the module doc)."""
     ops = module.resolve_operand_shapes(instr)
@@ -147,6 +166,8 @@ class _Costs:
             return dot_flops(instr, self.module), ""
         if op == "convolution":
             return convolution_flops(instr, self.module), ""
+        if op == "fft":
+            return fft_flops(instr, self.module), _FFT_NOTE
         if op in ("fusion", "call", "async-start"):
             return self.computation_flops(instr.called_computations()[0])
         if op == "custom-call":
