@@ -19,6 +19,7 @@ from . import svg
 from .chart_data import representative_step_events, roofline_points
 from .html_summary import SRC_MEASURED, SRC_PREDICTED, capture_rows, host_rows, summary_cards
 from .json_out import report_to_dict
+from .model import overlap_counted
 from .svg import short_source
 from .trace_links import occurrence_label
 
@@ -89,10 +90,9 @@ def _detail_text(key: str, value) -> str:
 
 def _counted_text(f: dict) -> str:
     """'' or how much of the saving counts in the total, when other findings overlap it."""
-    alone, counted = f["est_savings_s_per_step"] or 0.0, f.get("counted_s_per_step")
-    if counted is None or alone <= 0 or abs(counted - alone) <= 1e-3 * alone:
-        return ""
-    return f"alone; {format_seconds(counted)} of it counts in the total, the rest overlaps a finding above"
+    counted = overlap_counted(f)
+    return "" if counted is None else (f"alone; {format_seconds(counted)} of it counts in the total, the rest "
+                                       "overlaps a finding above")
 
 
 def _finding_view(f: dict, finding, index: int, measured: bool, step_s: float | None) -> dict:

@@ -28,6 +28,7 @@ from .md_blocks import (
     wrap,
 )
 from .md_blocks import table as _table
+from .model import overlap_counted
 from .svg import CLASS_LABELS, CLASS_ORDER, short_source
 from .trace_links import occurrence_label
 
@@ -173,10 +174,8 @@ def _findings(data: dict, n_findings: int, cell_limit: int, n_table: int) -> lis
 
 def _saves(f: dict) -> str:
     """The saving alone, and the share counted in the total when other findings overlap it."""
-    alone, counted = f["est_savings_s_per_step"] or 0.0, f.get("counted_s_per_step")
-    if counted is not None and alone > 0 and abs(counted - alone) > 1e-3 * alone:
-        return f"{format_seconds(alone)} alone, {format_seconds(counted)} in the total"
-    return format_seconds(alone)
+    counted, alone = overlap_counted(f), format_seconds(f["est_savings_s_per_step"])
+    return alone if counted is None else f"{alone} alone, {format_seconds(counted)} in the total"
 
 
 def _notes(notes: list[dict], cell_limit: int) -> list[str]:

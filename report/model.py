@@ -23,6 +23,13 @@ if TYPE_CHECKING:  # annotations only: importing the analyzer here would load pa
     from .gates import Gate
 
 
+def overlap_counted(finding: dict) -> float | None:
+    """A finding's (JSON dict) share of the recoverable total when it differs from its saving alone (it names
+    ops a more specific finding counts), else None: what every renderer adds after "saves ~X"."""
+    alone, counted = finding["est_savings_s_per_step"] or 0.0, finding.get("counted_s_per_step")
+    return counted if counted is not None and alone > 0 and abs(counted - alone) > 1e-3 * alone else None
+
+
 # findings_frame() columns and dtypes.
 _FINDING_COLUMNS = {"rank": "int64", "key": "object", "rule": "object", "kind": "object", "main_op": "object",
                     "severity": "object", "title": "object", "time_s_per_step": "float64",

@@ -16,6 +16,7 @@ import unicodedata
 from ..text_safety import visible_controls
 from ..units import count, format_percent, format_ratio, format_seconds, format_si
 from .json_out import report_to_dict
+from .model import overlap_counted
 from .svg import CLASS_LABELS, CLASS_ORDER
 from .trace_links import occurrence_label
 
@@ -118,11 +119,9 @@ def _verdict(out: _Out, data: dict) -> None:
 
 def _saves(f: dict) -> str:
     """'saves ~X/step', and the share counted in the total when other findings overlap it."""
-    alone, counted = f["est_savings_s_per_step"] or 0.0, f.get("counted_s_per_step")
-    text = f"saves ~{format_seconds(alone)}/step"
-    if counted is not None and alone > 0 and abs(counted - alone) > 1e-3 * alone:
-        text += f" alone, {format_seconds(counted)} in the total"
-    return text
+    counted = overlap_counted(f)
+    text = f"saves ~{format_seconds(f['est_savings_s_per_step'])}/step"
+    return text if counted is None else f"{text} alone, {format_seconds(counted)} in the total"
 
 
 def _notes(out: _Out, notes: list[dict]) -> None:

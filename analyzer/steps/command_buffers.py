@@ -4,7 +4,7 @@ XLA:GPU records runs of fusions and library calls into command buffers (CUDA gra
 profile then shows one ``command_buffer_N`` event per replay, whose FLOPs, bytes and ops the dump does not
 tie to it. Every per-op number inside is missing: no roofline, no finding, so a saving that counts ops
 counts only the ops outside the graphs (recorded here: a remat saving read 0.25 ms where removing remat
-saved 1.08 ms; with command buffers off, 1.33 ms against 1.11). XLA's flag ``--xla_gpu_enable_command_buffer``
+saved 1.08 ms; with command buffers off, 1.37 ms against 1.11). XLA's flag ``--xla_gpu_enable_command_buffer``
 (an empty list turns them off, openxla/xla ``debug_options_flags.cc``) makes every op its own kernel in the
 trace, at a small cost in launch time.
 """
