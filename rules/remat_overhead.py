@@ -10,11 +10,17 @@ Why it costs time:
     to keep the activations the recomputation buys nothing.
 How the cost is estimated:
     Cost = measured seconds per step of the recomputed ops (predicted without a trace, confidence low).
-    Keeping their results instead needs their output bytes (padded HLO shapes, times occurrences per step)
-    in HBM. Headroom = chip HBM capacity minus the peak of the analysed module's HLO memory-usage report
-    when the dump has one. Savings = the cost when the outputs fit (or the headroom is unknown, confidence medium);
-    otherwise the time of the recomputed ops whose outputs fit, most seconds per byte first. Confidence
-    is low when the step is not compute-bound.
+    Recomputation is checked against the forward pass: a `jax.checkpoint` op counts only while the step
+    holds as many forward ops of its kind (opcode, result bytes, FLOPs for a matmul) as recomputed ones;
+    beyond that XLA's CSE merged the recomputation back into the forward pass and only the name is left.
+    The saving is what the named policy keeps: the recomputed matmuls when they are most of the time (a
+    dots-saving policy still recomputes the elementwise ops), else every recomputed op, never a
+    collective (re-gathering FSDP weights is the point of FSDP), minus the cost of keeping those outputs:
+    one write at HBM bandwidth (the backward reads them either way; the forward's copy may have been fused
+    away). Headroom = chip HBM capacity minus the peak of the
+    analysed module's HLO memory-usage report when the dump has one; when the kept outputs do not fit,
+    only those that fit count, most seconds per byte first. Confidence is low when the step is not
+    compute-bound.
 Fix:
     A lighter policy: MaxText `remat_policy` full -> save_qkv_proj -> save_dot_except_mlp ->
     save_dot_with_context_except_mlp -> minimal (each keeps more activations than the one before), or
@@ -35,6 +41,8 @@ Details:
     matmul_share_of_remat (fraction): share of the recomputed time in convolutions and matmuls
     ops_that_fit (list): names of the recomputed ops whose outputs fit in the headroom
     times_are (text): `measured` or `predicted`
+    unverified_ops (count): ops named as recomputation with no forward op of their kind left (merged by CSE)
+    keep_cost_s_per_step (s): HBM time per step to write the outputs the policy keeps
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from .base import (
     OpEvidence,
@@ -82,8 +91,11 @@ class Numbers:
     matmul_share_of_remat: float  # fraction
     ops_that_fit: list
     times_are: str
+    unverified_ops: int  # count
+    keep_cost_s_per_step: float  # s
     priced: Priced
     kept_bytes: float = field(metadata={"detail": False})  # output bytes of the ops that fit
+    recomputed_collectives: int = field(metadata={"detail": False})  # e.g. FSDP all-gathers done again
 
 
 def check(analysis) -> list:
@@ -121,8 +133,37 @@ def outputs_that_fit(remat, headroom: float | None):
 
 def _bound(analysis) -> str:
     b = analysis.breakdown or {}
-    buckets = {k: b.get(k, 0.0) for k in ("compute", "memory", "collective", "host_transfer")}
+    kinds = ("compute", "memory", "collective", "host_transfer")
+    if analysis.platform == "cpu":  # a CPU collective's time is threads waiting for each other, not transfer
+        kinds = ("compute", "memory", "host_transfer")
+    buckets = {k: b.get(k, 0.0) for k in kinds}
     return max(buckets, key=buckets.get) if any(buckets.values()) else "unknown"
+
+
+def verified(analysis, remat) -> pd.Series:
+    """Which recomputed ops repeat forward work that still exists. Per kind (opcode, result bytes, and FLOPs
+    for a matmul), as many recomputed ops as the step has forward ops of that kind; XLA's own clones
+    (`.remat`) are real by construction."""
+    ops = analysis.ops[analysis.ops["in_step"]]
+
+    def kind(df):
+        flops = df["flops"].where(df["is_matmul"].astype(bool), -1.0).fillna(-1.0).round()
+        return df["opcode"].astype(str) + "|" + df["result_bytes"].fillna(-1).astype(str) + "|" + flops.astype(str)
+
+    forward = kind(ops[~ops["is_recomputed"]]).value_counts()
+    mine = kind(remat)
+    rank = mine.groupby(mine).cumcount()  # the n-th recomputed op of a kind needs n+1 forward ones
+    clone = remat["op_name"].astype(str).str.contains(r"\.remat\d*$")
+    return clone | (rank < mine.map(forward).fillna(0))
+
+
+def _policy_keeps(analysis, remat, matmul_share: float):
+    """The recomputed ops the named policy stops recomputing: verified, no collectives, only matmuls when
+    the fix names a dots-saving policy."""
+    keep = verified(analysis, remat) & remat["collective_kind"].isna()
+    if matmul_share >= 0.5:
+        keep &= remat["category"].astype(str).str.contains("convolution|dot") | remat["is_matmul"].astype(bool)
+    return remat[keep], int((~verified(analysis, remat)).sum())
 
 
 def _flops(analysis, remat) -> tuple[float, float]:
@@ -158,8 +199,12 @@ def measure(analysis) -> Numbers | None:
     peak = peak_memory_bytes(analysis)
     headroom = capacity - peak if capacity and peak is not None else None
     bound = _bound(analysis)
-    kept = outputs_that_fit(remat, headroom)
-    savings_s = time_s if kept is remat else float(kept["time_s"].sum())
+    matmul_share = _matmul_share(remat, time_s)
+    candidates, unverified = _policy_keeps(analysis, remat, matmul_share)
+    kept = outputs_that_fit(candidates, headroom)
+    hbm = analysis.chip.hbm_bytes_per_s
+    keep_cost = float(np.nansum(kept["bytes"])) / hbm if hbm else 0.0
+    savings_s = max(float(kept["time_s"].sum()) - keep_cost, 0.0)
     top = remat.sort_values("time_s", ascending=False).head(10)
     priced = Priced(
         time_s_per_step=time_s, est_savings_s_per_step=savings_s, step_s=analysis.step_s,
@@ -167,15 +212,16 @@ def measure(analysis) -> Numbers | None:
         ops=tuple(OpEvidence(str(r.op_name), float(r.time_s), float_or_none(r.predicted_s_per_step),
                              str(r.tf_op or "")) for r in top.itertuples()),
         claims=op_claims(remat, remat["time_s"]),
-        lever=("a lighter remat policy that keeps the recomputed outputs in HBM" if savings_s >= time_s
+        lever=("a lighter remat policy that keeps the recomputed outputs in HBM" if kept is candidates
                else f"keeping the outputs of the {len(kept)} recomputed ops that fit in HBM"))
     return Numbers(
         remat_s_per_step=time_s, remat_ops=int(len(remat)), remat_instructions_in_dump=dump_count,
         remat_flops_per_step=remat_flops, extra_flops_fraction=float_or_none(extra_flops),
         extra_hbm_bytes=float(np.nansum(remat["bytes"])), hbm_capacity_bytes=capacity, peak_memory_bytes=peak,
-        hbm_headroom_bytes=headroom, step_bound_by=bound, matmul_share_of_remat=_matmul_share(remat, time_s),
-        ops_that_fit=[str(n) for n in kept["op_name"]], times_are=times_are(analysis), priced=priced,
-        kept_bytes=float(np.nansum(kept["bytes"])))
+        hbm_headroom_bytes=headroom, step_bound_by=bound, matmul_share_of_remat=matmul_share,
+        ops_that_fit=[str(n) for n in kept["op_name"]], times_are=times_are(analysis), unverified_ops=unverified,
+        keep_cost_s_per_step=keep_cost, priced=priced,
+        kept_bytes=float(np.nansum(kept["bytes"])), recomputed_collectives=int(remat["collective_kind"].notna().sum()))
 
 
 def _share(n: Numbers) -> float:
@@ -199,10 +245,15 @@ def evidence(n: Numbers) -> str:
                 + (f" against {format_bytes(headroom)} free ({format_bytes(n.peak_memory_bytes)} used of "
                    f"{format_bytes(n.hbm_capacity_bytes)} by the memory-usage report)" if headroom is not None
                    else " (HBM headroom unknown: no memory-usage report next to the HLO dump)"))
+    kept_text = (f" The named policy stops recomputing {len(n.ops_that_fit)} of them; keeping their outputs costs "
+                 f"~{format_seconds(n.keep_cost_s_per_step)} per step of HBM traffic (one more write each), "
+                 f"so it saves ~{format_seconds(n.priced.est_savings_s_per_step)}."
+                 + (f" {n.unverified_ops} ops named as recomputation repeat no forward op left in the step "
+                    "(XLA's CSE merged them back): not counted." if n.unverified_ops else ""))
     if n.times_are == "measured":
         return (f"{n.remat_ops} recomputed ops take {format_seconds(time_s)} per step "
                 f"({format_percent(_share(n))} of the {format_seconds(n.priced.step_s)} step){flop_text}. "
-                f"The step is {n.step_bound_by}-bound. {mem_text}.")
+                f"The step is {n.step_bound_by}-bound. {mem_text}.{kept_text}")
     if n.remat_ops:
         return (f"The dump holds {n.remat_instructions_in_dump} instructions under recomputation; the "
                 f"{n.remat_ops} scheduled ones are predicted (no trace: times are predicted, not measured) to take "
@@ -242,6 +293,9 @@ def fix(n: Numbers, target: Target) -> str:
     text = (f"The step is {bound}-bound, so recomputation is not what limits it; keep the policy unless "
             "profiling after the other fixes shows compute-bound steps. "
             if bound not in ("compute", "unknown") and n.times_are == "measured" else "")
+    fsdp = (f" Keep the {n.recomputed_collectives} recomputed collectives out of what the policy saves (leave "
+            "all-gathered FSDP weights unnamed): holding gathered weights is what FSDP trades away for memory, and "
+            "re-gathering them is cheap beside it." if n.recomputed_collectives else "")
     if n.hbm_headroom_bytes is None or n.extra_hbm_bytes <= n.hbm_headroom_bytes:
-        return text + _lighter_policy(n)
-    return text + _save_and_offload(n, target.chip.pcie_bytes_per_s)
+        return text + _lighter_policy(n) + fsdp
+    return text + _save_and_offload(n, target.chip.pcie_bytes_per_s) + fsdp
