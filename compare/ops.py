@@ -118,20 +118,21 @@ def compare_ops(base_records: list[dict], new_records: list[dict], time_col: str
 
 FINDING_COLUMNS = ("status", "key", "rule", "kind", "main_op", "title", "base_severity", "new_severity",
                    "base_s_per_step", "new_s_per_step", "delta_s_per_step", "base_savings_s_per_step",
-                   "new_savings_s_per_step")
+                   "new_savings_s_per_step", "base_counted_s_per_step")
 
 
 def _findings_frame(findings: list[dict]) -> pd.DataFrame:
     rows = [{"key": f.get("key") or f"{f.get('rule', '')}:{f.get('kind', '')}:", "rule": f.get("rule"),
              "kind": f.get("kind") or "", "title": f.get("title"), "severity": f.get("severity"),
-             "time": f.get("time_s_per_step") or 0.0, "savings": f.get("est_savings_s_per_step") or 0.0}
+             "time": f.get("time_s_per_step") or 0.0, "savings": f.get("est_savings_s_per_step") or 0.0,
+             "counted": f.get("counted_s_per_step", f.get("est_savings_s_per_step")) or 0.0}
             for f in findings]
-    frame = pd.DataFrame(rows, columns=["key", "rule", "kind", "title", "severity", "time", "savings"])
+    frame = pd.DataFrame(rows, columns=["key", "rule", "kind", "title", "severity", "time", "savings", "counted"])
     # One row per key, so the outer merge pairs each key once (two findings sharing a key: one, summed; the
     # first, highest-ranked, names it).
     return frame.groupby("key", sort=False, as_index=False).agg(
         rule=("rule", "first"), kind=("kind", "first"), title=("title", "first"), severity=("severity", "first"),
-        time=("time", "sum"), savings=("savings", "sum"))
+        time=("time", "sum"), savings=("savings", "sum"), counted=("counted", "sum"))
 
 
 def compare_findings(base_findings: list[dict], new_findings: list[dict], base_step_s: float,
@@ -150,6 +151,7 @@ def compare_findings(base_findings: list[dict], new_findings: list[dict], base_s
         "title": m["title_n"].fillna(m["title_b"]), "base_severity": m["severity_b"], "new_severity": m["severity_n"],
         "base_s_per_step": base_t, "new_s_per_step": new_t, "delta_s_per_step": new_t - base_t,
         "base_savings_s_per_step": m["savings_b"].astype(float), "new_savings_s_per_step": m["savings_n"].astype(float),
+        "base_counted_s_per_step": m["counted_b"].astype(float),
     })
     order = np.argsort(-out["delta_s_per_step"].abs().to_numpy(np.float64), kind="stable")
     return out.iloc[order][list(FINDING_COLUMNS)].reset_index(drop=True)

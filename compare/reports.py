@@ -132,6 +132,8 @@ def _closed_loop(findings: pd.DataFrame, step_delta_s: float | None) -> pd.DataF
     claimed = out["base_savings_s_per_step"].astype(float).to_numpy()
     step_saved = -step_delta_s if step_delta_s is not None else math.nan
     out["claimed_s_per_step"] = np.where(fixed, claimed, np.nan)
+    # the claim's share of the base's recoverable total, where other findings' fixes overlap it
+    out["claimed_counted_s_per_step"] = np.where(fixed, out["base_counted_s_per_step"].astype(float), np.nan)
     out["realized_step_s_per_step"] = np.where(fixed, step_saved, np.nan)
     out["realized_own_s_per_step"] = np.where(fixed, -out["delta_s_per_step"].astype(float).to_numpy(), np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):

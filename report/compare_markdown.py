@@ -186,8 +186,12 @@ def _closed_loop_lines(findings: list[dict], text_chars: int) -> list[str]:
         step_text = ("the step: unknown" if step is None else f"the step saved {format_seconds(step)}" if step >= 0
                      else f"the step got {format_seconds(-step)} slower")
         share = f" ({format_percent(f['realized_share'])} of the claim)" if f.get("realized_share") is not None else ""
+        counted = f.get("claimed_counted_s_per_step")
+        alone = (f" alone ({format_seconds(counted)} counted in the base's total, the rest overlapping other "
+                 "findings)" if counted is not None and abs(counted - f["claimed_s_per_step"]) > 1e-3 * max(
+                     f["claimed_s_per_step"], 1e-12) else "")
         out += wrap(f"{escape_text(f['title'], text_chars)} ({escape_text(f['status'])}): claimed "
-                    f"{format_seconds(f['claimed_s_per_step'])}; {step_text}{share}; its own cost fell "
+                    f"{format_seconds(f['claimed_s_per_step'])}{alone}; {step_text}{share}; its own cost fell "
                     f"{format_seconds(f['realized_own_s_per_step'])}", prefix="- ", indent="  ")
     return out + [""]
 

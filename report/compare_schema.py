@@ -64,9 +64,11 @@ def _finding_change() -> dict:
         "title": STRING, "base_severity": {"enum": [*SEVERITIES, None]}, "new_severity": {"enum": [*SEVERITIES, None]},
         "base_s_per_step": NUMBER, "new_s_per_step": NUMBER, "delta_s_per_step": NUMBER,
         "base_savings_s_per_step": _null(NUMBER), "new_savings_s_per_step": _null(NUMBER),
+        "base_counted_s_per_step": _null(NUMBER),
         # A base finding that disappeared or shrank: its claimed saving, what the step and its own cost really
         # fell by, and (disappeared) the share of the claim the step realized.
-        "claimed_s_per_step": _null(NUMBER), "realized_step_s_per_step": _null(NUMBER),
+        "claimed_s_per_step": _null(NUMBER), "claimed_counted_s_per_step": _null(NUMBER),
+        "realized_step_s_per_step": _null(NUMBER),
         "realized_own_s_per_step": _null(NUMBER), "realized_share": _null(NUMBER),
     }, closed=False)
 

@@ -298,3 +298,23 @@ def test_two_findings_sharing_a_key_are_one_change_not_every_pairing():
     row = out.iloc[0]
     assert row["base_s_per_step"] == pytest.approx(3e-3) and row["new_s_per_step"] == pytest.approx(2e-3)
     assert row["status"] == "shrank"
+
+
+def test_closed_loop_shows_the_claim_alone_and_counted():
+    """A base finding whose ops another finding also names claims more alone than it counts in the total:
+    compare carries both, and the Markdown says so when they differ."""
+    from xladiag.compare.ops import compare_findings
+    from xladiag.compare.reports import _closed_loop
+    from xladiag.report.compare_markdown import _closed_loop_lines
+
+    base = [{"key": "remat-overhead::f.remat", "rule": "remat-overhead", "title": "Recomputation", "severity": "high",
+             "time_s_per_step": 0.030, "est_savings_s_per_step": 0.025, "counted_s_per_step": 0.0085},
+            {"key": "input-bound::", "rule": "input-bound", "title": "Input", "severity": "medium",
+             "time_s_per_step": 0.010, "est_savings_s_per_step": 0.008, "counted_s_per_step": 0.008}]
+    rows = _closed_loop(compare_findings(base, [], base_step_s=0.1), step_delta_s=-0.02)
+    by_rule = rows.set_index("rule")
+    assert by_rule.loc["remat-overhead", "claimed_s_per_step"] == pytest.approx(0.025)
+    assert by_rule.loc["remat-overhead", "claimed_counted_s_per_step"] == pytest.approx(0.0085)
+    lines = "\n".join(_closed_loop_lines(rows.to_dict("records"), 200))
+    assert "claimed 25 ms alone (8.5 ms counted in the base's total" in lines
+    assert "claimed 8 ms;" in lines  # equal numbers: said once

@@ -38,7 +38,6 @@ ROUNDS, BLOCK = 16, 4
 # A prefetch queue refills while the other variant runs: its first steps are free. Skip the queue's depth
 # (2 in cases.py) plus one, in longer blocks, so the steady state is what is timed.
 STATEFUL_BLOCK, STATEFUL_SKIP = 8, 3
-PASS_RATIO, SMALL_SHARE, FALSE_POSITIVE_SHARE = (0.5, 2.0), 0.03, 0.01
 
 
 def _block_median(step, stateful: bool) -> float:
@@ -97,51 +96,12 @@ def record(name: str, out: Path) -> None:
     if len(wanted) == 1:
         rec.keep_module_only(case_dir / "hlo", wanted[0]["module_name"])
     timing = time_interleaved(before, after, case.stateful)
-    timing.update({"case": name, "rule": case.rule, "fix": case.fix, "false_positive": case.false_positive,
+    timing.update({"case": name, "rule": case.rule, "fix": case.fix, "lever": case.lever,
+                   "false_positive": case.false_positive,
                    "devices": case.devices, "jax_version": jax.__version__,
                    "command": f"python benchmarks/closed_loop/run.py --cases {name}"})
     (out / "timing.json").write_text(json.dumps(timing, indent=2) + "\n")
     (out / rec.ANSWERS).write_text(json.dumps({"case": name, "dump_modules": modules}, indent=2) + "\n")
-
-
-def claim(report: dict, rule: str) -> tuple[float, str]:
-    """The rule's claimed saving (its findings' savings alone, at most the step) and the first one's fix text."""
-    mine = [f for f in report["findings"] if f["rule"] == rule]
-    total = sum(f.get("est_savings_s_per_step") or 0.0 for f in mine)
-    return min(total, report["step_s"] or total), (mine[0]["fix"] if mine else "")
-
-
-def judge(case_dir: Path) -> dict:
-    """Diagnose a recorded case and set its claim against its timing."""
-    import xladiag
-
-    timing = json.loads((case_dir / "timing.json").read_text())
-    report = xladiag.diagnose(case_dir / "before").to_dict()
-    claimed_s, fix_text = claim(report, timing["rule"])
-    claimed = claimed_s / report["step_s"] if report["step_s"] else 0.0
-    measured = timing["saving_s"] / timing["before_step_s"]
-    if timing["false_positive"]:
-        ok = claimed < FALSE_POSITIVE_SHARE
-    else:
-        ok = (max(claimed, measured) < SMALL_SHARE
-              or (measured > 0 and PASS_RATIO[0] <= claimed / measured <= PASS_RATIO[1]))
-    return {"case": timing["case"], "rule": timing["rule"], "false_positive": timing["false_positive"],
-            "claimed_share": claimed, "claimed_s": claimed_s, "profiled_step_s": report["step_s"],
-            "measured_share": measured, "measured_s": timing["saving_s"],
-            "measured_interval_s": timing["saving_interval_90_s"], "unprofiled_step_s": timing["before_step_s"],
-            "ratio": claimed / measured if measured > 0 else None, "pass": ok, "fix_text": fix_text}
-
-
-def table(rows: list[dict]) -> str:
-    lines = ["| case | rule | claimed (share of step) | measured saving (90 % interval) | ratio | pass |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        lo, hi = (x / r["unprofiled_step_s"] for x in r["measured_interval_s"])
-        kind = " (false positive)" if r["false_positive"] else ""
-        ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
-        lines.append(f"| {r['case']}{kind} | {r['rule']} | {r['claimed_share']:.1%} | {r['measured_share']:.1%} "
-                     f"({lo:.1%} to {hi:.1%}) | {ratio} | {'yes' if r['pass'] else 'NO'} |")
-    return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
@@ -149,9 +109,11 @@ def main(argv: list[str]) -> int:
         record(argv[1], Path(argv[2]))
         return 0
     from cases import CASES
+    from judge import judge, table
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", type=Path, default=Path("/tmp/xladiag_closed_loop"))
+    p.add_argument("--out", type=Path, default=Path("/tmp/xladiag_closed_loop"),
+                   help="where the recordings go (sample_profiles/closed_loop keeps the ones CI checks)")
     p.add_argument("--cases", default=",".join(c.name for c in CASES), help="comma-separated case names")
     p.add_argument("--diagnose-only", action="store_true", help="diagnose OUT's recordings again, time nothing")
     args = p.parse_args(argv)
