@@ -134,7 +134,7 @@ def _findings(data: dict, n_findings: int, cell_limit: int, n_table: int) -> lis
         return out + [none, ""] + notes
     rows = [
         [str(i), escape_text(f["severity"]), escape_text(f["title"], cell_limit),
-         _saves(f), format_percent(f["fraction_of_step"]),
+         _saves(f, data.get("step_s")), format_percent(f["fraction_of_step"]),
          escape_text(f["confidence"]), escape_text(f["fix"], cell_limit)]
         for i, f in enumerate(findings[:n_table], 1)
     ]
@@ -147,7 +147,7 @@ def _findings(data: dict, n_findings: int, cell_limit: int, n_table: int) -> lis
     for i, f in enumerate(findings[:n_findings], 1):
         rule = f"`{f['rule']}`" if re.fullmatch(r"[A-Za-z0-9_.-]+", str(f["rule"])) else escape_text(f["rule"], 60)
         body = wrap(f"{rule} · costs {format_seconds(f['time_s_per_step'])} per step "
-                    f"({format_percent(f['fraction_of_step'])}) · saves ~{_saves(f)} "
+                    f"({format_percent(f['fraction_of_step'])}) · saves ~{_saves(f, data.get('step_s'))} "
                     f"· confidence {escape_text(f['confidence'])}")
         body += [""] + wrap(f"**Evidence:** {escape_text(f['evidence'], 2 * cell_limit)}")
         body += ["", "**Change to make:**", ""] + code_block(f["fix"], 4 * cell_limit)
@@ -172,9 +172,12 @@ def _findings(data: dict, n_findings: int, cell_limit: int, n_table: int) -> lis
     return out + notes
 
 
-def _saves(f: dict) -> str:
-    """The saving alone, and the share counted in the total when other findings overlap it."""
+def _saves(f: dict, step_s: float | None) -> str:
+    """The saving alone (and its share of the step), and the share counted in the total when other findings
+    overlap it."""
     counted, alone = overlap_counted(f), format_seconds(f["est_savings_s_per_step"])
+    if step_s:
+        alone += f" ({format_percent(f['est_savings_s_per_step'] / step_s)})"
     return alone if counted is None else f"{alone} alone, {format_seconds(counted)} in the total"
 
 

@@ -117,10 +117,11 @@ def _verdict(out: _Out, data: dict) -> None:
     out.line()
 
 
-def _saves(f: dict) -> str:
-    """'saves ~X/step', and the share counted in the total when other findings overlap it."""
+def _saves(f: dict, step_s: float | None) -> str:
+    """'saves ~X/step (Y% of the step)', and the share counted in the total when other findings overlap it."""
     counted = overlap_counted(f)
-    text = f"saves ~{format_seconds(f['est_savings_s_per_step'])}/step"
+    share = f" ({format_percent(f['est_savings_s_per_step'] / step_s)})" if step_s else ""
+    text = f"saves ~{format_seconds(f['est_savings_s_per_step'])}/step{share}"
     return text if counted is None else f"{text} alone, {format_seconds(counted)} in the total"
 
 
@@ -153,7 +154,7 @@ def _fixes(out: _Out, data: dict) -> None:
                          + " " + out.style(fit(title[0], out.width - len(head)), "bold"))
         if len(title) > 1:
             out.line(" " * len(head) + " ".join(title[1:]), "bold")
-        out.line(" " * len(head) + f"{_saves(f)} · costs "
+        out.line(" " * len(head) + f"{_saves(f, data.get('step_s'))} · costs "
                  f"{format_percent(f['fraction_of_step'])} of step · confidence {f['confidence']} · "
                  f"{clean_text(f['rule'])}", "dim")
         out.wrap(clean_text(f["fix"]), indent=" " * len(head), first=" " * (len(head) - 5) + "Fix: ",

@@ -116,3 +116,15 @@ def test_gates_are_listed_tripped_first():
     gates = lines[lines.index("Gates") + 1:lines.index("Gates") + 3]
     assert gates[0].startswith("  TRIPPED ") and "high" in gates[0]
     assert gates[1].startswith("  passed ") and "MFU" in gates[1].upper()
+
+
+def test_each_saving_is_given_as_a_share_of_the_step_too():
+    """Savings in seconds and as a share of the step: on an unsteady capture the share is what carries over."""
+    from xladiag.units import format_percent, format_seconds
+
+    report = diagnosed(CPU_SAMPLE)
+    data = report.to_dict()
+    f = next(f for f in data["findings"] if f["severity"] != "info")
+    saves = (f"saves ~{format_seconds(f['est_savings_s_per_step'])}/step "
+             f"({format_percent(f['est_savings_s_per_step'] / data['step_s'])})")
+    assert saves in report.to_text()
