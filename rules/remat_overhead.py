@@ -38,7 +38,7 @@ Details:
     peak_memory_bytes (bytes or null): peak of the module's memory-usage report, when the dump has one
     hbm_headroom_bytes (bytes or null): capacity minus peak; null when unknown
     step_bound_by (text): what bounds the step: `compute`, `memory`, `collective`, `host_transfer`, `unknown`
-    matmul_share_of_remat (fraction): share of the recomputed time in convolutions and matmuls
+    matmul_share_of_remat (fraction): share of the recomputed time outside collectives in convolutions and matmuls
     ops_that_fit (list): names of the recomputed ops whose outputs fit in the headroom
     times_are (text): `measured` or `predicted`
     unverified_ops (count): ops named as recomputation with no forward op of their kind left (merged by CSE)
@@ -199,7 +199,8 @@ def measure(analysis) -> Numbers | None:
     peak = peak_memory_bytes(analysis)
     headroom = capacity - peak if capacity and peak is not None else None
     bound = _bound(analysis)
-    matmul_share = _matmul_share(remat, time_s)
+    computed = remat[remat["collective_kind"].isna()]  # what a policy can keep: collectives are re-done anyway
+    matmul_share = _matmul_share(computed, float(computed["time_s"].sum()))
     candidates, unverified = _policy_keeps(analysis, remat, matmul_share)
     kept = outputs_that_fit(candidates, headroom)
     hbm = analysis.chip.hbm_bytes_per_s

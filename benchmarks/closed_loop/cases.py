@@ -208,6 +208,50 @@ def remat_merged_by_cse(jax, fixed: bool):
     return _mlp_stack(jax, fixed, "remat_cse", scan=False, prevent_cse=False)
 
 
+def remat_fsdp(jax, fixed: bool):
+    """FSDP over 8 devices with each layer under jax.checkpoint: the backward pass re-gathers the weights and
+    recomputes the matmuls. The fix is the dots-saving policy the finding names; the re-gathers stay (holding
+    gathered weights is what FSDP gives up), so only the matmuls' recomputation goes."""
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    shard_map, kw = _shard_map(jax)
+    mesh = _mesh(jax, np, 8)
+    layers, width, batch = 4, 256, 512
+    rng = np.random.default_rng(0)
+    ws = (rng.standard_normal((layers, width, width)) / np.sqrt(width)).astype(np.float32)
+
+    def layer(h, w_shard):
+        return h + jnp.tanh(h @ jax.lax.all_gather(w_shard, "d", tiled=True))
+
+    policy = jax.checkpoint_policies.dots_with_no_batch_dims_saveable if fixed else None
+    layer = jax.checkpoint(layer, policy=policy)
+
+    def loss_fn(w_shards, x):
+        h = x
+        for i in range(layers):
+            h = layer(h, w_shards[i])
+        return jnp.mean(h * h)
+
+    def local(w_shards, x):
+        loss, g = jax.value_and_grad(loss_fn)(w_shards, x)
+        return w_shards - 0.01 * g, jax.lax.pmean(loss, "d")
+
+    spec = P(None, "d")
+    fn = jax.jit(shard_map(_named(local, f"remat_fsdp_{'after' if fixed else 'before'}"), mesh=mesh,
+                           in_specs=(spec, P("d")), out_specs=(spec, P()), **{kw: False}))
+    state = {"w": jax.device_put(ws, NamedSharding(mesh, spec))}
+    x = jax.device_put(rng.standard_normal((batch, width)).astype(np.float32), NamedSharding(mesh, P("d")))
+
+    def run(i):
+        state["w"], loss = fn(state["w"], x)
+        _wait(loss)
+
+    return run
+
+
 # --- input-bound --------------------------------------------------------------------------------
 
 def _train_step(jax, name: str):
@@ -309,6 +353,8 @@ CASES = (
          "policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable",
          "dots_with_no_batch_dims_saveable",
          remat_scanned_stack),
+    Case("remat_fsdp", "remat-overhead", "policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable "
+         "(the re-gathers stay)", "dots_with_no_batch_dims_saveable", remat_fsdp, devices=8),
     Case("remat_merged_by_cse", "remat-overhead", "remove jax.checkpoint(prevent_cse=False)", "",
          remat_merged_by_cse, false_positive=True),
     Case("slow_loader", "input-bound", "prefetch thread, queue of 2", "Prefetch", slow_loader, stateful=True),
