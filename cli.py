@@ -133,6 +133,10 @@ def _topology(value: str | None) -> str | None:
               help="Also append the Markdown report to $GITHUB_STEP_SUMMARY (GitHub Actions); an error when unset.")
 @select_options
 @click.option("--write-baseline", metavar="FILE", help="Also write this run's finding keys as a baseline file.")
+@click.option("--trace-out", metavar="FILE",
+              help="Also write the representative step of every device as a Chrome Trace Event JSON file (open it "
+                   "in ui.perfetto.dev or chrome://tracing): ops with their roofline numbers, each finding's ops "
+                   "tagged with its key and saving, async start -> done arrows, idle gaps.")
 @click.option("--workers", type=click.IntRange(min=1), metavar="N",
               help="Processes decoding the host files of a multi-host capture (default: the cores available).")
 @click.option("--scheduler", metavar="ADDRESS",
@@ -167,6 +171,8 @@ def main(**given):
     deliver(text, out)
     if output.write_baseline is not None:
         write_report(output.write_baseline, baseline_text(baseline_keys(report)))
+    if output.trace_out is not None:
+        report.to_trace(output.trace_out)
     if not output.quiet and not (FORMATS[output.format].terminal and out is None):  # the terminal report holds them
         for warning in report.analysis.warnings:
             say(f"diagnose: warning: {warning}")
@@ -206,7 +212,7 @@ def _output_file(options: Options) -> str | None:
     # Before the output check: the default output lives there.
     if isinstance(capture.path, Path) and not capture.path.exists():
         raise InputError(f"{capture.path}: no such file or directory")
-    for target in (out, output.write_baseline):
+    for target in (out, output.write_baseline, output.trace_out):
         if target is not None:
             check_output_path(target)  # refuse before minutes of work, not after
     return out

@@ -75,6 +75,7 @@ class Output:
     quiet: bool = False
     step_summary: bool = False
     write_baseline: str | None = None
+    trace_out: str | None = None  # also write the representative step as Chrome Trace Event JSON
     debug: bool = False
 
 

@@ -161,7 +161,7 @@ WORKING: tuple[Working, ...] = (
            _merge="pandas' merge indicator: `both`, `left_only` (base), `right_only` (new)",
            # A merge suffixes the columns both sides have: _b for the base report, _n for the new one.
            **{f"{c}_b": f"{c} of the base report" for c in ("names", "time", "rule", "kind", "severity", "title",
-                                                            "savings")},
+                                                            "savings", "counted")},
            **{f"{c}_n": f"{c} of the new report" for c in ("module", "names", "source", "tf_op", "time_class",
                                                            "time", "rule", "kind", "severity", "title", "savings")}),
     _dict("compare/sides.py", "the selection record of a comparison (compare/selection.py builds it)",

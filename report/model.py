@@ -70,6 +70,18 @@ class Report(Renderable):
     def ops(self) -> pd.DataFrame:
         return self.analysis.ops
 
+    def to_trace(self, path: str | Path | None = None) -> str:
+        """The representative step of every device as Chrome Trace Event JSON (opens in Perfetto and
+        chrome://tracing), each finding's ops tagged with its key and saving; also written to ``path``."""
+        from .trace_export import render_trace
+
+        text = render_trace(self.analysis, self.findings)
+        if path is not None:
+            from ..writer import write_report
+
+            write_report(path, text)
+        return text
+
     def findings_frame(self) -> pd.DataFrame:
         """The findings as a table beside the objects: one row per finding in rank order (``rank`` 1 is the
         biggest saving), the JSON's finding fields that are one value each, plus ``n_ops`` (ops named) and
