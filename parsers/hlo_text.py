@@ -274,8 +274,9 @@ class _ModuleParser(InstructionReader):
         notes = [f"{self.source}:{self.cut[0][0]}: truncated dump? " + "; ".join(what for _, what in self.cut)
                  + ". Keeping what was read before."] if self.cut else []
         cycles = call_cycles(comps)
-        notes += [f"{self.source}: call cycle {cycle} (a computation calling itself): what it runs is not "
-                  "counted" for cycle in dict.fromkeys(cycles.values())] + self.notes
+        notes += [f"{self.source}: call cycle {cycle} (a damaged dump: XLA's call graphs have none): FLOPs "
+                  "through it are unknown, loops on it run once" for cycle in dict.fromkeys(cycles.values())]
+        notes += self.notes[:3] + [f"{self.source}: {len(self.notes) - 3} more as above"] * (len(self.notes) > 3)
         for note in notes:
             warnings.warn(note, stacklevel=4)
         by_name: dict[str, Instruction] = {}
