@@ -199,7 +199,7 @@ def dot_module(lhs: str, rhs: str, out: str, attrs: str = "lhs_contracting_dims=
 ENTRY %main (x: {lhs}, w: {rhs}) -> {out} {{
   %x = {lhs} parameter(0)
   %w = {rhs} parameter(1)
-  ROOT %y = {out} {opcode}(%x, %w), {attrs}
+  ROOT %y = {out} {opcode}(%x, %w){", " + attrs if attrs else ""}
 }}
 """
 
