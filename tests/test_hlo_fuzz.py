@@ -226,3 +226,4 @@ def test_each_hostile_family_reaches_its_failure(generator):
     doc, leaked = _diagnose(case, "v6e")
     assert not leaked and fuzz_inputs.json_problems(doc) == [], case.label
     jsonschema.validate(doc, load_schema())
+    assert not case.expect or any(case.expect in w for w in doc["warnings"]), (case.label, doc["warnings"])

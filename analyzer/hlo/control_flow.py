@@ -65,10 +65,7 @@ def _shown(value) -> str:
 
 def _known_trips(instr: Instruction) -> tuple[int | None, str]:
     """(``known_trip_count.n`` of the backend config, None without one; what is wrong with it, '' if nothing)."""
-    config = backend_json(instr)
-    if "known_trip_count" not in config:
-        return None, ""
-    known = config["known_trip_count"]
+    known = backend_json(instr).get("known_trip_count")
     n = known.get("n") if isinstance(known, dict) else known
     if n is None:
         return None, ""
