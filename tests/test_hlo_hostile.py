@@ -303,3 +303,35 @@ def test_memory_sizes_at_the_bound():
         parse_buffer_assignment(f"allocation 3: size {2**60}, parameter 0\n", "b.txt")
     with pytest.raises(MemoryReportError, match="past 64 bits"):
         parse_buffer_assignment("allocation " + "9" * 5000 + ": size 8\n", "b.txt")
+
+
+# ---- the same damage in an HloProto (a capture's metadata plane, *.hlo_proto.pb) -------------------------------
+
+def test_a_damaged_hlo_proto_warns_and_costs_like_its_text():
+    from conftest import CPU_SAMPLE, only_xplane
+    from xladiag.parsers.hlo_proto import parse_hlo_proto
+    from xladiag.parsers.hlo_proto_schema import HloProto
+    from xladiag.parsers.xplane import read_xspace
+
+    _, _, data = read_xspace(only_xplane(CPU_SAMPLE)).hlo_protos[0]
+    proto = HloProto()
+    proto.ParseFromString(data)
+    # The first fusion of the entry computation calls its own computation and carries a 1000-deep config.
+    comp = next(c for c in proto.hlo_module.computations
+                if any(i.opcode in (b"fusion", "fusion") for i in c.instructions))
+    fusion = next(i for i in comp.instructions if i.opcode in (b"fusion", "fusion"))
+    callee = next(c for c in proto.hlo_module.computations if c.id == fusion.called_computation_ids[0])
+    inner = next(i for i in callee.instructions if i.opcode not in (b"parameter", "parameter"))
+    inner.opcode = b"fusion"
+    inner.called_computation_ids[:] = [callee.id]
+    fusion.backend_config = hs.nested_json(1000).encode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = parse_hlo_proto(proto.SerializeToString(), "step.hlo_proto.pb")
+    messages = [str(w.message) for w in caught]
+    name = callee.name.decode() if isinstance(callee.name, bytes) else callee.name
+    assert any(m.startswith(f"step.hlo_proto.pb: call cycle %{name} -> %{name} ") for m in messages), messages
+    assert any("backend_config nested more than" in m for m in messages), messages
+    costs = instruction_costs(module).set_index("name")
+    fusion_name = fusion.name.decode() if isinstance(fusion.name, bytes) else fusion.name
+    assert math.isnan(costs.loc[fusion_name, "flops"]) and not (costs["flops"] < 0).any()
