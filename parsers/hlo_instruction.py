@@ -11,9 +11,10 @@ import re
 from dataclasses import dataclass, field
 
 from .hlo_shapes import Shape, parse_shape, shape_end
-from .hlo_tokens import QUOTED, HloParseError, match_close, split_top, strip_comments, unquote
+from .hlo_tokens import QUOTED, Brackets, HloParseError, match_close, split_top, strip_comments, unquote
 
-__all__ = ["Instruction", "InstructionReader", "parse_instruction", "SECTION_HEADERS"]
+__all__ = ["Instruction", "InstructionReader", "parse_instruction", "SECTION_HEADERS", "config_too_deep",
+           "MAX_CONFIG_DEPTH"]
 
 _METADATA_FIELD = re.compile(rf'(\w+)=({QUOTED}|[^\s}}]+)')
 # Source lines and parameter numbers are int32 in practice (XLA's LineNumber, a program with a
@@ -23,6 +24,9 @@ _MAX_PARAMETER_DIGITS = 9
 _OPCODE = re.compile(r"([a-z][a-z0-9\-_]*)\(")
 # Index tables printed after the module header; metadata stack_frame_id points into them.
 SECTION_HEADERS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+# XLA's backend configs (loop trip counts, GPU/TPU kernel configs) nest a handful of levels; deeper ones are
+# damage, refused before a JSON parser recurses through them (Python's stack ends near 1000 levels).
+MAX_CONFIG_DEPTH = 64
 _CALLED_ATTRS = ("calls", "to_apply", "body", "condition", "branch_computations",
                  "true_computation", "false_computation", "select", "scatter")
 
@@ -63,6 +67,7 @@ class InstructionReader:
     def __init__(self, source: str, tables: dict[str, dict[int, str]] | None = None):
         self.source = source
         self.tables = tables if tables is not None else {k: {} for k in SECTION_HEADERS}
+        self.notes: list[str] = []  # what was dropped from the lines read, one line each (the parser warns)
 
     def error(self, lineno: int, what: str) -> HloParseError:
         return HloParseError(f"{self.source}:{lineno}: {what}")
@@ -101,6 +106,10 @@ class InstructionReader:
             for part in split_top(tail[1:]):
                 key, _, value = part.partition("=")
                 attrs[key.strip()] = value.strip()
+        if "backend_config" in attrs and config_too_deep(attrs["backend_config"]):
+            del attrs["backend_config"]
+            self.notes.append(f"{self.source}:{lineno}: %{name}: backend_config nested more than "
+                              f"{MAX_CONFIG_DEPTH} levels deep: ignored (read as absent)")
         names, shapes, elements = self.operands(opcode, operands_text, attrs, name, lineno)
         op_name, source_file, source_line = self.metadata(attrs.get("metadata", ""))
         return Instruction(name, opcode, shape, tuple(names),
@@ -155,6 +164,15 @@ class InstructionReader:
         file_id, line = re.search(r"file_name_id=(\d{1,18})\b", loc), re.search(r"\bline=(\d+)", loc)
         file_name = self.tables["FileNames"].get(int(file_id.group(1)), "") if file_id else ""
         return unquote(file_name), line.group(1) if line else None
+
+
+def config_too_deep(raw: str) -> bool:
+    """Whether a backend_config's JSON (raw, or as a quoted string) nests past MAX_CONFIG_DEPTH: a bracket
+    count, so that no JSON parser meets it."""
+    if raw.count("[") + raw.count("{") <= MAX_CONFIG_DEPTH:
+        return False
+    text = unquote(raw) if raw.startswith('"') else raw
+    return any(level > MAX_CONFIG_DEPTH for _, _, level in Brackets().walk(text))
 
 
 def parse_instruction(text: str, source: str = "<instruction>") -> Instruction:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .hlo_call_graph import call_cycles
 from .hlo_instruction import SECTION_HEADERS, Instruction, InstructionReader, parse_instruction
 from .hlo_replica_groups import (
     MeshAxis,
@@ -26,7 +27,7 @@ from .hlo_replica_groups import (
     parse_source_target_pairs,
 )
 from .hlo_shapes import Shape, parse_shape
-from .hlo_tokens import Brackets, HloParseError, split_top, unquote
+from .hlo_tokens import Brackets, HloParseError, closing_attrs, split_top, unquote
 from .storage import as_path
 
 # Lines that start a statement: a continuation line (string or constant rows) never looks so.
@@ -39,26 +40,6 @@ __all__ = [
     "parse_replica_groups", "parse_replica_group_list", "ReplicaGroupList", "MeshAxis",
     "parse_mesh_axes", "parse_source_target_pairs",
 ]
-
-
-def _closing(stripped: str) -> str | None:
-    """The attributes after a computation's closing brace ('' for none), None if the line is no
-    closing brace: ``}``, ``}, execution_thread="sparsecore"``, ``} // fused_computation.3``."""
-    if not stripped.startswith("}"):
-        return None
-    rest = stripped[1:]
-    comment = rest.rfind("//")
-    if comment >= 0 and '"' not in rest[comment:]:
-        rest = rest[:comment]
-    rest = rest.strip()
-    if not rest:
-        return ""
-    brackets = Brackets()
-    brackets.feed(rest)
-    if not rest.startswith(",") or not brackets.balanced:
-        return None
-    parts = split_top(rest[1:])
-    return rest[1:] if parts and all("=" in p for p in parts) else None
 
 
 @dataclass(frozen=True)
@@ -85,7 +66,8 @@ class Computation:
 
 @dataclass(frozen=True)
 class HloModule:
-    """A parsed module. ``truncated`` is True when the text ended inside a computation."""
+    """A parsed module. ``truncated`` is True when the text ended inside a computation; ``call_cycles``: each
+    computation that calls itself (through others) -> the cycle, as text (a damaged dump; walkers skip them)."""
 
     name: str
     computations: dict
@@ -94,6 +76,7 @@ class HloModule:
     source: str = "<string>"
     truncated: bool = False
     _by_name: dict = field(default_factory=dict, repr=False, compare=False)
+    call_cycles: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __repr__(self) -> str:  # a module prints as hundreds of kB of instructions otherwise
         n = sum(len(c.instructions) for c in self.computations.values())
@@ -181,7 +164,7 @@ class _ModuleParser(InstructionReader):
         self.current: tuple[str, bool, int] | None = None  # the open computation: name, is entry, first line
         self.body: list[tuple[Instruction, int]] = []  # its instructions so far, with their line numbers
         self.section: str | None = None  # the table section (SECTION_HEADERS) being read
-        if self.lines and not text.endswith(("\n", "\r")) and _closing(self.lines[-1].strip()) is None:
+        if self.lines and not text.endswith(("\n", "\r")) and closing_attrs(self.lines[-1].strip()) is None:
             # A text that stops mid-line: the last line cannot be trusted, even if it parses.
             self.truncate(len(self.lines), "the last line is cut")
             self.lines.pop()
@@ -222,7 +205,7 @@ class _ModuleParser(InstructionReader):
     def computation_line(self, i: int) -> int:
         """Read the statement at line ``i`` inside the open computation; return the next line's index."""
         lineno, stripped = i + 1, self.lines[i].strip()
-        closing = _closing(stripped)
+        closing = closing_attrs(stripped)
         if closing is not None:
             self.check_operands(self.body)
             name, is_entry, _ = self.current
@@ -288,16 +271,20 @@ class _ModuleParser(InstructionReader):
             raise self.error(len(self.lines), "no computation found")
         if not self.entry:
             self.truncate(len(self.lines), "no ENTRY computation (XLA prints it last)")
-        if self.cut:
-            warnings.warn(f"{self.source}:{self.cut[0][0]}: truncated dump? "
-                          + "; ".join(what for _, what in self.cut)
-                          + ". Keeping what was read before.", stacklevel=4)
+        notes = [f"{self.source}:{self.cut[0][0]}: truncated dump? " + "; ".join(what for _, what in self.cut)
+                 + ". Keeping what was read before."] if self.cut else []
+        cycles = call_cycles(comps)
+        notes += [f"{self.source}: call cycle {cycle} (a damaged dump: XLA's call graphs have none): FLOPs "
+                  "through it are unknown, loops on it run once" for cycle in dict.fromkeys(cycles.values())]
+        notes += self.notes[:3] + [f"{self.source}: {len(self.notes) - 3} more as above"] * (len(self.notes) > 3)
+        for note in notes:
+            warnings.warn(note, stacklevel=4)
         by_name: dict[str, Instruction] = {}
         for comp in comps.values():
             for ins in comp.instructions:
                 by_name.setdefault(ins.name, ins)
         return HloModule(self.module_name or Path(self.source).name, comps, self.entry, self.scheduled,
-                         self.source, bool(self.cut), by_name)
+                         self.source, bool(self.cut), by_name, cycles)
 
     def thread(self, attrs: str) -> str:
         """``}, execution_thread="sparsecore"``: the thread a computation runs on (main if absent)."""

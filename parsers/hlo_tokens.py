@@ -14,7 +14,7 @@ import re
 from ..errors import InputError
 
 __all__ = ["HloParseError", "QUOTED", "strip_comments", "Brackets", "match_close", "depth", "split_top",
-           "unquote", "parse_ints", "parse_int", "MAX_INT_DIGITS"]
+           "unquote", "parse_ints", "parse_int", "MAX_INT_DIGITS", "closing_attrs"]
 
 # XLA prints int64 values: 19 digits at most. Longer digit runs are damage, and refusing them
 # also keeps int() away from Python's 4300-digit conversion limit.
@@ -121,6 +121,26 @@ def split_top(text: str, sep: str = ",") -> list[str]:
             last = i + 1
     parts.append(text[last:])
     return [p.strip() for p in parts if p.strip()]
+
+
+def closing_attrs(stripped: str) -> str | None:
+    """The attributes after a computation's closing brace ('' for none), None if the line is no
+    closing brace: ``}``, ``}, execution_thread="sparsecore"``, ``} // fused_computation.3``."""
+    if not stripped.startswith("}"):
+        return None
+    rest = stripped[1:]
+    comment = rest.rfind("//")
+    if comment >= 0 and '"' not in rest[comment:]:
+        rest = rest[:comment]
+    rest = rest.strip()
+    if not rest:
+        return ""
+    brackets = Brackets()
+    brackets.feed(rest)
+    if not rest.startswith(",") or not brackets.balanced:
+        return None
+    parts = split_top(rest[1:])
+    return rest[1:] if parts and all("=" in p for p in parts) else None
 
 
 def strip_comments(text: str) -> str:

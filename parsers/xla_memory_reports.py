@@ -35,6 +35,8 @@ _SPACE = re.compile(r"^Memory Space:\s*(\S+)\s*\(color=(\d+)\)", re.M)
 _TOTAL = re.compile(r"^Total bytes(?: used)?:\s*(\d+)", re.M)
 _ALLOCATION = re.compile(r"^allocation (\d+): size (\d+)(.*?):?\s*$", re.M)
 _PARAMETER = re.compile(r"parameter (\d+)")
+# No accelerator holds 2^50 bytes (1 PiB) in one module; a larger size is damage, and its report is unknown.
+MAX_PLAUSIBLE_BYTES = 2**50
 
 
 class MemoryReportError(InputError):
@@ -77,8 +79,17 @@ def parse_memory_usage_report(text: str, source: str = "<string>") -> MemoryUsag
         # Each total belongs to the last 'Memory Space' header before it; the old form has none (default).
         owner = [s for s in spaces if s.start() < total.start()]
         name = owner[-1].group(1) if owner else ("default" if i == 0 else f"space_{i}")
-        by_space.setdefault(name, int(total.group(1)))
+        by_space.setdefault(name, _size(total.group(1), source, f"'Total bytes' of memory space {name}"))
     return MemoryUsageReport(source, by_space)
+
+
+def _size(digits: str, source: str, field: str) -> int:
+    """A byte count of at most MAX_PLAUSIBLE_BYTES (MemoryReportError naming the file and field otherwise);
+    the length is checked before int() reads the digits."""
+    if len(digits) > 16 or int(digits) > MAX_PLAUSIBLE_BYTES:
+        shown = digits if len(digits) <= 24 else f"a {len(digits)}-digit number of"
+        raise MemoryReportError(f"{source}: {field} is {shown} bytes, over 2^50 (not a plausible size)")
+    return int(digits)
 
 
 def _allocation_kind(flags: str) -> str:
@@ -98,8 +109,10 @@ def parse_buffer_assignment(text: str, source: str = "<string>") -> BufferAssign
     for m in _ALLOCATION.finditer(text):
         flags = m.group(3)
         param = _PARAMETER.search(flags)
-        rows.append((int(m.group(1)), int(m.group(2)), _allocation_kind(flags),
-                     int(param.group(1)) if param else -1, "maybe-live-out" in flags))
+        if len(m.group(1)) > 19 or param and len(param.group(1)) > 19:  # past int64; int() refuses 4300 digits
+            raise MemoryReportError(f"{source}: an allocation number past 64 bits (a damaged buffer assignment?)")
+        rows.append((int(m.group(1)), _size(m.group(2), source, f"the size of allocation {m.group(1)}"),
+                     _allocation_kind(flags), int(param.group(1)) if param else -1, "maybe-live-out" in flags))
     if not rows:
         raise MemoryReportError(f"{source}: no 'allocation N: size S' line (not an XLA buffer assignment?)")
     if any(max(r[0], r[1], r[3]) > 2**63 - 1 for r in rows):  # would overflow the int64 columns below

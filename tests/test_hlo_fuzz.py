@@ -12,18 +12,26 @@ more, and ``XLADIAG_HLO_FUZZ_RANDOM=1`` draws new examples instead of the seeded
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import sys
+import tempfile
 import warnings
 from pathlib import Path
 
+import jsonschema
+import numpy as np
 import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from xladiag.analyzer.hlo.control_flow import loop_warnings
+from xladiag.analyzer.hlo.costs import instruction_costs, matmul_dims
 from xladiag.parsers.hlo_replica_groups import parse_replica_group_list
 from xladiag.parsers.hlo_text import HloParseError, parse_hlo_module
+from xladiag.report.json_schema import load_schema
 
 REPO = Path(__file__).resolve().parents[1]
 # Real modules only, from the repo (the MaxText v6e module is the bundled copy of the shared reference one).
@@ -143,3 +151,79 @@ def test_seeds_parse_unmutated():
             warnings.simplefilter("ignore")
             module = parse_hlo_module(preamble + "".join(blocks[:3]) + blocks[-1], "seed.txt")
         assert module.computations
+
+
+# ---- hostile dumps through the whole CLI: every report valid against the schema, nothing internal -----------
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
+import fuzz_inputs  # noqa: E402
+import hlo_hostile  # noqa: E402
+
+# Whole CLI runs cost about a second each: a few per CI run, on top of one seeded case per family below; the
+# parser-and-costs check of the same cases is cheap and runs many.
+HOSTILE_EXAMPLES = int(os.environ.get("XLADIAG_HLO_HOSTILE_EXAMPLES", "6"))
+HOSTILE_MODULES = int(os.environ.get("XLADIAG_HLO_HOSTILE_MODULES", "120"))
+
+
+def _diagnose(case: hlo_hostile.Case, chip: str) -> tuple[dict, list[str]]:
+    """The JSON report of the case's dump folder, from the CLI's entry point in this process, and the Python
+    warnings it let out (with the interpreter's default filters, as a user's terminal would show them)."""
+    from click.testing import CliRunner
+
+    from xladiag.cli import main
+
+    with tempfile.TemporaryDirectory(prefix="hostile-") as folder, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        for name, text in case.files.items():
+            (Path(folder) / name).write_text(text)
+        out = Path(folder) / "report.json"
+        result = CliRunner().invoke(main, ["--hlo-dir", folder, "--chip", chip, "--format", "json", "-o", str(out),
+                                           "-q"])
+        assert result.exit_code == 0 and result.exception is None, (case.label, result.output, result.exception)
+        return json.loads(out.read_text(encoding="utf-8")), [str(w.message) for w in caught]
+
+
+@settings(max_examples=HOSTILE_MODULES, deadline=None, derandomize=SEEDED, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(hlo_hostile.GENERATORS), st.integers(0, 2**32 - 1))
+def test_hostile_modules_are_costed_without_internal_errors(generator, seed):
+    case = generator(np.random.default_rng(seed))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = parse_hlo_module(case.files[hlo_hostile.HLO_NAME], "hostile.txt")
+        parsed = [str(w.message) for w in caught]
+        costs = instruction_costs(module, scope="all")
+        loops = loop_warnings(module)
+        for ins in module.computations[module.entry].instructions:
+            try:
+                matmul_dims(ins, module)
+            except (ValueError, IndexError, KeyError):  # what its callers read as sizes unknown
+                pass
+    assert [str(w.message) for w in caught] == parsed, case.label  # only the parser's one-line warnings
+    assert all(w.startswith("hostile.txt") and "\n" not in w for w in parsed), parsed
+    assert not (costs["flops"] < 0).any() and not (costs["runs"] > 2**31).any(), case.label
+    assert all("\n" not in w for w in loops)
+
+
+@settings(max_examples=HOSTILE_EXAMPLES, deadline=None, derandomize=SEEDED, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(hlo_hostile.GENERATORS), st.integers(0, 2**32 - 1), st.sampled_from(["v6e", "h100"]))
+def test_hostile_dumps_give_valid_reports(generator, seed, chip):
+    case = generator(np.random.default_rng(seed))
+    doc, leaked = _diagnose(case, chip)
+    assert not leaked, (case.label, leaked)
+    jsonschema.validate(doc, load_schema())
+    assert fuzz_inputs.json_problems(doc) == [], case.label  # finite, non-negative, shares at most 1
+    assert not case.expect or any(case.expect in w for w in doc["warnings"]), (case.label, doc["warnings"])
+
+
+@pytest.mark.parametrize("generator", hlo_hostile.GENERATORS, ids=lambda g: g.__name__)
+def test_each_hostile_family_reaches_its_failure(generator):
+    # Seeded cases of every family, whatever hypothesis draws: each hostile kind is exercised in every run.
+    case = generator(np.random.default_rng(7))
+    doc, leaked = _diagnose(case, "v6e")
+    assert not leaked and fuzz_inputs.json_problems(doc) == [], case.label
+    jsonschema.validate(doc, load_schema())
+    assert not case.expect or any(case.expect in w for w in doc["warnings"]), (case.label, doc["warnings"])

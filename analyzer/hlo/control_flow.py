@@ -4,12 +4,16 @@ Without a trace nothing counts executions, so the HLO must: a ``while`` body run
 times per run of its caller — ``backend_config={"known_trip_count":{"n":"32"}}`` (XLA's
 WhileLoopBackendConfig, set by the loop analysis), else read from the loop condition
 (``compare(counter, constant)``, assuming a counter from 0 by 1), else once (and a note says so).
-Nested loops multiply. A ``conditional`` runs one branch: each branch computation is tagged with
-``conditional=branch`` so the analysis can keep only the most expensive one (an upper bound).
+Nested loops multiply. A trip count must be a whole number from 0 to 2^31 - 1 (JAX's scan and fori_loop
+count in int32), and so must the runs of a nested body: anything else (a list, 1e400, a 400-digit or
+negative count, INT64_MAX) is unknown, counted once, with a warning (``loop_warnings``). A ``conditional``
+runs one branch: each branch computation is tagged with ``conditional=branch`` so the analysis can keep only
+the most expensive one (an upper bound).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -18,7 +22,8 @@ import pandas as pd
 from ...parsers.hlo_text import HloModule, Instruction
 from .kernel_costs import backend_json
 
-_CONSTANT = re.compile(r"constant\((-?\d+)\)")
+_CONSTANT = re.compile(r"constant\((-?\d{1,19})\)")
+MAX_TRIPS = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -53,18 +58,50 @@ def _condition_trips(module: HloModule, instr: Instruction) -> int | None:
     return max(limit if strict else limit + 1, 0) if ok else None
 
 
+def _shown(value) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return repr(text if len(text) <= 24 else text[:20] + "...")
+
+
+def _known_trips(instr: Instruction) -> tuple[int | None, str]:
+    """(``known_trip_count.n`` of the backend config, None without one; what is wrong with it, '' if nothing)."""
+    known = backend_json(instr).get("known_trip_count")
+    n = known.get("n") if isinstance(known, dict) else known
+    if n is None:
+        return None, ""
+    if isinstance(n, str) and re.fullmatch(r"-?[0-9]{1,19}", n):
+        n = int(n)  # proto JSON prints int64 as a string
+    if isinstance(n, bool) or not isinstance(n, int):
+        return None, f"known_trip_count {_shown(n)} is not a whole number"
+    if not 0 <= n <= MAX_TRIPS:
+        return None, f"known_trip_count {n} is outside 0..{MAX_TRIPS}"
+    return n, ""
+
+
 def trip_count(module: HloModule, instr: Instruction) -> tuple[int | None, str]:
-    """(trips of a ``while``, how it was found); None when neither the config nor the condition says."""
-    n = backend_json(instr).get("known_trip_count", {}).get("n")
-    try:
-        if n is not None:
-            return int(n), "known_trip_count"
-    except (TypeError, ValueError):
-        pass
-    trips = _condition_trips(module, instr)
+    """(trips of a ``while``, how it was found); None when neither the config nor the condition gives a count
+    in 0..MAX_TRIPS. A damaged config falls back to the condition."""
+    trips, problem = _known_trips(instr)
     if trips is not None:
-        return trips, "loop condition (counter from 0, step 1)"
-    return None, ""
+        return trips, "known_trip_count"
+    trips = _condition_trips(module, instr)
+    if trips is not None and trips <= MAX_TRIPS:
+        return trips, "loop condition (counter from 0, step 1)" + (f"; {problem}" if problem else "")
+    return None, problem or (f"loop condition allows {trips} trips, past {MAX_TRIPS}" if trips else "")
+
+
+def loop_warnings(module: HloModule) -> list[str]:
+    """One line per ``while`` whose trip count was refused and not recovered from its condition."""
+    out = []
+    for comp in module.computations.values():
+        for ins in comp.instructions:
+            if ins.opcode == "while":
+                (trips, how), problem = trip_count(module, ins), _known_trips(ins)[1]
+                if problem or trips is None and how:
+                    out.append(f"%{ins.name}: {problem or how}: " + (
+                        f"{trips} trips read from its loop condition" if trips is not None
+                        else "trip count unknown, its body counted once per run"))
+    return out
 
 
 def computation_runs(module: HloModule) -> dict[str, Runs]:
@@ -81,8 +118,10 @@ def computation_runs(module: HloModule) -> dict[str, Runs]:
         for ins in module.computations[name].instructions:
             if ins.opcode == "while":
                 trips, how = trip_count(module, ins)
+                if trips is not None and here.runs * trips > MAX_TRIPS:  # nested counts past any real program's
+                    trips, how = None, f"{here.runs:.0f} x {trips} runs per program run, past {MAX_TRIPS}"
                 note = (f"runs {trips}x per run of {name} ({ins.name}: {how})" if trips is not None else
-                        f"{ins.name}: trip count unknown, counted once")
+                        f"{ins.name}: trip count unknown" + (f" ({how})" if how else "") + ", counted once")
                 trips = 1 if trips is None else trips
                 body = ins.attrs.get("body", "").strip().lstrip("%")
                 cond = ins.attrs.get("condition", "").strip().lstrip("%")

@@ -26,12 +26,12 @@ from __future__ import annotations
 import math
 import re
 
-import numpy as np
 import pandas as pd
 
 from ...parsers.hlo_text import HloModule, Instruction, Shape
-from ...parsers.hlo_tokens import HloParseError, parse_int, parse_ints
+from ...parsers.hlo_tokens import HloParseError, parse_ints
 from .control_flow import Runs, computation_runs
+from .conv_costs import conv_flops_from, parse_window
 from .kernel_costs import (
     backend_json as _backend_json,
 )
@@ -43,12 +43,15 @@ from .kernel_costs import (
 from .kernel_costs import (
     target as _target,
 )
+from .matmul_shapes import dot_dims, has_unknown_dim
 from .op_bytes import ByteCounter
 from .op_bytes import data_shape as _array
 
 __all__ = ["instruction_costs", "dot_flops", "convolution_flops", "instruction_flops",
            "top_level_computations", "matmul_dims"]
 
+_CALLS = ("fusion", "call", "async-start")  # FLOPs and matmuls are those of the called computation
+_READS_OPERANDS = frozenset({"dot", "convolution", "fft", "reduce", "select-and-scatter", "custom-call"})
 _ELEMENTWISE = frozenset("""
 add subtract multiply divide remainder maximum minimum power atan2 abs negate sign exponential
 exponential-minus-one log log-plus-one logistic sqrt rsqrt cbrt tanh tan sine cosine erf floor
@@ -59,67 +62,33 @@ reduce-precision stochastic-convert map
 
 
 def _dot_flops_from(lhs: Shape, out: Shape, lhs_contracting: list[int]) -> float:
+    if any(not 0 <= d < len(lhs.dims) for d in lhs_contracting):  # -1 would read the last dim
+        raise ValueError(f"contracting dims {lhs_contracting} outside the rank-{len(lhs.dims)} lhs")
     contracted = math.prod(lhs.dims[d] for d in lhs_contracting)
     return 2.0 * _array(out).num_elements * contracted
 
 
+_DOT_NUMBERS = ("lhs_contracting_dims", "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims")
+
+
+def hlo_dot_dims(instr: Instruction, module: HloModule | None):
+    """The checked ``matmul_shapes.DotDims`` of an HLO ``dot`` (ValueError when inconsistent or unknown)."""
+    shapes = module.resolve_operand_shapes(instr) if module is not None else instr.operand_shapes
+    if len(shapes) < 2:
+        raise ValueError("a dot without two operand shapes")
+    numbers = {key: parse_ints(instr.attrs.get(key, "")) for key in _DOT_NUMBERS}
+    return dot_dims(shapes[0], shapes[1], instr.shape, numbers)
+
+
 def dot_flops(instr: Instruction, module: HloModule) -> float:
     """2 x output elements x contracted size of a ``dot`` (or a cuBLAS gemm custom-call)."""
-    lhs = module.resolve_operand_shapes(instr)[0]
     if instr.opcode == "custom-call":
+        lhs = module.resolve_operand_shapes(instr)[0]
         dnums = _backend_json(instr).get("gemm_backend_config", {}).get("dot_dimension_numbers", {})
         return _dot_flops_from(lhs, instr.shape, [int(d) for d in
                                                   dnums.get("lhs_contracting_dimensions", [])])
-    return _dot_flops_from(lhs, instr.shape, parse_ints(instr.attrs.get("lhs_contracting_dims", "")))
-
-
-def _parse_window(text: str, rank: int) -> list[dict]:
-    """``{size=3x3 stride=2x2 pad=1_1x0_0 lhs_dilate=1x1 rhs_dilate=1x1}`` per spatial dim."""
-    dims = [dict(size=1, stride=1, lo=0, hi=0, lhs_dilate=1, rhs_dilate=1) for _ in range(rank)]
-    for key, value in re.findall(r"(\w+)=([^\s}]+)", text or ""):
-        for d, part in zip(dims, value.split("x")):
-            if key == "pad":
-                lo, _, hi = part.partition("_")
-                d["lo"], d["hi"] = parse_int(lo, "window pad"), parse_int(hi, "window pad")
-            elif key in ("size", "stride", "lhs_dilate", "rhs_dilate"):  # int64 at most (a fuzzer's 23 digits)
-                d[key] = parse_int(part, f"window {key}")
-    return dims
-
-
-def _valid_taps(in_size: int, out_size: int, kernel: int, w: dict) -> int:
-    """(output position, kernel tap) pairs reading a real input element in one spatial dim."""
-    if kernel <= 0 or out_size <= 0:
-        return 0
-    ld = w["lhs_dilate"]
-    if ld == 1:  # closed form per tap: the output positions whose input index is in range
-        start = np.arange(kernel) * w["rhs_dilate"] - w["lo"]
-        o_min = np.maximum(-(start // w["stride"]), 0)  # ceil(-start / stride)
-        o_max = np.minimum((in_size - 1 - start) // w["stride"], out_size - 1)
-        return int(np.maximum(o_max - o_min + 1, 0).sum())
-    k = np.arange(kernel)[:, None]
-    o = np.arange(out_size)[None, :]
-    pos = o * w["stride"] - w["lo"] + k * w["rhs_dilate"]
-    ok = (pos >= 0) & (pos % ld == 0) & (pos // ld < in_size)
-    return int(ok.sum())
-
-
-def _conv_flops_from(inp: Shape, kernel: Shape, out: Shape, attrs: dict) -> float:
-    labels = attrs.get("dim_labels", "")
-    m = re.fullmatch(r"(\w+)_(\w+)->(\w+)", labels)
-    if not m:
-        raise ValueError(f"cannot read dim_labels {labels!r}")
-    in_l, k_l, out_l = m.groups()
-    spatial = [c for c in in_l if c not in "bf"]
-    windows = _parse_window(attrs.get("window", ""), len(spatial))
-    taps = 1
-    for s, w in zip(spatial, windows):
-        taps *= _valid_taps(inp.dims[in_l.index(s)], out.dims[out_l.index(s)],
-                            kernel.dims[k_l.index(s)], w)
-    fgc = int(attrs.get("feature_group_count", 1) or 1)
-    bgc = int(attrs.get("batch_group_count", 1) or 1)
-    fma = (inp.dims[in_l.index("f")] // fgc) * out.dims[out_l.index("f")] \
-        * (inp.dims[in_l.index("b")] // bgc) * taps
-    return 2.0 * fma
+    d = hlo_dot_dims(instr, module)
+    return 2.0 * d.batch * d.m * d.n * d.k
 
 
 _FFT_NOTE = "FFT: 5 N log2 N per complex transform, half for a real one (FFTW's count)"
@@ -145,10 +114,10 @@ def convolution_flops(instr: Instruction, module: HloModule) -> float:
     out = _array(instr.shape)
     target = _target(instr)
     if "BackwardInput" in target:  # operands (d_output, filter) -> d_input
-        return _conv_flops_from(out, ops[1], ops[0], instr.attrs)
+        return conv_flops_from(out, ops[1], ops[0], instr.attrs)
     if "BackwardFilter" in target:  # operands (input, d_output) -> d_filter
-        return _conv_flops_from(ops[0], out, ops[1], instr.attrs)
-    return _conv_flops_from(ops[0], ops[1], out, instr.attrs)
+        return conv_flops_from(ops[0], out, ops[1], instr.attrs)
+    return conv_flops_from(ops[0], ops[1], out, instr.attrs)
 
 
 class _Costs:
@@ -160,15 +129,18 @@ class _Costs:
         self.comp_matmul: dict[str, Instruction | None] = {}
 
     def flops(self, instr: Instruction) -> tuple[float, str]:
-        """(FLOPs, note); NaN FLOPs when unknown."""
+        """(FLOPs, note); NaN FLOPs when unknown: a dim of unknown size (``?``) included."""
         op = instr.opcode
+        if op not in _CALLS and (has_unknown_dim(instr.shape) or op in _READS_OPERANDS and any(
+                has_unknown_dim(s) for s in self.module.resolve_operand_shapes(instr))):
+            return math.nan, f"{op} on a dimension of unknown size (?): FLOPs unknown"
         if op == "dot":
             return dot_flops(instr, self.module), ""
         if op == "convolution":
             return convolution_flops(instr, self.module), ""
         if op == "fft":
             return fft_flops(instr, self.module), _FFT_NOTE
-        if op in ("fusion", "call", "async-start"):
+        if op in _CALLS:
             return self.computation_flops(instr.called_computations()[0])
         if op == "custom-call":
             kind = custom_call_kind(instr)
@@ -189,11 +161,11 @@ class _Costs:
             ops = self.module.resolve_operand_shapes(instr)
             return float(sum(s.num_elements for s in ops[: len(ops) // 2])), ""
         if op == "reduce-window":
-            window = _parse_window(instr.attrs.get("window", ""), len(_array(instr.shape).dims))
+            window = parse_window(instr.attrs.get("window", ""), len(_array(instr.shape).dims))
             return float(_array(instr.shape).num_elements * math.prod(w["size"] for w in window)), ""
         if op == "select-and-scatter":
             src = self.module.resolve_operand_shapes(instr)[1]
-            window = _parse_window(instr.attrs.get("window", ""), len(src.dims))
+            window = parse_window(instr.attrs.get("window", ""), len(src.dims))
             return float(src.num_elements * math.prod(w["size"] for w in window)), ""
         if op == "sort":
             shape = _array(instr.shape)
@@ -203,14 +175,28 @@ class _Costs:
         return 0.0, ""
 
     def computation_flops(self, name: str) -> tuple[float, str]:
-        if name not in self.comp_flops:
+        """Summed over the computation's instructions, what they call first, with an explicit stack (a deep
+        chain of fusions costs no Python stack); unknown on a call cycle (the parser named it)."""
+        cycles, todo = self.module.call_cycles, [(name, False)]
+        while todo:
+            cname, ready = todo.pop()
+            if cname in self.comp_flops:
+                continue
+            if cname in cycles:
+                self.comp_flops[cname] = (math.nan, f"on call cycle {cycles[cname]}: FLOPs unknown")
+                continue
+            body = self.module.computations[cname].instructions
+            if not ready:
+                todo.append((cname, True))
+                todo.extend((c[0], False) for c in (i.called_computations() for i in body if i.opcode in _CALLS) if c)
+                continue
             total, notes = 0.0, []
-            for ins in self.module.computations[name].instructions:
-                f, note = self.flops(ins)
+            for ins in body:
+                f, note = self.flops(ins)  # a call's computation is counted by now
                 total += f
                 if note:
                     notes.append(note)
-            self.comp_flops[name] = (total, "; ".join(dict.fromkeys(notes)))
+            self.comp_flops[cname] = (total, "; ".join(dict.fromkeys(notes)))
         return self.comp_flops[name]
 
     def matmul(self, instr: Instruction) -> Instruction | None:
@@ -219,17 +205,31 @@ class _Costs:
             return instr
         if instr.opcode == "custom-call":
             return instr if custom_call_kind(instr) in ("gemm", "conv") else None
-        if instr.opcode in ("fusion", "call", "async-start"):
+        if instr.opcode in _CALLS:
             name = instr.called_computations()[0]
             if name not in self.comp_matmul:
-                found = None
-                for ins in self.module.computations[name].instructions:
-                    found = self.matmul(ins)
-                    if found is not None:
-                        break
-                self.comp_matmul[name] = found
+                self.comp_matmul[name] = self._first_matmul(name)
             return self.comp_matmul[name]
         return None
+
+    def _first_matmul(self, name: str) -> Instruction | None:
+        """The first matmul in ``name`` or what it calls, depth first, each computation read once (an explicit
+        stack: no recursion, and a call cycle ends)."""
+        comps = self.module.computations
+        seen, stack = {name}, [iter(comps[name].instructions)]
+        while stack:
+            ins = next(stack[-1], None)
+            if ins is None:
+                stack.pop()
+            elif ins.opcode in _CALLS:
+                called = ins.called_computations()[:1]
+                if called and called[0] in comps and called[0] not in seen:
+                    seen.add(called[0])
+                    stack.append(iter(comps[called[0]].instructions))
+            elif self.matmul(ins) is not None:
+                return ins
+        return None
+
 
 def matmul_dims(instr: Instruction, module: HloModule | None) -> dict | None:
     """The (M, N, K, batch) of the dot or convolution an op is or fuses, or None.
@@ -242,16 +242,13 @@ def matmul_dims(instr: Instruction, module: HloModule | None) -> dict | None:
         instr if instr.opcode in ("dot", "convolution") else None)
     if mm is None or mm.opcode not in ("dot", "convolution"):
         return None
+    if mm.opcode == "dot":  # sizes that contradict each other or are unknown: no sizes (matmul_shapes)
+        d = hlo_dot_dims(mm, module)
+        return dict(m=d.m, n=d.n, k=d.k, batch=d.batch)
     shapes = module.resolve_operand_shapes(mm) if module is not None else mm.operand_shapes
-    if len(shapes) < 2 or shapes[0].dims is None or shapes[1].dims is None:
+    if len(shapes) < 2 or any(has_unknown_dim(s) for s in (*shapes[:2], mm.shape)):
         return None
-    lhs, rhs = shapes[0].dims, shapes[1].dims
-    if mm.opcode == "dot":
-        lc, lb = parse_ints(mm.attrs.get("lhs_contracting_dims", "")), parse_ints(mm.attrs.get("lhs_batch_dims", ""))
-        rc, rb = parse_ints(mm.attrs.get("rhs_contracting_dims", "")), parse_ints(mm.attrs.get("rhs_batch_dims", ""))
-        m = math.prod(d for i, d in enumerate(lhs) if i not in lc and i not in lb)
-        n = math.prod(d for i, d in enumerate(rhs) if i not in rc and i not in rb)
-        return dict(m=m, n=n, k=math.prod(lhs[i] for i in lc), batch=math.prod(lhs[i] for i in lb))
+    rhs = shapes[1].dims
     labels = re.fullmatch(r"(\w+)_(\w+)->(\w+)", mm.attrs.get("dim_labels", ""))
     out = _array(mm.shape).dims
     if labels is None or out is None:
@@ -299,6 +296,8 @@ def instruction_costs(module: HloModule, scope: str = "top") -> pd.DataFrame:
                 flops, note = costs.flops(ins) if ins.opcode != "call" else (0.0, "")
             except (ValueError, IndexError, KeyError, HloParseError) as exc:  # odd dims/labels/window: keep it
                 flops, note = math.nan, f"cannot count FLOPs: {exc}"
+            if flops < 0:  # a count from sizes no check caught: unknown, never negative
+                flops, note = math.nan, f"cannot count FLOPs: {flops:.3g} from its sizes"
             try:
                 acc = counter.split(ins)
             except (IndexError, KeyError):

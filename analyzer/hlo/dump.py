@@ -27,6 +27,7 @@ from ...parsers.xla_memory_reports import (
     read_buffer_assignment,
     read_memory_usage_report,
 )
+from .control_flow import loop_warnings
 from .costs import instruction_costs
 
 # Top-level instructions that never run as an op of their own (no event in any trace).
@@ -109,6 +110,7 @@ def _read_modules(files: CaptureFiles, progress, notes: list[str]) -> tuple[Dump
             raise HloDumpError(f"{path}: not a text file (expected HLO text)") from None
         except OSError as exc:
             raise HloDumpError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        notes.extend(f"{path}: {problem}" for problem in loop_warnings(module))
         memory = _report(files.memory_report_of(path), read_memory_usage_report, notes)
         buffers = _report(files.buffer_assignment_of(path), read_buffer_assignment, notes)
         out.append(DumpModule(module, path, dump_module_id(path), memory, buffers))

@@ -105,3 +105,106 @@ _ARRAY = re.compile(r"\b(pred|s8|u8|bf16|f16|s32|u32|f32|s64|f64)\[([\d,]*)\]")
 def shape_bytes(shape_text: str) -> int:
     """Bytes of every array in a (possibly tuple) shape string."""
     return sum(array_bytes(t, [int(d) for d in dims.split(",") if d]) for t, dims in _ARRAY.findall(shape_text))
+
+
+# ---- whole modules for hostile-input tests: loops, call graphs, dots, memory reports ---------------------------
+
+_LOOP_STATE = "(s32[], f32[64,64]{1,0})"
+
+
+def loop_module(config: str = "", limit: int | str | None = 32) -> str:
+    """``HloModule`` text whose ENTRY runs a while loop of one [64,64] x [64,64] dot per trip (2 x 64^3 FLOPs).
+
+    ``config``: the raw ``backend_config=`` text of the while ('' for none); ``limit``: the constant of the loop
+    condition ``i < limit`` (None: a condition with no constant, so the trip count can only come from the
+    config)."""
+    cond_root = (f"%n = s32[] constant({limit})\n  ROOT %lt = pred[] compare(%ci, %n), direction=LT"
+                 if limit is not None else "ROOT %lt = pred[] compare(%ci, %ci), direction=LT")
+    attrs = f", backend_config={config}" if config else ""
+    return f"""HloModule jit_loop
+
+%body (p: {_LOOP_STATE}) -> {_LOOP_STATE} {{
+  %p = {_LOOP_STATE} parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = f32[64,64]{{1,0}} get-tuple-element(%p), index=1
+  %y = f32[64,64]{{1,0}} dot(%x, %x), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  ROOT %t = {_LOOP_STATE} tuple(%next, %y)
+}}
+
+%cond (c: {_LOOP_STATE}) -> pred[] {{
+  %c = {_LOOP_STATE} parameter(0)
+  %ci = s32[] get-tuple-element(%c), index=0
+  {cond_root}
+}}
+
+ENTRY %main (x0: f32[64,64]) -> f32[64,64] {{
+  %x0 = f32[64,64]{{1,0}} parameter(0)
+  %c0 = s32[] constant(0)
+  %init = {_LOOP_STATE} tuple(%c0, %x0)
+  %loop = {_LOOP_STATE} while(%init), condition=%cond, body=%body{attrs}
+  ROOT %out = f32[64,64]{{1,0}} get-tuple-element(%loop), index=1
+}}
+"""
+
+
+def _computation(name: str, root: str, entry: bool = False) -> str:
+    """A computation of one f32[8,8] parameter and a dot on it, then ``root`` (an instruction on %d)."""
+    head = ("ENTRY " if entry else "") + f"%{name} (a: f32[8,8]) -> f32[8,8]"
+    return (f"{head} {{\n  %a = f32[8,8]{{1,0}} parameter(0)\n"
+            f"  %d = f32[8,8]{{1,0}} dot(%a, %a), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n"
+            f"  ROOT %r = f32[8,8]{{1,0}} {root}\n}}\n")
+
+
+def cyclic_module(kind: str) -> str:
+    """A module whose call graph has a cycle, of ``kind``: ``self-fusion`` (a fusion's calls= names its own
+    computation), ``fusion-pair``, ``call-pair``, ``while-body`` (a loop body that runs its own loop) or
+    ``branch`` (a conditional branch that is the computation holding the conditional). ENTRY reaches it."""
+    calls = {
+        "self-fusion": [("f1", "fusion(%d), kind=kLoop, calls=%f1")],
+        "fusion-pair": [("f1", "fusion(%d), kind=kLoop, calls=%f2"), ("f2", "fusion(%d), kind=kLoop, calls=%f1")],
+        "call-pair": [("f1", "call(%d), to_apply=%f2"), ("f2", "call(%d), to_apply=%f1")],
+        "while-body": [("f1", "while(%d), condition=%f2, body=%f1"), ("f2", "add(%d, %a)")],
+        "branch": [("f1", "conditional(%p, %d, %d), branch_computations={%f1, %f2}"), ("f2", "add(%d, %a)")],
+    }[kind]
+    comps = [_computation(name, root) for name, root in calls]
+    if kind == "branch":
+        comps[0] = comps[0].replace("  ROOT", "  %p = s32[] constant(0)\n  ROOT")
+    fusion = "fusion(%d), kind=kLoop, calls=%f1"
+    entry_root = {"self-fusion": fusion, "fusion-pair": fusion, "call-pair": "call(%d), to_apply=%f1",
+                  "while-body": "while(%d), condition=%f2, body=%f1", "branch": "call(%d), to_apply=%f1"}[kind]
+    return "HloModule jit_cycle\n\n" + "\n".join(comps) + "\n" + _computation("main", entry_root, entry=True)
+
+
+def fusion_chain_module(depth: int) -> str:
+    """ENTRY calls a fusion whose body calls the next one, ``depth`` deep, each body holding one [8,8] dot:
+    ``depth`` x 2 x 8^3 FLOPs in all. Acyclic; only deep."""
+    comps = [_computation(f"f{i}", f"fusion(%d), kind=kOutput, calls=%f{i + 1}") for i in range(depth - 1)]
+    comps.append(_computation(f"f{depth - 1}", "add(%d, %a)"))
+    return "HloModule jit_chain\n\n" + "\n".join(comps) + "\n" + _computation(
+        "main", "fusion(%a), kind=kOutput, calls=%f0", entry=True)
+
+
+def nested_json(depth: int) -> str:
+    """A JSON object nested ``depth`` levels deep: ``{"a":{"a":...{}...}}``."""
+    return '{"a":' * (depth - 1) + "{}" + "}" * (depth - 1)
+
+
+def dot_module(lhs: str, rhs: str, out: str, attrs: str = "lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+               opcode: str = "dot") -> str:
+    """A module of one ``opcode`` (a dot by default) of parameters shaped ``lhs`` and ``rhs`` into ``out``."""
+    return f"""HloModule jit_dot
+
+ENTRY %main (x: {lhs}, w: {rhs}) -> {out} {{
+  %x = {lhs} parameter(0)
+  %w = {rhs} parameter(1)
+  ROOT %y = {out} {opcode}(%x, %w){", " + attrs if attrs else ""}
+}}
+"""
+
+
+def memory_usage_report(total_bytes: int | str) -> str:
+    """An XLA ``*-memory-usage-report.txt`` whose default memory space totals ``total_bytes``."""
+    return (f"Memory Space: default (color=0)\nTotal bytes: {total_bytes} (?)\n"
+            "  cumulative_size;       size;       offset; used_by_n_values; shapes_list\n")
