@@ -52,7 +52,7 @@ INT_FIELDS = (
 # Descriptive fields that are facts about the hardware: they need a source like the numbers do.
 FACT_FIELDS = ("interconnect", "wraparound", "compute_capability", "slice_name_counts")
 _TEXT_FIELDS = ("name", "vendor", "sources") + FACT_FIELDS
-_LIST_FIELDS = ("aliases", "trace_names", "model_hints")
+_LIST_FIELDS = ("aliases", "trace_names", "model_hints", "variants")
 _REQUIRED_FOR_NEW_CHIP = ("name", "peak_bf16_flops_per_s", "hbm_bytes_per_s")
 _CHOICES = {
     "interconnect": ("torus", "switch", "none"),
@@ -105,6 +105,9 @@ class Chip:
     aliases: tuple[str, ...] = ()
     trace_names: tuple[str, ...] = ()
     model_hints: tuple[str, ...] = ()
+    # Models sold under this entry with other HBM sizes / bandwidths (V100 16/32 GB): a trace's own
+    # capacity and bandwidth are that model's, so they win over the table's (chips/detection.py).
+    variants: tuple[str, ...] = ()
     sources: str = ""
     slice_chips: int | None = None
     slice_shape: tuple[int, ...] | None = None
