@@ -106,3 +106,22 @@ def test_real_tpu_dump_without_chip_is_priced_as_a_tpu():
     analysis = analyze(None, hlo_dir=str(SAMPLES / "hlo_maxtext_llama3_8b_v6e4"), program="jit_train_step")
     assert analysis.chip.vendor == "google"
     assert any("compiled for a TPU" in w for w in analysis.warnings)
+
+
+def test_hosts_with_different_chips_are_named_not_merged_silently(tmp_path):
+    from builders.scenarios import HostsCapture, build_train_steps, loop_fusion, matmul_fusion
+    from builders.xspace_encoder import TpuCaptureBuilder
+
+    template = [matmul_fusion("fusion.1", 1024, 4096, 4096), loop_fusion("add_fusion", [1024, 4096])]
+    builders = []
+    for i, (device_type, tflops, gbps) in enumerate((("TPU v6 lite", 918.0, 1638.0), ("TPU v5 lite", 197.0, 819.0))):
+        b = TpuCaptureBuilder(device_type=device_type, peak_tflops=tflops, peak_hbm_gbps=gbps, host=f"t1v-n-{i}")
+        build_train_steps(template, builder=b, device_stagger_ps=250_000 + 1_000 * i)
+        builders.append(b)
+    HostsCapture(builders).write(tmp_path)
+    analysis = analyze(tmp_path, workers=1)
+    mixed = [w for w in analysis.warnings if "different chips" in w]
+    assert len(mixed) == 1 and "TPU v6e" in mixed[0] and "TPU v5e" in mixed[0] and "--host" in mixed[0]
+    assert "0.21x" in mixed[0]  # the v5e's 197 TF/s against the v6e's 918 that priced the merged ops
+    one = analyze(tmp_path, workers=1, host="t1v-n-1")
+    assert one.chip.key == "v5e" and not any("different chips" in w for w in one.warnings)
