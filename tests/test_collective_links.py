@@ -89,3 +89,12 @@ def test_a_finding_within_one_node_says_no_network_figure(tmp_path):
     analysis = _v100_dump(tmp_path, "{{0,1,2,3,4,5,6,7}}")
     assert analysis.ops.set_index("op_name").loc["ar", "bound_by"] == "nvlink"
     assert not any("across nodes" in f.evidence for f in run_rules(analysis))
+
+
+def test_the_cube_mesh_table_is_the_whitepapers_shape():
+    # DGX-1 V100: a cube's 12 edges plus two faces' diagonals (16 GPU pairs), 6 NVLinks on every GPU
+    from xladiag.analyzer.models.topology import _CUBE_MESH_LINKS
+
+    assert len(_CUBE_MESH_LINKS) == 16 and sum(_CUBE_MESH_LINKS.values()) == 24
+    for gpu in range(8):
+        assert sum(n for pair, n in _CUBE_MESH_LINKS.items() if gpu in pair) == 6
