@@ -65,6 +65,7 @@ def test_a_chip_sold_in_variants_keeps_the_trace_memory(catalog):
 @pytest.mark.parametrize("hints,platform,key", [
     (["module_0001.jit_f.sm_8.0_gpu_after_optimizations.txt"], "gpu", "a100"),
     (["module_0001.jit_f.sm_9.0_gpu_after_optimizations.txt"], "gpu", "h100"),
+    (["module_16600.jit_train_step.sm_9.0a_gpu_after_optimizations.txt"], "gpu", "h100"),  # the H100 samples
     (["module_0001.jit_f.sm_7.0_gpu_after_optimizations.txt"], "gpu", "v100"),
     (["module_0001.jit_f.gfx942_gpu_after_optimizations.txt"], "gpu", "mi300x"),
     (["module_0001.jit_f.after_optimizations.txt", "__cublas$gemm"], "gpu", "h100"),
@@ -125,3 +126,9 @@ def test_hosts_with_different_chips_are_named_not_merged_silently(tmp_path):
     assert "0.21x" in mixed[0]  # the v5e's 197 TF/s against the v6e's 918 that priced the merged ops
     one = analyze(tmp_path, workers=1, host="t1v-n-1")
     assert one.chip.key == "v5e" and not any("different chips" in w for w in one.warnings)
+
+
+def test_real_h100_dump_alone_is_priced_on_an_h100():
+    analysis = analyze(None, hlo_dir=str(SAMPLES / "gpu_h100_remat_pair" / "after" / "hlo"), program="jit_train_step")
+    assert analysis.chip.key == "h100"
+    assert any("compute capability 9.0" in w and "sm_9.0a_gpu" in w for w in analysis.warnings)

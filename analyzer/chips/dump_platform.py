@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from .catalog import Chip
 from .names import normalize_name
 
-_SM = re.compile(r"(?<![a-z0-9])sm_(\d+)\.(\d+)_gpu", re.IGNORECASE)
+_SM = re.compile(r"(?<![a-z0-9])sm_(\d+)\.(\d+)[a-z]?_gpu", re.IGNORECASE)
 _GFX = re.compile(r"(?<![a-z0-9])gfx(\d)([0-9a-f])[0-9a-f]", re.IGNORECASE)
 _CPU = re.compile(r"(?<![a-z0-9])cpu_after_optimizations", re.IGNORECASE)
 _TARGETS = (  # (pattern in a custom-call target or backend config, platform, vendor)
