@@ -21,6 +21,8 @@ from ..parsers.discovery import CaptureFiles, discover, only_host
 from ..parsers.hlo_text import HloModule
 from .chips import catalog as chip_catalog
 from .chips.detection import choose_chip
+from .chips.dump_platform import dump_platform
+from .chips.mixed_hosts import mixed_hosts_warning
 from .hlo.control_flow import keep_costliest_branches
 from .hlo.dump import HloDumpError, read_dump
 from .hlo.dump_facts import DumpFacts, dump_facts
@@ -93,13 +95,16 @@ class Analysis:
         return int(len(self.devices))
 
 
-def _detect_chip(devices: pd.DataFrame, platform: str, chip_name: str | None,
-                 chip_file) -> tuple[chip_catalog.Chip, str, list[str]]:
+def _detect_chip(read: Read, chip_name: str | None, chip_file) -> tuple[chip_catalog.Chip, str, list[str]]:
     try:
-        found = choose_chip(devices, platform, chip_name, chip_catalog.load_catalog(chip_file))
+        catalog = chip_catalog.load_catalog(chip_file)
+        found = choose_chip(read.devices, read.platform, chip_name, catalog,
+                            dump=dump_platform(read.dump_hints) if read.dump_hints else None)
     except chip_catalog.ChipCatalogError as exc:
         raise AnalysisError(str(exc)) from None
-    return found.chip, found.note, list(found.warnings)
+    mixed = mixed_hosts_warning(read.devices, catalog, found.chip) if len(read.hosts) > 1 and \
+        read.platform in ("tpu", "gpu") else None
+    return found.chip, found.note, list(found.warnings) + ([mixed] if mixed else [])
 
 
 def _breakdown(ops: pd.DataFrame, device_steps: pd.DataFrame, step_s: float) -> dict[str, float]:
@@ -154,7 +159,7 @@ def analyze(source: Options | Path | str | None = None, *, progress: Progress | 
     read = read_trace(files, dump, capture, choice, progress) if files.xplane_files else \
         read_dump_only(dump, capture.program)
     notes.extend(read.notes)
-    the_chip, chip_note, chip_warnings = _detect_chip(read.devices, read.platform, hardware.chip, hardware.chip_file)
+    the_chip, chip_note, chip_warnings = _detect_chip(read, hardware.chip, hardware.chip_file)
     notes.extend(chip_warnings)
     if the_chip is None:
         raise AnalysisError("no chip to predict with: pass --chip NAME")

@@ -146,7 +146,9 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
          "`predicted_s / mean_s`: 1 = at its roofline, 0.1 = ten times slower than it could be; null for "
          "`*-done` ops, which measure a wait", "efficiency"),
     _col("bound_by", "category", "",
-         "`compute`, `hbm`, `host`, `ici` (interconnect), `latency` (fixed overhead dominates), `unknown`",
+         "`compute`, `hbm`, `host`, the link of a collective (`ici` on TPU, `nvlink` / `xgmi` within a GPU node, "
+         "`pcie` between GPUs without NVLink, `network` across GPU nodes), `latency` (fixed overhead dominates), "
+         "`unknown`",
          "bound_by"),
     _col("flops", "float64", "flops", "FLOPs per occurrence; null when unknown", "flops"),
     _col("flops_source", "category", "", "where the FLOPs came from: `trace` (trace metadata) or `hlo` (HLO dump)",
@@ -191,7 +193,8 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("collective_bandwidth_s", "float64", "s", "bandwidth term of the collective model (grows with the bytes)"),
     _col("collective_latency_s", "float64", "s", "latency term of the collective model: hops x per-hop latency"),
     _col("collective_per_hop_bytes", "float64", "bytes", "bytes one hop of the ring carries"),
-    _col("collective_bound_by", "category", "", "`ici` or `latency`: which term of the ring model dominates"),
+    _col("collective_bound_by", "category", "", "the link (`ici`, `nvlink`, `xgmi`, `pcie`, `network`) or `latency`: "
+         "which term of the ring model dominates"),
     _col("collective_axis", "text", "",
          "for collectives: the devices of its replica groups as one label (same label = same mesh axis)"),
     _col("collective_matmuls", "text", "",

@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..analyzer.analysis import BREAKDOWN_CATEGORIES
-from ..analyzer.models.collectives import KINDS, TRANSFER_KINDS
+from ..analyzer.models.collectives import BANDWIDTH_BOUNDS, KINDS, TRANSFER_KINDS
 from ..analyzer.tables import OPS
 from ..rules.base import BENEFITS
 from ..rules.hbm_headroom import KINDS as HBM_KINDS
@@ -36,7 +36,8 @@ PLATFORMS = ["tpu", "gpu", "cpu", "hlo"]
 # A finding's kind: '' for a rule with one finding, else the transfer kind it is about (exposed-collective), or
 # hbm-headroom's verdict class.
 FINDING_KINDS = ["", *TRANSFER_KINDS, *HBM_KINDS]
-BOUND_BY = ["compute", "hbm", "host", "ici", "latency", "unknown"]
+# A collective's bound is its link (models/collectives.BANDWIDTH_BOUNDS: ici, nvlink, xgmi, pcie, network).
+BOUND_BY = ["compute", "hbm", "host", "ici", "latency", "unknown", *[b for b in BANDWIDTH_BOUNDS if b != "ici"]]
 # Closed vocabularies of op fields (analyzer/models/roofline.py, analysis._time_class, hlo_facts); null = unknown.
 OP_ENUMS = {
     "bound_by": BOUND_BY,

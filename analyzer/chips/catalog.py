@@ -50,14 +50,15 @@ INT_FIELDS = (
     "devices_per_node", "scale_up_domain", "devices_per_chip", "tensorcores_per_chip",
 )
 # Descriptive fields that are facts about the hardware: they need a source like the numbers do.
-FACT_FIELDS = ("interconnect", "wraparound", "compute_capability", "slice_name_counts")
+FACT_FIELDS = ("interconnect", "wraparound", "compute_capability", "slice_name_counts", "link_topology")
 _TEXT_FIELDS = ("name", "vendor", "sources") + FACT_FIELDS
-_LIST_FIELDS = ("aliases", "trace_names", "model_hints")
+_LIST_FIELDS = ("aliases", "trace_names", "model_hints", "variants")
 _REQUIRED_FOR_NEW_CHIP = ("name", "peak_bf16_flops_per_s", "hbm_bytes_per_s")
 _CHOICES = {
     "interconnect": ("torus", "switch", "none"),
     "wraparound": ("axis", "full_cube", "none"),
     "slice_name_counts": ("tensorcores", "chips"),
+    "link_topology": ("all_to_all", "hybrid_cube_mesh"),
 }
 # What a device's share of a chip is when one chip shows up as several devices (TPU7x TensorCores, MI250X GCDs).
 _PER_DEVICE_FIELDS = (
@@ -98,6 +99,9 @@ class Chip:
     devices_per_chip: int = 1
     tensorcores_per_chip: int | None = None
     slice_name_counts: str | None = None
+    # GPUs of a node: "all_to_all" (an NVSwitch / full mesh: every pair at the GPU's whole bandwidth) or
+    # "hybrid_cube_mesh" (DGX-1 V100: a pair shares 0-2 NVLinks; models/topology.py prices the group's links).
+    link_topology: str = "all_to_all"
     compute_capability: str | None = None
     mxu_dim: int | None = None
     vmem_bytes: int | None = None
@@ -105,6 +109,9 @@ class Chip:
     aliases: tuple[str, ...] = ()
     trace_names: tuple[str, ...] = ()
     model_hints: tuple[str, ...] = ()
+    # Models sold under this entry with other HBM sizes / bandwidths (V100 16/32 GB): a trace's own
+    # capacity and bandwidth are that model's, so they win over the table's (chips/detection.py).
+    variants: tuple[str, ...] = ()
     sources: str = ""
     slice_chips: int | None = None
     slice_shape: tuple[int, ...] | None = None

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..chips.catalog import Chip
+from .collectives import BANDWIDTH_BOUNDS
 
 
 def _ratio(numerator, denominator):
@@ -128,14 +129,15 @@ def _largest_term(t_compute_s, t_memory_s, t_host_s, host_bytes) -> tuple[np.nda
 
 
 def _with_collective_times(ops: pd.DataFrame, predicted_s, bound_by) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Collectives take the ICI model's time and bound ('ici' or 'latency'); also which rows are collectives."""
+    """Collectives take the collective model's time and bound (the link: 'ici', 'nvlink', 'xgmi', 'pcie',
+    'network'; or 'latency'); also which rows are collectives."""
     collective_s = _column(ops, "collective_predicted_s")
     is_collective = ~np.isnan(collective_s)
     if is_collective.any():
         predicted_s = np.where(is_collective, collective_s, predicted_s)
         if "collective_bound_by" in ops.columns:
             col_bound = ops["collective_bound_by"].astype("object").to_numpy()
-            col_bound = np.where(np.isin(col_bound, ["ici", "latency"]), col_bound, "ici")
+            col_bound = np.where(np.isin(col_bound, [*BANDWIDTH_BOUNDS, "latency"]), col_bound, "ici")
         else:
             col_bound = np.full(len(ops), "ici", dtype=object)
         bound_by = np.where(is_collective, col_bound, bound_by)
