@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import InputError, UsageError
+from ..text_safety import clean_text
 from .hlo_text import find_hlo_dumps
 from .storage import as_path
 
@@ -55,7 +56,7 @@ class CaptureFiles:
 
     @property
     def hosts(self) -> tuple[str, ...]:
-        return tuple(p.name[: -len(XPLANE_SUFFIX)] for p in self.xplane_files)
+        return tuple(clean_text(p.name[: -len(XPLANE_SUFFIX)]) for p in self.xplane_files)
 
 
 def _companion(hlo_file: Path, suffix: str, found: tuple[Path, ...]) -> Path | None:
@@ -114,8 +115,8 @@ def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | st
     if path.is_file():
         if run is not None:
             raise DiscoveryError(f"{path}: --run needs a profile directory, not a file")
-        return _with_reports(CaptureFiles(xplane_files=(path,), hlo_files=hlo_files, run_name=path.parent.name,
-                                          run_dir=path.parent))
+        return _with_reports(CaptureFiles(xplane_files=(path,), hlo_files=hlo_files,
+                                          run_name=clean_text(path.parent.name), run_dir=path.parent))
 
     run_dirs: list[Path]
     profile_root = path / "plugins" / "profile"
@@ -146,9 +147,9 @@ def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | st
     return _with_reports(CaptureFiles(
         xplane_files=xplanes,
         hlo_files=hlo_files,
-        run_name=chosen.name,
+        run_name=clean_text(chosen.name),  # names of unknown encoding: shown, never opened
         run_dir=chosen,
-        other_runs=tuple(n for n in names if n != chosen.name),
+        other_runs=tuple(clean_text(n) for n in names if n != chosen.name),
     ))
 
 
