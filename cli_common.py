@@ -140,10 +140,18 @@ CHIP_OPTION = click.option(
     help="Override chip detection, e.g. v6e, v5p, h100, mi300x, cpu, or a TPU slice name (v6e-8, v5p-128).")
 
 
+def _some_rules(ctx, param, value: str | None) -> str | None:
+    """An empty --select reports nothing, so every gate passes: a usage error, not a green CI run."""
+    if value is not None and not value.replace(",", "").strip():
+        raise click.BadParameter("selects no rule; give rule ids, or leave --select out to report every rule")
+    return value
+
+
 def select_options(f):
     """--select, --ignore, --baseline."""
     for option in reversed((
-        click.option("--select", metavar="RULE,...", help="Report only these rules (ids as in docs/rules.md); "
+        click.option("--select", metavar="RULE,...", callback=_some_rules,
+                     help="Report only these rules (ids as in docs/rules.md); "
                      "default: [tool.xladiag] select in pyproject.toml, else every rule."),
         click.option("--ignore", metavar="RULE,...", help="Leave these rules out (default: [tool.xladiag] ignore)."),
         click.option("--baseline", metavar="FILE", help="Accepted findings (a JSON report, or one key "

@@ -89,9 +89,9 @@ _TOKENS = {
 }
 
 
-def check_nesting(text: str, where: str, kind: str = "json", limit: int = MAX_NESTING) -> None:
-    """``InputError`` naming ``where`` when arrays/tables/objects in ``text`` (``kind`` json or toml) nest deeper
-    than ``limit``: Python's JSON and TOML parsers recurse per level and die of RecursionError."""
+def check_nesting(text: str, where: str, kind: str = "json", limit: int = MAX_NESTING, error=InputError) -> None:
+    """``error`` (an ``InputError``) naming ``where`` when arrays/tables/objects in ``text`` (``kind`` json or
+    toml) nest deeper than ``limit``: Python's JSON and TOML parsers recurse per level (RecursionError)."""
     if text.count("[") + text.count("{") <= limit:
         return
     depth = 0
@@ -100,7 +100,7 @@ def check_nesting(text: str, where: str, kind: str = "json", limit: int = MAX_NE
         if token in ("[", "{"):
             depth += 1
             if depth > limit:
-                raise InputError(f"{where}: nested deeper than {limit} levels (arrays, tables or objects); "
+                raise error(f"{where}: nested deeper than {limit} levels (arrays, tables or objects); "
                                  "refused before parsing")
         elif token in ("]", "}"):
             depth -= 1
