@@ -117,6 +117,14 @@ def share(ctx, param, value: str | None) -> float | None:
     return None if value is None else parse_share(value, f"--{param.name.replace('_', '-')}")
 
 
+def path_given(ctx, param, value: str | None) -> str | None:
+    """An output path that is not empty (``-o ""`` would otherwise fall back on the default place)."""
+    if value == "":
+        raise click.BadParameter("empty path; give a file path" + (", or '-' for stdout" if param.name == "output"
+                                                                   else ""))
+    return value
+
+
 def location(ctx, param, value: str | None):
     """A local path as a Path; a URL (gs://, s3://, memory://...) kept as text for fsspec."""
     from .parsers.storage import is_remote

@@ -77,8 +77,12 @@ class Renderable:
         if path is not None:
             from ..writer import write_report
 
-            write_report(path, text)
+            write_report(path, text, self.input_files())
         return text
+
+    def input_files(self) -> tuple:
+        """The files this was made from, which ``render(fmt, path)`` refuses to write over."""
+        return ()
 
     def to_html(self, path: str | Path | None = None) -> str:
         return self.render("html", path)
