@@ -92,7 +92,17 @@ def _runs_under(profile_root: Path) -> list[Path]:
 
 
 def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | str | None = None) -> CaptureFiles:
-    """Resolve what the user pointed at into xplane files (one per host) and HLO files."""
+    """Resolve what the user pointed at into xplane files (one per host) and HLO files. A folder deleted or
+    moved between its listing and its reading (a capture still being written or cleaned up) is one line."""
+    try:
+        return _discover(path, run, hlo_dir)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        gone = exc.filename if exc.filename is not None else (path if path is not None else hlo_dir)
+        raise DiscoveryError(f"{gone}: vanished while the capture was being listed (deleted or moved); "
+                             "run again once it is complete") from None
+
+
+def _discover(path, run, hlo_dir) -> CaptureFiles:
     hlo_files: tuple[Path, ...] = ()
     if hlo_dir is not None:
         hlo_dir = as_path(hlo_dir)
@@ -142,6 +152,8 @@ def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | st
     else:
         chosen = run_dirs[-1]  # run folders are named by timestamp: the last sorts newest
     xplanes = tuple(sorted(chosen.glob("*" + XPLANE_SUFFIX)))
+    if not xplanes:  # listed with xplanes a moment ago: a local glob of a deleted folder finds nothing, silently
+        raise FileNotFoundError(2, "no such directory", str(chosen))
     if not hlo_files:
         hlo_files = find_hlo_files(path)
     return _with_reports(CaptureFiles(
