@@ -14,6 +14,7 @@ import re
 
 from ..errors import InputError
 
+_ABSENT = object()
 _TYPES = {"string": str, "object": dict, "array": list, "boolean": bool, "null": type(None)}
 
 
@@ -49,24 +50,26 @@ def _child(path: str, key: str) -> str:
 
 
 def _scalar_problem(value, schema: dict) -> str | None:
-    kinds = schema.get("type")
+    kinds, const, enum = schema.get("type"), schema.get("const", _ABSENT), schema.get("enum")
     kinds = [kinds] if isinstance(kinds, str) else kinds
     if kinds is not None and not any(_is(value, k) for k in kinds):
         return f"expected {' or '.join(kinds)}, got {_json_type(value)}"
-    if "const" in schema and not _same(value, schema["const"]):
-        return f"expected {schema['const']!r}"
-    if "enum" in schema and not any(_same(value, e) for e in schema["enum"]):
-        return f"{str(value)[:40]!r} is not one of {', '.join(map(repr, schema['enum']))}"[:200]
+    if const is not _ABSENT and not _same(value, const):
+        return f"expected {const!r}"
+    if enum is not None and not any(_same(value, e) for e in enum):
+        return f"{str(value)[:40]!r} is not one of {', '.join(map(repr, enum))}"[:200]
+    low, high = schema.get("minimum"), schema.get("maximum")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            return f"{value} is below {schema['minimum']}"
-        if "maximum" in schema and value > schema["maximum"]:
-            return f"{value} is above {schema['maximum']}"
+        if low is not None and value < low:
+            return f"{value} is below {low}"
+        if high is not None and value > high:
+            return f"{value} is above {high}"
     if isinstance(value, str):
-        if len(value) < schema.get("minLength", 0):
-            return "is empty" if not value else f"shorter than {schema['minLength']} characters"
-        if "pattern" in schema and not re.search(schema["pattern"], value):
-            return f"{value[:40]!r} does not match {schema['pattern']}"
+        shortest, pattern = schema.get("minLength", 0), schema.get("pattern")
+        if len(value) < shortest:
+            return "is empty" if not value else f"shorter than {shortest} characters"
+        if pattern is not None and not re.search(pattern, value):
+            return f"{value[:40]!r} does not match {pattern}"
     return None
 
 
@@ -74,8 +77,9 @@ def violation(value, schema: dict, path: str = "$") -> tuple[str, str] | None:
     """(JSON path, what is wrong) of the first place ``value`` breaks ``schema``; None when it conforms."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and not _finite(value):
         return path, "a number out of range (not finite)"
-    if "anyOf" in schema:
-        found = [violation(value, s, path) for s in schema["anyOf"]]
+    alternatives, items = schema.get("anyOf"), schema.get("items")
+    if alternatives is not None:
+        found = [violation(value, s, path) for s in alternatives]
         if all(found):
             return found[0]  # our anyOf lists the real shape first, null after it
     problem = _scalar_problem(value, schema)
@@ -83,9 +87,9 @@ def violation(value, schema: dict, path: str = "$") -> tuple[str, str] | None:
         return path, problem
     if isinstance(value, dict):
         return _object_violation(value, schema, path)
-    if isinstance(value, list) and "items" in schema:
+    if isinstance(value, list) and items is not None:
         for i, item in enumerate(value):
-            found = violation(item, schema["items"], f"{path}[{i}]")
+            found = violation(item, items, f"{path}[{i}]")
             if found:
                 return found
     return None
