@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from .errors import UsageError, XladiagError
-from .text_safety import terminal_line, visible_controls
+from .text_safety import clean_text, terminal_line, visible_controls
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -99,7 +99,7 @@ def conclude(out: str | None, gate_lines: list[str], annotations, summary) -> No
     from .report.github import append_step_summary, on_github_actions
 
     if out is not None:
-        click.echo(f"report: {visible_controls(out)}")
+        click.echo(f"report: {visible_controls(clean_text(out))}")  # a path of unknown encoding
     for line in gate_lines:
         say(line)
     if on_github_actions():

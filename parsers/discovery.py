@@ -156,11 +156,8 @@ def _discover(path, run, hlo_dir) -> CaptureFiles:
         raise FileNotFoundError(2, "no such directory", str(chosen))
     if not hlo_files:
         hlo_files = find_hlo_files(path)
-    return _with_reports(CaptureFiles(
-        xplane_files=xplanes,
-        hlo_files=hlo_files,
-        run_name=clean_text(chosen.name),  # names of unknown encoding: shown, never opened
-        run_dir=chosen,
+    return _with_reports(CaptureFiles(  # names of unknown encoding: shown, never opened
+        xplane_files=xplanes, hlo_files=hlo_files, run_name=clean_text(chosen.name), run_dir=chosen,
         other_runs=tuple(clean_text(n) for n in names if n != chosen.name),
     ))
 
