@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..analyzer.tables import OPS
+from ..text_safety import clean_text
 from .trace_links import finding_occurrences, occurrence_index
 
 SCHEMA_VERSION = 2
@@ -55,8 +56,8 @@ def clean(value: Any) -> Any:
         return [clean(v) for v in value.tolist()]
     if isinstance(value, pd.DataFrame):
         return [clean(r) for r in value.to_dict("records")]
-    if isinstance(value, PurePath):
-        return str(value)
+    if isinstance(value, PurePath):  # a path is text of unknown encoding: shown, never opened from here
+        return clean_text(str(value))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return clean({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
     if value is pd.NA or value is pd.NaT:
@@ -66,7 +67,7 @@ def clean(value: Any) -> Any:
             return None
     except (TypeError, ValueError):
         pass
-    return str(value)
+    return clean_text(str(value))  # a RemotePath's URL, among others
 
 
 def _text(value: Any) -> str | None:

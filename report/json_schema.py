@@ -168,7 +168,7 @@ def _chip() -> dict:
 
 
 def _steps() -> dict:
-    return _obj({
+    props = {
         "count": {**INT, "minimum": 0},
         "mean_s": _null(NON_NEG),
         "min_s": _null(NON_NEG),
@@ -178,7 +178,9 @@ def _steps() -> dict:
         "warmup_excluded": BOOL,
         "busy_s": _null(NON_NEG),
         "idle_s": _null(NON_NEG),
-    }, closed=False)
+        "per_step_s": _list(NON_NEG),  # the measured steps' times, in order (compare's noise test reads them)
+    }
+    return _obj(props, required=[k for k in props if k != "per_step_s"], closed=False)
 
 
 def _host_steps() -> dict:

@@ -130,6 +130,13 @@ class Report(Renderable):
     def to_text(self, path: str | Path | None = None) -> str:
         return self.render("text", path)
 
+    def input_files(self, baseline: bool = True) -> tuple:
+        """The files this report was read from: the capture's, the dump's and (``baseline``) the baseline file."""
+        f = self.analysis.files
+        read = (*f.xplane_files, *f.hlo_files, *f.memory_reports, *f.buffer_assignments, *f.hlo_proto_files)
+        accepted = self.selection.baseline_file if baseline and self.selection is not None else None
+        return read + ((accepted,) if accepted else ())
+
     def to_dict(self) -> dict:
         """The JSON report as plain Python objects."""
         from .json_out import report_to_dict

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ...text_safety import check_nesting
 from .dtype_peaks import is_bf16_like, peak_kind
 
 if sys.version_info >= (3, 11):
@@ -291,7 +292,9 @@ def _build_chip(key: str, fields: dict[str, Any], sources_by_field: dict[str, st
 def _read_user_file(path: Path) -> dict[str, Any]:
     where = f"chips file {path}"
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        check_nesting(text, where, "toml", error=ChipCatalogError)  # tomllib recurses per level
+        return tomllib.loads(text)
     except OSError as exc:
         raise ChipCatalogError(f"{where}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
