@@ -140,14 +140,15 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("max_s", "float64", "s", "measured time per occurrence, most", "max_s"),
     _col("predicted_s", "float64", "s",
          "roofline prediction per occurrence: max(FLOPs / peak, bytes / HBM bandwidth), PCIe time for host "
-         "transfers, the ring model for collectives", "predicted_s"),
+         "transfers, the ring model for collectives; on GPUs at least the chip's kernel launch floor; null when "
+         "the op has no cost model (unknown FLOPs)", "predicted_s"),
     _col("predicted_s_per_step", "float64", "s", "`predicted_s` x occurrences per step", "predicted_s_per_step"),
     _col("efficiency", "float64", "ratio",
          "`predicted_s / mean_s`: 1 = at its roofline, 0.1 = ten times slower than it could be; null for "
          "`*-done` ops, which measure a wait", "efficiency"),
     _col("bound_by", "category", "",
-         "`compute`, `hbm`, `host`, `ici` (interconnect), `latency` (fixed overhead dominates), `unknown`",
-         "bound_by"),
+         "`compute`, `hbm`, `host`, `ici` (interconnect), `latency` (fixed overhead dominates: a GPU op under "
+         "its kernel launch floor), `unknown` (no cost model)", "bound_by"),
     _col("flops", "float64", "flops", "FLOPs per occurrence; null when unknown", "flops"),
     _col("flops_source", "category", "", "where the FLOPs came from: `trace` (trace metadata) or `hlo` (HLO dump)",
          "flops_source"),
