@@ -75,6 +75,15 @@ def test_transformer_engine_attention_from_its_ffi_attributes():
     assert "TransformerEngine" in costs.loc["te_fwd", "flops_note"]
 
 
+def test_sliding_window_attention_counts_the_window_not_half_the_keys():
+    costs = _costs(cudnn_fmha_text("swa", B, S, S, H, D, mask="CAUSAL", window=128),
+                   te_fused_attn_text("te_swa", B, S, H, D, mask_type=2, window_left=127),
+                   cudnn_fmha_text("wide", B, S, S, H, D, mask="CAUSAL", window=4 * S))
+    assert costs.loc["swa", "flops"] == 4 * B * H * S * 128 * D
+    assert costs.loc["te_swa", "flops"] == 4 * B * H * S * 128 * D
+    assert costs.loc["wide", "flops"] == 4 * B * H * S * S * D / 2  # a window wider than the keys: causal
+
+
 def test_unknown_kernel_is_unknown_not_an_hbm_copy_and_tiny_gpu_ops_get_the_launch_floor():
     costs = _costs(triton_call_text("triton", QKV, QKV, "q"),
                    f"%tiny = bf16[{B},{S},{H},{D}]{{3,2,1,0}} negate(%q)").reset_index()

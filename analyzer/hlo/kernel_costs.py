@@ -11,10 +11,12 @@
   cuDNN (``__cudnn$fmha*``, older XLA ``__cudnn$fhma*``; Softmax, ScaleBiasSoftmax, ...Dropout, F8, and
   their ``Backward``): B·H, Sq and D from ``bmm1_dot_dimension_numbers`` of ``cudnn_fmha_backend_config``
   (Q's batch, free and contracting dims; Skv = K's free dims); without them (the backward carries
-  ``bmm1_grad_gemm*`` instead) Q and K are read as JAX's [B, S, H, D]; causal: ``mask_type`` names CAUSAL.
+  ``bmm1_grad_gemm*`` instead) Q and K are read as JAX's [B, S, H, D]; causal: ``mask_type`` names CAUSAL;
+  a ``sliding_window_length`` W < Skv caps each query at W keys (4·B·H·Sq·W·D, not halved).
   TransformerEngine (``te_fused_attn_forward_ffi`` / ``_backward_ffi``, CUDA and ROCm): the FFI attributes
   ``input_batch``, ``attn_heads``, ``q_max_seqlen``, ``kv_max_seqlen``, ``head_dim``; causal when
-  ``mask_type`` (NVTE_Mask_Type) is 2-5 (CAUSAL, PADDING_CAUSAL and their BOTTOM_RIGHT forms).
+  ``mask_type`` (NVTE_Mask_Type) is 2-5 (CAUSAL, PADDING_CAUSAL and their BOTTOM_RIGHT forms); a
+  ``window_size_left`` L >= 0 is a window of L + 1 keys, as above.
 - cuBLAS / cuBLASLt / hipBLASLt gemms: the dot (costs.py) plus their epilogue: one FLOP per output element
   for each of bias add, activation (relu, gelu, silu) and a beta·C accumulate (HloCostAnalysis counts an
   elementwise op as one FLOP per element).
@@ -82,11 +84,16 @@ def mlir_attrs(instr: Instruction) -> dict:
     return dict(re.findall(r'(\w+)\s*=\s*("[^"]*"|[-+\w.]+)', raw)) if raw.lstrip().startswith("{") else {}
 
 
-def _attention_note(flops: float, backward: bool, causal: bool, how: str) -> tuple[float, str]:
-    flops *= 2.5 if backward else 1.0
-    flops /= 2 if causal else 1
-    return flops, (f"fused attention {'backward' if backward else 'forward'}: 4·B·H·Sq·Skv·D"
-                   f"{' x2.5' if backward else ''}{', causal /2' if causal else ''} ({how})")
+def _attention_note(sizes: tuple, backward: bool, causal: bool, window: float, how: str) -> tuple[float, str]:
+    """(FLOPs, note) from (B·H, Sq, Skv, D); a sliding window of W keys (W < Skv) caps each query's keys at W
+    instead of halving them."""
+    bh, sq, skv, d = sizes
+    windowed = 0 < window < skv
+    flops = 4.0 * bh * sq * (window if windowed else skv) * d * (2.5 if backward else 1.0)
+    flops /= 2 if causal and not windowed else 1
+    shape = f"4·B·H·Sq·{f'W(={window:g})' if windowed else 'Skv'}·D"
+    return flops, (f"fused attention {'backward' if backward else 'forward'}: {shape}"
+                   f"{' x2.5' if backward else ''}{', causal /2' if causal and not windowed else ''} ({how})")
 
 
 def is_fmha(target_name: str) -> bool:
@@ -118,7 +125,8 @@ def fmha_flops(instr: Instruction, module: HloModule) -> tuple[float, str]:
     else:
         return math.nan, f"attention custom-call {target(instr)}: shapes not understood"
     causal = "CAUSAL" in str(config.get("mask_type", "")).upper() or config.get("is_causal_mask") is True
-    return _attention_note(4.0 * bh * sq * skv * d, "Backward" in target(instr), causal, how)
+    window = _number(config.get("sliding_window_length", 0))
+    return _attention_note((bh, sq, skv, d), "Backward" in target(instr), causal, window, how)
 
 
 _TE_DIMS = ("input_batch", "attn_heads", "q_max_seqlen", "kv_max_seqlen", "head_dim")
@@ -133,8 +141,9 @@ def te_attention_flops(instr: Instruction) -> tuple[float, str]:
         return math.nan, f"attention custom-call {target(instr)}: no {'/'.join(_TE_DIMS)} attributes"
     batch, heads, sq, skv, d = dims
     mask = _number(attrs.get("mask_type"))
-    return _attention_note(4.0 * batch * heads * sq * skv * d, "backward" in target(instr),
-                           mask in _TE_CAUSAL_MASKS, "from the TransformerEngine attributes")
+    window = _number(attrs.get("window_size_left"))  # -1 (NaN here): no window
+    return _attention_note((batch * heads, sq, skv, d), "backward" in target(instr), mask in _TE_CAUSAL_MASKS,
+                           0.0 if math.isnan(window) else window + 1, "from the TransformerEngine attributes")
 
 
 # Epilogue -> elementwise steps on the output (XLA GemmBackendConfig.Epilogue).

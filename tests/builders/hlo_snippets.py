@@ -118,7 +118,7 @@ def _dnums(lhs_batch, lhs_contract, rhs_batch, rhs_contract) -> str:
 
 def cudnn_fmha_text(name: str, batch: int, seq_q: int, seq_kv: int, heads: int, head_dim: int, *,
                     mask: str = "NO_MASK", backward: bool = False, dropout: float = 0.0,
-                    workspace: int = 0) -> str:
+                    workspace: int = 0, window: int = 0) -> str:
     """A ``__cudnn$fmhaSoftmax[Dropout][Backward]`` call on JAX's [B, S, H, D] bf16 Q, K, V parameters
     ``%q``, ``%k``, ``%v`` (and ``%do``, ``%o``, ``%stats`` for the backward)."""
     q, kv = f"bf16[{batch},{seq_q},{heads},{head_dim}]", f"bf16[{batch},{seq_kv},{heads},{head_dim}]"
@@ -136,7 +136,7 @@ def cudnn_fmha_text(name: str, batch: int, seq_q: int, seq_kv: int, heads: int, 
         operands = f"{q} %q, {kv} %k, {kv} %v"
     config = (f'{{"cudnn_fmha_backend_config":{{"algorithm":{{"algo_id":"0","is_cudnn_frontend":true}},{dims},'
               f'"dropout_rate":{dropout},"fmha_scale":0.125,"is_flash_attention":true,"mask_type":"{mask}",'
-              f'"seed":42,"sliding_window_length":0}},"operation_queue_id":"0"}}')
+              f'"seed":42,"sliding_window_length":{window}}},"operation_queue_id":"0"}}')
     return (f'%{name} = {result} custom-call({operands}), custom_call_target="{target}", '
             f'api_version=API_VERSION_STATUS_RETURNING, backend_config={config}')
 
@@ -159,7 +159,7 @@ def cublas_lt_text(name: str, m: int, k: int, n: int, *, epilogue: str = "DEFAUL
 
 
 def te_fused_attn_text(name: str, batch: int, seq: int, heads: int, head_dim: int, *, mask_type: int = 2,
-                       backward: bool = False) -> str:
+                       backward: bool = False, window_left: int = -1) -> str:
     """A TransformerEngine ``te_fused_attn_{forward,backward}_ffi`` call (typed FFI: its attributes print as an
     MLIR dictionary) on [B, S, H, D] bf16 ``%q``, ``%k``, ``%v``; mask_type is NVTE_Mask_Type (2 = CAUSAL)."""
     qkv = f"bf16[{batch},{seq},{heads},{head_dim}]{{3,2,1,0}}"
@@ -168,7 +168,7 @@ def te_fused_attn_text(name: str, batch: int, seq: int, heads: int, head_dim: in
              f"input_batch = {batch} : i64, is_training = true, kv_max_seqlen = {seq} : i64, mask_type = "
              f"{mask_type} : i64, max_segments_per_seq = 1 : i64, num_gqa_groups = {heads} : i64, "
              f"q_max_seqlen = {seq} : i64, qkv_layout = 3 : i64, scaling_factor = 1.250000e-01 : f64, "
-             f"window_size_left = -1 : i64, window_size_right = -1 : i64}}")
+             f"window_size_left = {window_left} : i64, window_size_right = {0 if window_left >= 0 else -1} : i64}}")
     target = f"te_fused_attn_{'backward' if backward else 'forward'}_ffi"
     results = f"({qkv}, f32[{batch},{heads},{seq},1]{{3,2,1,0}}, u32[2]{{0}}, u8[4096]{{0}})"
     return (f'%{name} = {results} custom-call({qkv} %q, {qkv} %k, {qkv} %v), custom_call_target="{target}", '
