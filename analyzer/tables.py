@@ -180,6 +180,9 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("source", "text", "", "Python source `file:line` of the op, where the HLO metadata has it", "source"),
     _col("tf_op", "text", "", "the JAX op path (`jit(train_step)/.../dot_general`)", "tf_op"),
     _col("hlo_text", "text", "", "the HLO instruction ('' when unknown)", "hlo_text", "string"),
+    _col("kernels", "text", "",
+         "GPU: the kernels the op launched, costliest first, each with its mean time per execution of the op over "
+         "the whole capture (`;`-separated, five at most; null elsewhere)", "kernels"),
     _col("model_flops", "float64", "flops",
          "XLA's model FLOPs per occurrence (trace metadata; recomputation excluded)"),
     _col("is_matmul", "bool", "", "a dot or convolution, or a fusion holding one"),

@@ -151,3 +151,20 @@ def test_compare_warns_when_a_predicted_side_is_unpriced(tmp_path):
     assert [w for w in warnings if "20.0% of the step" in w and "not meaningful" in w]
     assert not [w for w in xladiag.compare(base, base).to_dict()["warnings"] if "cost model" in w]
 
+
+
+def test_gpu_ops_list_their_kernels_with_times_per_execution():
+    """One event per op execution keeps each op's kernels visible: the MI300 convolution's Im3d2Col + GEMM,
+    the H100 attention backward's cuDNN kernels; their times per execution add up to the op's."""
+    conv = diagnosed(SAMPLES / "gpu_mi300_jax_conv").analysis.ops.set_index("op_name").loc["cudnn-conv.1"]
+    listed = conv["kernels"].split("; ")
+    assert len(listed) == 2 and listed[0].startswith("Cijk_") and listed[1].startswith("Im3d2Col.kd ")
+    ops = report_data(SAMPLES / "gpu_h100_attention_pair_nocb" / "after")["ops"]
+    bwd = next(o for o in ops if o["name"] == "dot_product_attention_bwd.16")
+    kernels = bwd["kernels"].split("; ")
+    assert kernels[0].startswith("cudnn_generated_fort_native_sdpa_sm90_flash_bprop") and len(kernels) == 4
+    assert all("(" not in k for k in kernels)  # C++ argument lists cut off
+    micros = sum(float(k.rsplit(" ", 2)[1]) for k in kernels if k.endswith(" µs"))
+    assert micros * 1e-6 == pytest.approx(bwd["mean_s"], rel=0.05)
+    assert all(o["kernels"] for o in ops)
+    assert all(o["kernels"] is None for o in report_data(SAMPLES / "cpu_jax_train_step")["ops"])
