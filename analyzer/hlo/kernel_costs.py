@@ -154,6 +154,7 @@ _EPILOGUE_STEPS = {"DEFAULT": 0, "RELU": 1, "GELU": 1, "GELU_AUX": 1, "SILU": 1,
 def gemm_epilogue_steps(instr: Instruction) -> tuple[int, str]:
     """(elementwise FLOPs per output element, note) a cuBLAS/hipBLASLt gemm adds after its dot."""
     config = backend_json(instr).get("gemm_backend_config", {})
+    config = config if isinstance(config, dict) else {}
     epilogue = str(config.get("epilogue", "DEFAULT") or "DEFAULT")
     steps = _EPILOGUE_STEPS.get(epilogue, 0)
     beta = _number(config.get("beta", 0))
