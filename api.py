@@ -21,7 +21,7 @@ from pathlib import Path
 from .analyzer.analysis import Analysis, analyze
 from .errors import InputError
 from .options import Options, from_keywords
-from .report.model import Report
+from .report.model import Report, mfu_words
 from .rules.base import Finding
 from .rules.claims import recoverable_s_per_step
 from .rules.registry import run_selected
@@ -125,7 +125,7 @@ def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
     what = "predicted step" if not analysis.measured else "step"
     head = f"{analysis.chip.name}, {count(analysis.num_devices or 'no', 'device')}: {what} {format_seconds(step)}"
     if analysis.mfu is not None and math.isfinite(analysis.mfu):
-        head += f", MFU {format_percent(analysis.mfu)}"
+        head += f", MFU {mfu_words(analysis.mfu, analysis.mfu_is_lower_bound)}"
         if analysis.unknown_flops_share and analysis.unknown_flops_share >= 0.005:  # MFU leaves these out
             head += f" ({format_percent(analysis.unknown_flops_share)} of the step in ops of unknown FLOPs)"
     fixes = [f for f in findings if f.severity != "info"]  # a note saves nothing here: never "the biggest fix"

@@ -140,15 +140,16 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("max_s", "float64", "s", "measured time per occurrence, most", "max_s"),
     _col("predicted_s", "float64", "s",
          "roofline prediction per occurrence: max(FLOPs / peak, bytes / HBM bandwidth), PCIe time for host "
-         "transfers, the ring model for collectives", "predicted_s"),
+         "transfers, the ring model for collectives; on GPUs at least the chip's kernel launch floor; null when "
+         "the op has no cost model (unknown FLOPs)", "predicted_s"),
     _col("predicted_s_per_step", "float64", "s", "`predicted_s` x occurrences per step", "predicted_s_per_step"),
     _col("efficiency", "float64", "ratio",
          "`predicted_s / mean_s`: 1 = at its roofline, 0.1 = ten times slower than it could be; null for "
          "`*-done` ops, which measure a wait", "efficiency"),
     _col("bound_by", "category", "",
          "`compute`, `hbm`, `host`, the link of a collective (`ici` on TPU, `nvlink` / `xgmi` within a GPU node, "
-         "`pcie` between GPUs without NVLink, `network` across GPU nodes), `latency` (fixed overhead dominates), "
-         "`unknown`",
+         "`pcie` between GPUs without NVLink, `network` across GPU nodes), `latency` (fixed overhead dominates: "
+         "a GPU op under its kernel launch floor), `unknown` (no cost model)",
          "bound_by"),
     _col("flops", "float64", "flops", "FLOPs per occurrence; null when unknown", "flops"),
     _col("flops_source", "category", "", "where the FLOPs came from: `trace` (trace metadata) or `hlo` (HLO dump)",
@@ -181,6 +182,9 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("source", "text", "", "Python source `file:line` of the op, where the HLO metadata has it", "source"),
     _col("tf_op", "text", "", "the JAX op path (`jit(train_step)/.../dot_general`)", "tf_op"),
     _col("hlo_text", "text", "", "the HLO instruction ('' when unknown)", "hlo_text", "string"),
+    _col("kernels", "text", "",
+         "GPU: the kernels the op launched, costliest first, each with its mean time per execution of the op over "
+         "the whole capture (`;`-separated, five at most; null elsewhere)", "kernels"),
     _col("model_flops", "float64", "flops",
          "XLA's model FLOPs per occurrence (trace metadata; recomputation excluded)"),
     _col("is_matmul", "bool", "", "a dot or convolution, or a fusion holding one"),

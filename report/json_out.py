@@ -286,6 +286,8 @@ def report_to_dict(report) -> dict:
             "breakdown": {k: a.breakdown.get(k, 0.0) for k in a.breakdown},
             "mfu": a.mfu,
             "unknown_flops_share": a.unknown_flops_share,
+            "unpriced_share": a.unpriced_share,
+            "mfu_at_least": a.mfu_is_lower_bound,
             "model_flops_per_step": a.model_flops_per_step,
             "ideal_step_s": a.ideal_step_s,
             "recoverable": recoverable_dict(report),

@@ -228,6 +228,8 @@ def report_schema() -> dict:
         "breakdown": _obj({c: NON_NEG for c in BREAKDOWN_CATEGORIES}),
         "mfu": _null(FRACTION),
         "unknown_flops_share": _null(FRACTION),
+        "unpriced_share": _null(FRACTION),  # of the step's op time, in ops with no cost model
+        "mfu_at_least": BOOL,  # MFU is a lower bound: more than 5% of the step is unpriced
         "model_flops_per_step": _null(NON_NEG),
         "ideal_step_s": _null(NON_NEG),
         "recoverable": _obj({"s_per_step": NON_NEG, "fraction_of_step": _null(FRACTION),

@@ -43,6 +43,7 @@ FLOAT_FIELDS = (
     "hbm_capacity_bytes",
     "ici_link_bytes_per_s_oneway",
     "per_hop_latency_s",
+    "kernel_launch_floor_s",
     "pcie_bytes_per_s",
     "dcn_bytes_per_s",
 )
@@ -93,6 +94,7 @@ class Chip:
     wraparound: str = "none"
     wraparound_axis_multiple: int | None = None
     per_hop_latency_s: float | None = None
+    kernel_launch_floor_s: float | None = None  # GPUs: the least time an op that launches a kernel takes
     pcie_bytes_per_s: float | None = None
     dcn_bytes_per_s: float | None = None
     devices_per_node: int | None = None
