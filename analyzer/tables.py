@@ -229,6 +229,12 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
          "the same wait over the device-steps that recorded in-flight time (TPU: the span devices)"),
     _col("in_flight_s_per_step", "float64", "s", "start-to-done seconds per step; NaN when not recorded"),
     _col("hidden_fraction", "float64", "fraction", "1 - exposed / in flight; NaN without in-flight time"),
+    # The schedule (analyzer/steps/schedule.py), from the op's dump module; defaults where there is none.
+    _col("transfer_is_sync", "bool", "", "an async pair XLA runs synchronously (backend_config is_sync: true)"),
+    _col("schedule_independent_s_per_step", "float64", "s",
+         "for a transfer's wait (and its start): seconds per step of the other work in its schedule window "
+         "(producer to first consumer) outside start..done, which a better schedule could place beside it; "
+         "NaN without a dump"),
     # One representative occurrence per op (analyzer/steps/occurrences.py): where to find it in the trace.
     _col("occurrence_device", "int64", "", "device of the op's representative occurrence; -1 when it has none"),
     _col("occurrence_step", "int64", "", "its step: the device's median-duration measured step; -1 without"),

@@ -108,6 +108,9 @@ WORKING: tuple[Working, ...] = (
            is_warmup="the first step of a device, excluded from the averages",
            busy_any_s="seconds of the step some device is busy",
            all_idle_s="seconds of the step no device is busy (waiting for the host)"),
+    _frame("analyzer/steps/schedule.py", "ops with the schedule's columns, before attach_transfers (transfers.py)",
+           static_exposed_s_per_step="without a trace: the wait the schedule's timeline predicts for a "
+                                     "transfer (hlo/schedule.py static_waits); NaN for other ops"),
     _frame("analyzer/steps/occurrences.py", "measured steps ranked by duration per device",
            rank="the step's rank by duration on its device", n="measured steps of the device"),
     _frame("analyzer/steps/op_stats.py", "per-op statistics over the step events (also hosts/merge.py)",

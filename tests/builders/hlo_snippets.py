@@ -105,3 +105,44 @@ _ARRAY = re.compile(r"\b(pred|s8|u8|bf16|f16|s32|u32|f32|s64|f64)\[([\d,]*)\]")
 def shape_bytes(shape_text: str) -> int:
     """Bytes of every array in a (possibly tuple) shape string."""
     return sum(array_bytes(t, [int(d) for d in dims.split(",") if d]) for t, dims in _ARRAY.findall(shape_text))
+
+
+def layer_loop_module(*, side: str = "between", is_sync: bool = False, trips: int = 4, d: int = 4096,
+                      tokens: int = 1024) -> str:
+    """A scheduled module shaped after a FSDP layer loop (the llama3 / DeepSeek-style train step): ENTRY runs a
+    ``while`` of ``trips`` layers; each gathers its weight shard (async all-gather over 4 devices), runs a
+    matmul that does not need it (``side``: ``'between'`` the start and the done, ``'before'`` the start, after
+    the producer, or ``'none'``: it needs the gathered weight), then the matmul that consumes the weight, and
+    all-reduces the result (async; its done comes right after its start). ``is_sync``: every async collective
+    carries ``backend_config={"is_sync":true}`` as XLA GPU prints the ones it makes synchronous."""
+    act, full, shard = f"bf16[{tokens},{d}]{{1,0}}", f"bf16[{d},{d}]{{1,0}}", f"bf16[{d // 4},{d}]{{1,0}}"
+    state = f"(s32[], {act}, {shard}, {full})"
+    sync = ', backend_config={"is_sync":true}' if is_sync else ""
+    dot = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+    side_input = "%ag-done" if side == "none" else "%v"
+    side_line = f"  %side = {act} dot(%x, {side_input}), {dot}"
+    start = (f"  %ag-start = ({shard}, {full}) all-gather-start(%w), channel_id=1, replica_groups=[1,4]<=[4], "
+             f"dimensions={{0}}, use_global_device_ids=true{sync}")
+    done = f"  %ag-done = {full} all-gather-done(%ag-start)"
+    order = {"between": [start, side_line, done], "before": [side_line, start, done],
+             "none": [start, done, side_line]}[side]
+    body = [f"%body (p: {state}) -> {state} {{", f"  %p = {state} parameter(0)",
+            "  %i = s32[] get-tuple-element(%p), index=0", f"  %x = {act} get-tuple-element(%p), index=1",
+            f"  %w = {shard} get-tuple-element(%p), index=2", f"  %v = {full} get-tuple-element(%p), index=3",
+            *order, f"  %y = {act} dot(%side, %ag-done), {dot}",
+            f"  %ar-start = {act} all-reduce-start(%y), channel_id=2, replica_groups=[1,4]<=[4], "
+            f"use_global_device_ids=true, to_apply=%sum{sync}",
+            f"  %ar-done = {act} all-reduce-done(%ar-start)", "  %one = s32[] constant(1)",
+            "  %next = s32[] add(%i, %one)", f"  ROOT %t = {state} tuple(%next, %ar-done, %w, %v)", "}"]
+    cond = [f"%cond (q: {state}) -> pred[] {{", f"  %q = {state} parameter(0)",
+            "  %c = s32[] get-tuple-element(%q), index=0", f"  %n = s32[] constant({trips})",
+            "  ROOT %lt = pred[] compare(%c, %n), direction=LT", "}"]
+    entry = [f"ENTRY %main (x0: {act}, w0: {shard}, v0: {full}) -> {act} {{", f"  %x0 = {act} parameter(0)",
+             f"  %w0 = {shard} parameter(1)", f"  %v0 = {full} parameter(2)", "  %zero = s32[] constant(0)",
+             f"  %init = {state} tuple(%zero, %x0, %w0, %v0)",
+             f"  %loop = {state} while(%init), condition=%cond, body=%body, "
+             f'backend_config={{"known_trip_count":{{"n":"{trips}"}}}}',
+             f"  ROOT %out = {act} get-tuple-element(%loop), index=1", "}"]
+    reducer = ["%sum (a: bf16[], b: bf16[]) -> bf16[] {", "  %a = bf16[] parameter(0)", "  %b = bf16[] parameter(1)",
+               "  ROOT %s = bf16[] add(%a, %b)", "}"]
+    return "\n".join(["HloModule jit_layers, is_scheduled=true", "", *reducer, "", *body, "", *cond, "", *entry, ""])
