@@ -207,6 +207,9 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
          "copy / transpose / fusion whose result holds its largest operand's elements moved: `layout`, "
          "`tiling`, `transpose` or `relayout` (null: no such change)"),
     _col("is_data_movement", "bool", "", "a copy, a transpose, or a fusion of only data movement with one of them"),
+    _col("layout_needed_by", "category", "",
+         "for a layout change: the consumer whose semantics need it (`fft`, `all-to-all`, `dot`; "
+         "analyzer/hlo/layout_needs.py); null when layout-only as far as the dump tells"),
     _col("is_recomputed", "bool", "",
          "recomputation: an XLA `.remat` clone or `rematted_computation` in its JAX op path"),
     # The matmul an op is or fuses (dot / convolution), logical sizes; NaN for other ops (hlo_costs.matmul_dims).

@@ -146,3 +146,26 @@ def layer_loop_module(*, side: str = "between", is_sync: bool = False, trips: in
     reducer = ["%sum (a: bf16[], b: bf16[]) -> bf16[] {", "  %a = bf16[] parameter(0)", "  %b = bf16[] parameter(1)",
                "  ROOT %s = bf16[] add(%a, %b)", "}"]
     return "\n".join(["HloModule jit_layers, is_scheduled=true", "", *reducer, "", *body, "", *cond, "", *entry, ""])
+
+
+def relayout_module(consumer: str, *, moved: str = "consumer", shared: bool = False) -> str:
+    """A scheduled module whose ``%t`` transposes f32[64,128,256] and feeds ``consumer``: ``fft`` (an RFFT of
+    the last dimension), ``all-to-all`` (split / concat dimension 2) or ``dot`` (contracting dimension 2).
+    ``moved='consumer'``: the transpose moves the dimension the consumer works on (it swaps dims 1 and 2),
+    ``'batch'``: it swaps dims 0 and 1 only. ``shared``: a second dot reads the transpose's source as it is
+    (the source is needed in two orders)."""
+    perm, dims = ("{0,2,1}", [64, 256, 128]) if moved == "consumer" else ("{1,0,2}", [128, 64, 256])
+    rank3, out = "f32[64,128,256]{2,1,0}", f"f32[{dims[0]},{dims[1]},{dims[2]}]{{2,1,0}}"
+    head = f"f32[{dims[0]},{dims[1]}"
+    use = {"fft": f"  %f = c64[{dims[0]},{dims[1]},{dims[2] // 2 + 1}]{{2,1,0}} fft(%t), fft_type=RFFT, "
+                  f"fft_length={{{dims[2]}}}",
+           "all-to-all": f"  %f = {out} all-to-all(%t), channel_id=1, replica_groups=[1,4]<=[4], dimensions={{2}}",
+           "dot": f"  %f = {head},32]{{2,1,0}} dot(%t, %w), lhs_contracting_dims={{2}}, rhs_contracting_dims={{0}}"}
+    lines = ["HloModule jit_relayout, is_scheduled=true", "",
+             f"ENTRY %main (p: {rank3}, w: f32[{dims[2]},32], v: f32[256,32]) -> f32[] {{",
+             f"  %p = {rank3} parameter(0)", f"  %w = f32[{dims[2]},32]{{1,0}} parameter(1)",
+             "  %v = f32[256,32]{1,0} parameter(2)", f"  %x = {rank3} negate(%p)",
+             f"  %t = {out} transpose(%x), dimensions={perm}", use[consumer]]
+    if shared:
+        lines.append("  %g = f32[64,128,32]{2,1,0} dot(%x, %v), lhs_contracting_dims={2}, rhs_contracting_dims={0}")
+    return "\n".join([*lines, "  ROOT %r = f32[] constant(0)", "}", ""])
