@@ -234,6 +234,7 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("hidden_fraction", "float64", "fraction", "1 - exposed / in flight; NaN without in-flight time"),
     # The schedule (analyzer/steps/schedule.py), from the op's dump module; defaults where there is none.
     _col("transfer_is_sync", "bool", "", "an async pair XLA runs synchronously (backend_config is_sync: true)"),
+    _col("hlo_computation", "text", "", "the computation of the op's dump module it sits in; null without a dump"),
     _col("schedule_independent_s_per_step", "float64", "s",
          "for a transfer's wait (and its start): seconds per step of the other work in its schedule window "
          "(producer to first consumer) outside start..done, which a better schedule could place beside it; "

@@ -91,11 +91,12 @@ def _independent(module, part: pd.DataFrame, time: dict[str, float]) -> tuple[di
 
 
 def attach_schedule(ops: pd.DataFrame, by_program: Mapping, measured: bool) -> pd.DataFrame:
-    """``ops`` with ``transfer_is_sync`` and ``schedule_independent_s_per_step`` (tables.OPS), and without a
-    trace ``static_exposed_s_per_step`` (the predicted wait of each waiting op: a working column that
-    attach_transfers reads)."""
+    """``ops`` with ``transfer_is_sync``, ``hlo_computation`` and ``schedule_independent_s_per_step`` (tables.OPS),
+    and without a trace ``static_exposed_s_per_step`` (the predicted wait of each waiting op: a working column
+    that attach_transfers reads)."""
     ops = ops.copy()
     ops["transfer_is_sync"] = False
+    ops["hlo_computation"] = None
     ops["schedule_independent_s_per_step"] = np.nan
     ops["static_exposed_s_per_step"] = np.nan
     if not len(ops):
@@ -107,6 +108,8 @@ def attach_schedule(ops: pd.DataFrame, by_program: Mapping, measured: bool) -> p
             continue
         index = ops.index[(keys == key).to_numpy()]
         part = ops.loc[index]
+        ops.loc[index, "hlo_computation"] = [dm.module.instruction(n).computation if _known(dm.module, n) else None
+                                             for n in part["op_name"].astype(str)]
         own = _own_time(part, measured)
         time = dict(own)
         if not measured:

@@ -169,3 +169,29 @@ def relayout_module(consumer: str, *, moved: str = "consumer", shared: bool = Fa
     if shared:
         lines.append("  %g = f32[64,128,32]{2,1,0} dot(%x, %v), lhs_contracting_dims={2}, rhs_contracting_dims={0}")
     return "\n".join([*lines, "  ROOT %r = f32[] constant(0)", "}", ""])
+
+
+def small_gathers_module(trips: int = 1) -> str:
+    """Two small all-gathers (bf16[64,256] shards over 4 devices) in ENTRY and two in a ``while`` body run
+    ``trips`` times: with one trip all four run once per step, yet only the two of one computation can merge."""
+    shard, full = "bf16[64,256]{1,0}", "bf16[256,256]{1,0}"
+    state = f"(s32[], {shard}, {shard})"
+
+    def gather(name, operand, channel):
+        return (f"  %{name} = {full} all-gather(%{operand}), channel_id={channel}, replica_groups=[1,4]<=[4], "
+                "dimensions={0}, use_global_device_ids=true")
+
+    body = [f"%body (p: {state}) -> {state} {{", f"  %p = {state} parameter(0)",
+            "  %i = s32[] get-tuple-element(%p), index=0", f"  %a = {shard} get-tuple-element(%p), index=1",
+            f"  %b = {shard} get-tuple-element(%p), index=2", gather("ag.body.0", "a", 3), gather("ag.body.1", "b", 4),
+            "  %one = s32[] constant(1)", "  %next = s32[] add(%i, %one)",
+            f"  ROOT %t = {state} tuple(%next, %a, %b)", "}"]
+    cond = [f"%cond (q: {state}) -> pred[] {{", f"  %q = {state} parameter(0)",
+            "  %c = s32[] get-tuple-element(%q), index=0", f"  %n = s32[] constant({trips})",
+            "  ROOT %lt = pred[] compare(%c, %n), direction=LT", "}"]
+    entry = [f"ENTRY %main (x: {shard}, y: {shard}) -> {state} {{", f"  %x = {shard} parameter(0)",
+             f"  %y = {shard} parameter(1)", gather("ag.0", "x", 1), gather("ag.1", "y", 2),
+             "  %zero = s32[] constant(0)", f"  %init = {state} tuple(%zero, %x, %y)",
+             f"  ROOT %loop = {state} while(%init), condition=%cond, body=%body, "
+             f'backend_config={{"known_trip_count":{{"n":"{trips}"}}}}', "}"]
+    return "\n".join(["HloModule jit_small, is_scheduled=true", "", *body, "", *cond, "", *entry, ""])
