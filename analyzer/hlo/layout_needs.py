@@ -46,8 +46,20 @@ def _moved(ins: Instruction, module: HloModule) -> set[int] | None:
     return {d for d in after if after.index(d) != before.index(d)}
 
 
+_USERS: dict[int, tuple] = {}  # id(computation) -> (computation, name -> [(user, operand index)]), a few kept
+
+
 def _users(comp, name: str) -> list[tuple[Instruction, int]]:
-    return [(u, i) for u in comp.instructions for i, o in enumerate(u.operand_names) if o == name]
+    cached = _USERS.get(id(comp))
+    if cached is None or cached[0] is not comp:
+        table: dict[str, list] = {}
+        for u in comp.instructions:
+            for i, o in enumerate(u.operand_names):
+                table.setdefault(o, []).append((u, i))
+        if len(_USERS) >= 8:
+            _USERS.clear()
+        cached = _USERS[id(comp)] = (comp, table)
+    return cached[1].get(name, [])
 
 
 def _consumers(comp, ins: Instruction) -> list[tuple[Instruction, int, bool]]:
