@@ -34,6 +34,7 @@ from .models.topology import parse_topology
 from .steps.choice import choices, step_choice
 from .steps.command_buffers import command_buffer_note
 from .steps.occurrences import with_occurrences
+from .steps.schedule import attach_schedule
 from .steps.stability import unstable_note
 from .steps.transfers import Transfers, attach_transfers
 from .steps.windows import Steps
@@ -46,7 +47,7 @@ CONTAINER_OPCODES = ("while", "conditional")  # ops whose measured event spans o
 # Columns the stages before the ops table compute on the way (op_stats, hlo_facts, roofline): not in it.
 _WORKING_COLUMNS = ("runs", "branches", "runs_note", "total_s", "measured_s", "fusion_kind", "peak_flops_per_s",
                     "t_compute_s", "t_memory_s", "t_host_s", "collective_payload", "replica_groups",
-                    "source_target_pairs")
+                    "source_target_pairs", "static_exposed_s_per_step")
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,7 @@ def _priced_ops(read: Read, chip: chip_catalog.Chip, topology: str | None, notes
     # A *-done op measures only the wait for its transfer, not the transfer: no roofline efficiency.
     ops.loc[ops["is_async_done"], "efficiency"] = np.nan
     ops["time_class"] = _time_class(ops)
+    ops = attach_schedule(ops, read.match.by_program if read.match is not None else {}, read.platform != "hlo")
     ops, transfers = attach_transfers(ops, read.step_ops, read.steps, read.async_spans, read.platform, read.totals)
     return OPS.coerce(ops.drop(columns=list(_WORKING_COLUMNS), errors="ignore")), transfers
 
@@ -227,6 +229,8 @@ def _per_step(ops: pd.DataFrame, read: Read, chip: chip_catalog.Chip, notes: lis
     has_prediction = blocking["predicted_s"].notna().any()
     ideal = (step_roofline(1.0, 1.0, ops=blocking, count_column="occurrences_per_step").ideal_step_s
              if has_prediction else None)
+    if steps is None and has_prediction:  # no trace: the schedule's timeline, waits for transfers included
+        ideal = float(_static_time(in_step).sum())
     step_s = steps.mean_s if steps is not None else (ideal or float("nan"))
     op_time = _op_time(blocking, steps is not None, chip)
     return {"model_flops_per_step": model_flops_per_step, "ideal_step_s": ideal,
@@ -302,10 +306,18 @@ def _time_class(ops: pd.DataFrame) -> pd.Series:
     return cls
 
 
+def _static_time(ops: pd.DataFrame) -> pd.Series:
+    """Without a trace, each op's share of the predicted step: a transfer's predicted wait (analyzer/hlo/schedule.py:
+    what no work beside it hides), a done op without one nothing, any other op its predicted time."""
+    waits = ops["exposed_s_per_step"].notna()
+    own = ops["predicted_s_per_step"].where(~ops["is_async_done"], 0.0).fillna(0.0)
+    return ops["exposed_s_per_step"].where(waits, own).fillna(0.0)
+
+
 def _predicted_breakdown(ops: pd.DataFrame) -> dict[str, float]:
-    """Without a trace: the ideal step's split (async transfers hidden, as in ``ideal_step_s``)."""
+    """Without a trace: the ideal step's split (transfers by their predicted waits, as in ``ideal_step_s``)."""
     out = {c: 0.0 for c in BREAKDOWN_CATEGORIES}
-    blocking = ops[~ops["is_async_done"]]
-    for name, value in blocking.groupby(blocking["time_class"], observed=True)["predicted_s_per_step"].sum().items():
+    in_step = ops[ops["in_step"]]
+    for name, value in _static_time(in_step).groupby(in_step["time_class"], observed=True).sum().items():
         out[str(name)] = float(value)
     return out

@@ -157,6 +157,19 @@ def verified(analysis, remat) -> pd.Series:
     return clone | (rank < mine.map(forward).fillna(0))
 
 
+def policy_saving(analysis, remat, headroom: float | None):
+    """What the named policy saves: (kept ops, its candidates, keep cost s, saving s, matmul share, unverified
+    count). hbm-headroom prices the same lever with it."""
+    computed = remat[remat["collective_kind"].isna()]  # what a policy can keep: collectives are re-done anyway
+    matmul_share = _matmul_share(computed, float(computed["time_s"].sum()))
+    candidates, unverified = _policy_keeps(analysis, remat, matmul_share)
+    kept = outputs_that_fit(candidates, headroom)
+    hbm = analysis.chip.hbm_bytes_per_s
+    keep_cost = float(np.nansum(kept["bytes"])) / hbm if hbm else 0.0
+    savings_s = max(float(kept["time_s"].sum()) - keep_cost, 0.0)
+    return kept, candidates, keep_cost, savings_s, matmul_share, unverified
+
+
 def _policy_keeps(analysis, remat, matmul_share: float):
     """The recomputed ops the named policy stops recomputing: verified, no collectives, only matmuls when
     the fix names a dots-saving policy."""
@@ -199,13 +212,7 @@ def measure(analysis) -> Numbers | None:
     peak = peak_memory_bytes(analysis)
     headroom = capacity - peak if capacity and peak is not None else None
     bound = _bound(analysis)
-    computed = remat[remat["collective_kind"].isna()]  # what a policy can keep: collectives are re-done anyway
-    matmul_share = _matmul_share(computed, float(computed["time_s"].sum()))
-    candidates, unverified = _policy_keeps(analysis, remat, matmul_share)
-    kept = outputs_that_fit(candidates, headroom)
-    hbm = analysis.chip.hbm_bytes_per_s
-    keep_cost = float(np.nansum(kept["bytes"])) / hbm if hbm else 0.0
-    savings_s = max(float(kept["time_s"].sum()) - keep_cost, 0.0)
+    kept, candidates, keep_cost, savings_s, matmul_share, unverified = policy_saving(analysis, remat, headroom)
     top = remat.sort_values("time_s", ascending=False).head(10)
     priced = Priced(
         time_s_per_step=time_s, est_savings_s_per_step=savings_s, step_s=analysis.step_s,

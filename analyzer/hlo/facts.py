@@ -37,7 +37,8 @@ FACT_COLUMNS = [
     "collective_kind", "collective_payload", "replica_groups", "source_target_pairs",
     "collective_matmuls", "collective_matmul_flops",
     "operand_layout", "result_layout", "result_bytes", "fused_opcodes", "layout_change", "is_data_movement",
-    "is_recomputed", "matmul_m", "matmul_n", "matmul_k", "matmul_batch", "attention_role", "attention_scores_op",
+    "layout_needed_by", "is_recomputed", "matmul_m", "matmul_n", "matmul_k", "matmul_batch", "attention_role",
+    "attention_scores_op",
 ]
 
 
