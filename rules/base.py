@@ -178,7 +178,9 @@ def make_finding(rule: str, priced: Priced, *, title: str, evidence: str, fix: s
     if priced.claims:
         savings = min(savings, sum(c.s_per_step for c in priced.claims))
     known_step = bool(step_s and step_s > 0 and math.isfinite(step_s))
-    fraction = cost / step_s if known_step else 0.0
+    if known_step:  # no fix saves more than the whole step, however the cost was summed (overlapping lines)
+        savings = min(savings, step_s)
+    fraction = min(cost / step_s, 1.0) if known_step else 0.0
     severity = severity_for(savings / step_s if known_step else 0.0)
     if priced.benefit == "throughput" and severity == "high":
         severity = "medium"  # an option with a numerics or memory trade-off, not a defect of the step

@@ -21,6 +21,7 @@ from typing import Any
 
 from ...errors import InputError
 from .dtype_peaks import is_bf16_like, peak_kind
+from .plausible import plausible, range_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -199,6 +200,8 @@ def _field_problem(name: str, value: Any) -> str | None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                 or not (value > 0 if positive else value >= 0):
             return "a finite number > 0" if positive else "a finite number >= 0"
+        if not plausible(name, value):  # 5e-324 bytes of HBM: positive, and a log(0) later
+            return f"a plausible value ({range_text(name)})"
     elif name in INT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             return "an integer >= 0"
