@@ -275,3 +275,29 @@ class _Fixed:
 
     def integers(self, *args):
         return self.value
+
+
+def test_hbm_bytes_beyond_the_chip_are_unknown_with_a_warning(tmp_path, base, clean):
+    """An op's byte counts times 10 (9x the v6e's HBM bandwidth in its measured time, yet under the parse-time
+    bound of 100x the fastest chip): dropped as the FLOPs of such an op are, the op still listed."""
+    from builders.xspace_encoder import memory_access_breakdown
+
+    space = XSpace.FromString(base)
+    for plane in space.planes:
+        names = {k: v.name for k, v in plane.stat_metadata.items()}
+        for md in plane.event_metadata.values():
+            if md.display_name != b"add_fusion":
+                continue
+            for stat in md.stats:
+                if names[stat.metadata_id] in (b"bytes_accessed", b"raw_bytes_accessed"):
+                    stat.int64_value *= 10
+                    total = stat.int64_value
+            for stat in md.stats:
+                if names[stat.metadata_id] == b"memory_access_breakdown":
+                    stat.bytes_value = memory_access_breakdown([(1, 1, total)])
+    data = _report(tmp_path, space)
+    assert "(up to 9." in _warning(data, "1 ops report more HBM bytes than the TPU v6e")
+    op = next(op for op in data["ops"] if op["name"] == "add_fusion")
+    assert op["bytes"] is None and "HBM bytes dropped" in op["cost_note"]
+    theirs = next(op for op in clean.to_dict()["ops"] if op["name"] == "add_fusion")
+    assert op["measured_s_per_step"] == pytest.approx(theirs["measured_s_per_step"])
