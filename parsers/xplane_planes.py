@@ -169,20 +169,8 @@ def _decode_event_metadata(out: PlaneTables, event_metadata, is_metadata_plane: 
             "hbm_bytes": _hbm_bytes(stats.get("memory_access_breakdown")),
         }
         for key in METADATA_STAT_NAMES:
-            row[key] = _metadata_value(key, stats.get(key))
+            row[key] = event_stat_values.metadata_value(key, stats.get(key), key in _NUMERIC_METADATA_STATS)
         out.meta_rows.append(row)
-
-
-def _metadata_value(key: str, value):
-    """One op metadata stat as its column holds it: a number for the counts, a string for program_id, text
-    (or None) for the names; a value of the wrong type (a damaged file) is None, never a crash later."""
-    if isinstance(value, bytes):
-        value = _text(value)
-    if key in _NUMERIC_METADATA_STATS:
-        return value if isinstance(value, (int, float, str)) else None  # text: coerced by the caller
-    if key == "program_id":
-        return None if value is None else str(value)
-    return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True)
@@ -237,9 +225,8 @@ def _decode_lines(out: PlaneTables, lines, wanted: _WantedStats) -> None:
 
 
 def _repeats_a_line(line, seen: dict) -> bool:
-    """Whether the line's events are byte for byte an earlier line's of the plane (a line copied by damage or
-    a broken exporter: counted twice, its time would exceed the step). Lines are compared in full only when
-    their timebase, event count and first and last events agree."""
+    """Whether the line's events are byte for byte an earlier line's of the plane (damage, or a broken exporter:
+    counted twice, its time would pass the step); compared in full only when timebase, count, ends agree."""
     events = line.events
     key = (line.timestamp_ns, len(events), events[0], events[-1])
     earlier = seen.setdefault(key, [])

@@ -168,14 +168,15 @@ class Chip:
         hbm_bytes_per_s: float | None = None,
         hbm_capacity_bytes: float | None = None,
     ) -> Chip:
-        """A copy with the given trace numbers (no plausibility check here; see ``device_detection``)."""
+        """A copy with the given trace numbers, those in their plausible range (chips/plausible.py); how they
+        compare with the table is ``detection``'s business."""
         updates: dict[str, float] = {}
         for name, value in (
             ("peak_bf16_flops_per_s", peak_flops_per_s),
             ("hbm_bytes_per_s", hbm_bytes_per_s),
             ("hbm_capacity_bytes", hbm_capacity_bytes),
         ):
-            if value is not None and math.isfinite(value) and value > 0:
+            if value is not None and plausible(name, value):
                 updates[name] = float(value)
         if not updates:
             return self
