@@ -170,7 +170,8 @@ def make_finding(rule: str, priced: Priced, *, title: str, evidence: str, fix: s
                  details: dict[str, Any] | None = None) -> Finding:
     """Build a finding with severity and fraction derived the same way for every rule.
 
-    The saving is never more than the cost, nor than the time of the ops claimed (when any are)."""
+    The saving is never more than the cost, nor than the time of the ops claimed (when any are), nor than the
+    step; ``fraction_of_step`` is at most 1."""
     if priced.benefit not in BENEFITS:
         raise ValueError(f"benefit {priced.benefit!r} is not one of {BENEFITS}")
     cost, step_s = priced.time_s_per_step, priced.step_s
