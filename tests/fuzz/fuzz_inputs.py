@@ -1,6 +1,6 @@
 """Mutation fuzzer: damaged copies of the bundled captures and dumps, each diagnosed by the real CLI.
 
-    python tests/fuzz/fuzz_inputs.py --mutants 2000 --seed 1 [--workers 2] [--keep DIR]
+    python tests/fuzz/fuzz_inputs.py --mutants 2000 --seed 1 [--workers 2] [--keep DIR] [--structured K]
 
 Each mutant runs ``python -m xladiag.cli ... --format json`` in its own process (the RSS read from
 ``wait4`` is the run's own, or this runner's if larger: keep the runner small) and must: print no
@@ -274,6 +274,21 @@ def summary(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
+def _run_structured(args, progress) -> list[Outcome]:
+    import structured
+
+    chosen = structured.mutants(args.first + args.mutants, args.seed, args.structured)[args.first:]
+    with tempfile.TemporaryDirectory(prefix="xladiag-fuzz-") as tmp, ThreadPoolExecutor(args.workers) as pool:
+        workdir = Path(args.keep or tmp)
+
+        def one(mutant: Mutant) -> Outcome:
+            outcome = run_mutant(mutant, workdir)
+            progress(outcome)
+            return outcome
+
+        return list(pool.map(one, chosen))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mutants", type=int, default=40)
@@ -281,6 +296,8 @@ def main(argv=None) -> int:
     parser.add_argument("--first", type=int, default=0, help="index of the first mutant (to rerun one)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--keep", type=Path, help="keep failing mutants (files, stderr) under this dir")
+    parser.add_argument("--structured", type=int, default=0, metavar="K",
+                        help="instead: structure-aware mutants of a built capture, K mutators each (structured.py)")
     args = parser.parse_args(argv)
     done = []
 
@@ -292,7 +309,10 @@ def main(argv=None) -> int:
         if len(done) % 100 == 0:
             print(f"... {len(done)} mutants", flush=True)
 
-    outcomes, broken = run_fuzz(args.mutants, args.seed, args.workers, args.first, args.keep, progress)
+    if args.structured:
+        outcomes, broken = _run_structured(args, progress), []
+    else:
+        outcomes, broken = run_fuzz(args.mutants, args.seed, args.workers, args.first, args.keep, progress)
     for o in broken:
         print(f"seed {o.mutant.seed.name} fails unmutated (not fuzzed): {'; '.join(o.problems)}")
     print(summary(outcomes))

@@ -9,10 +9,16 @@ the same mutant. :func:`mutants` turns them into the fuzzer's ``Mutant`` records
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 
 import fuzz_inputs
+
+_TESTS = str(Path(__file__).resolve().parents[1])
+if _TESTS not in sys.path:  # the builders, when the fuzzer runs as a script
+    sys.path.insert(0, _TESTS)
 
 _INT64_MAX, _UINT64_MAX = 2**63 - 1, 2**64 - 1
 _EXECUTION_LINES = (b"XLA Modules", b"Steps")
