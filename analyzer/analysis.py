@@ -177,6 +177,7 @@ def analyze(source: Options | Path | str | None = None, *, progress: Progress | 
         raise AnalysisError("no chip to predict with: pass --chip NAME")
     ops, transfers = _priced_ops(read, the_chip, hardware.topology, notes)
     _command_buffer_warning(ops, read, notes)
+    _step_time_note(read.steps, notes)
     unstable = unstable_note(read.device_steps) if read.steps is not None else None
     notes.extend([unstable] if unstable else [])
     steps, match = read.steps, read.match
@@ -281,19 +282,45 @@ def _share_of_time(time: pd.Series, where: pd.Series) -> float | None:
 IMPOSSIBLE_EFFICIENCY = 1.5
 
 
+# (bound, columns dropped, what they count, the peak's name): an op bound by one resource that beat its roofline
+# by IMPOSSIBLE_EFFICIENCY moved more FLOPs or HBM bytes per second than the chip can.
+_IMPOSSIBLE = (("compute", ["flops", "model_flops"], "FLOPs", "peak"),
+               ("hbm", ["bytes_accessed", "hbm_bytes"], "HBM bytes", "HBM bandwidth"))
+
+
 def _drop_impossible_flops(ops: pd.DataFrame, chip, notes: list[str]) -> pd.DataFrame:
-    """FLOPs that the measured time makes impossible on this chip become unknown, with a note and a warning."""
-    bad = (ops["bound_by"] == "compute") & (ops["efficiency"] > IMPOSSIBLE_EFFICIENCY)
-    if not bad.any():
-        return ops
-    worst = float(ops.loc[bad, "efficiency"].max())
-    ops = ops.copy()
-    ops.loc[bad, ["flops", "model_flops"]] = np.nan
-    why = "FLOPs dropped: more than the chip's peak allows in the measured time"
-    ops.loc[bad, "cost_note"] = [f"{n}; {why}" if isinstance(n, str) and n else why for n in ops.loc[bad, "cost_note"]]
-    notes.append(f"{int(bad.sum())} ops report more FLOPs than the {chip.name} can do in their measured time (up to "
-                 f"{worst:.3g}x its peak): their FLOPs are treated as unknown (damaged counts, or the wrong --chip?)")
-    return predict_ops(ops, chip)
+    """FLOPs or HBM bytes that the measured time makes impossible on this chip become unknown, with a note and a
+    warning. Async starts and dones are exempt: their bytes move while other ops run."""
+    dropped = False
+    for bound, columns, what, peak in _IMPOSSIBLE:
+        bad = (ops["bound_by"] == bound) & (ops["efficiency"] > IMPOSSIBLE_EFFICIENCY)
+        if bound == "hbm":
+            bad &= ~(ops["is_async_start"].fillna(False).astype(bool) | ops["is_async_done"].fillna(False).astype(bool))
+        if not bad.any():
+            continue
+        worst = float(ops.loc[bad, "efficiency"].max())
+        ops = ops.copy()
+        ops.loc[bad, [c for c in columns if c in ops]] = np.nan
+        why = f"{what} dropped: more than the chip's {peak} allows in the measured time"
+        ops.loc[bad, "cost_note"] = [f"{n}; {why}" if isinstance(n, str) and n else why
+                                     for n in ops.loc[bad, "cost_note"]]
+        notes.append(f"{int(bad.sum())} ops report more {what} than the {chip.name} allows in their measured time "
+                     f"(up to {worst:.3g}x its {peak}): their {what} are treated as unknown (damaged counts, or the "
+                     "wrong --chip?)")
+        dropped = True
+    return predict_ops(ops, chip) if dropped else ops
+
+
+# A step this long is a damaged or rescaled clock, not a training step (the longest real ones take minutes).
+ABSURD_STEP_S = 3600.0
+
+
+def _step_time_note(steps, notes: list[str]) -> None:
+    step_s = steps.mean_s if steps is not None else float("nan")
+    if math.isfinite(step_s) and step_s > ABSURD_STEP_S:
+        notes.append(f"capture: the measured step lasts {step_s:,.0f} s ({step_s / 86400:.2g} days): no training "
+                     "step takes that long; the capture's clock is likely damaged or rescaled, and every time in "
+                     "this report is as implausible")
 
 
 def _time_class(ops: pd.DataFrame) -> pd.Series:

@@ -76,6 +76,7 @@ WORKING: tuple[Working, ...] = (
           duplicate_hosts="hosts whose capture is the same file twice",
           far_starts="events starting implausibly far from the rest",
           impossible_durations="events with a negative or absurd duration",
+          empty_executions="program executions or steps of zero length",
           implausible_flops="ops whose FLOPs were dropped as implausible",
           implausible_bytes="ops whose bytes were dropped as implausible"),
     # --- chips ---------------------------------------------------------------------------------------------

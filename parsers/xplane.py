@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +65,8 @@ class XSpaceTables:
     # plane: (program_id as text, program name e.g. 'jit_train_step', bytes). Read by parsers.hlo_proto.
     hlo_protos: tuple = ()
     fingerprint: str = ""  # of the planes kept: byte-identical host files share it
-    # What was left out while reading, by kind: oversize_names, duplicate_planes, unrepresentable_starts.
+    # What was left out while reading, by kind: oversize_names, duplicate_planes, unrepresentable_starts,
+    # duplicate_lines.
     anomalies: dict = field(default_factory=dict)
 
 
@@ -102,12 +104,29 @@ def _parse(buf, path: Path, workers: int = 1) -> XSpaceTables:
         hlo_protos=tuple(hlo_protos),
         fingerprint=layout.fingerprint,
         anomalies={"oversize_names": layout.oversize_names, "duplicate_planes": layout.duplicate_planes,
-                   "unrepresentable_starts": joined.unrepresentable_starts},
+                   "unrepresentable_starts": joined.unrepresentable_starts,
+                   "duplicate_lines": joined.duplicate_lines},
     )
+
+
+# A device plane's index (``/device:TPU:<n>``) past this is damage: no host has 2**31 devices, and the index
+# must fit the integer columns that number devices.
+_MAX_DEVICE_INDEX = 2**31 - 1
+_DEVICE_INDEX = re.compile(r"^/device:[^:]*:(\d+)$")
+
+
+def _check_device_names(layout, path: Path) -> None:
+    for name, _ in layout.planes:
+        m = _DEVICE_INDEX.match(name)
+        if m and (len(m.group(1)) > 10 or int(m.group(1)) > _MAX_DEVICE_INDEX):
+            shown = name if len(name) <= 80 else name[:77] + "..."
+            raise XPlaneError(f"{path}: plane name {shown!r}: device index past {_MAX_DEVICE_INDEX} "
+                              "(a damaged file?)")
 
 
 def _decode(layout, path: Path, workers: int) -> list:
     """Every plane of the file decoded (xplane_planes), a failure named with the file."""
+    _check_device_names(layout, path)
     tpu_capture = any(_TPU_DEVICE_PLANE.match(name) for name, _ in layout.planes)
     try:
         return decode_planes(layout.planes, tpu_capture, workers)
@@ -132,6 +151,7 @@ class _JoinedPlanes:
     int_stats: list = field(default_factory=list)
     num_events: int = 0
     unrepresentable_starts: int = 0
+    duplicate_lines: int = 0
 
     @classmethod
     def of(cls, decoded: list) -> _JoinedPlanes:
@@ -147,6 +167,7 @@ class _JoinedPlanes:
                 out.stat_parts.setdefault(name, []).extend(parts)
             out.int_stats += [frame.assign(event=frame["event"] + out.num_events) for frame in plane.int_stats]
             out.unrepresentable_starts += plane.unrepresentable_starts
+            out.duplicate_lines += plane.duplicate_lines
             out.num_events += n
         return out
 

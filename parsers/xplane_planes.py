@@ -92,9 +92,10 @@ def _stats_dict(stats, stat_names: dict[int, str]) -> dict:
     return {stat_names.get(s.metadata_id, f"#{s.metadata_id}"): _stat_value(s, stat_names) for s in stats}
 
 
-def _hbm_bytes(breakdown: bytes | None) -> float:
-    """HBM bytes read+written from the ``memory_access_breakdown`` stat; NaN when absent/empty."""
-    if not breakdown:
+def _hbm_bytes(breakdown) -> float:
+    """HBM bytes read+written from the ``memory_access_breakdown`` stat; NaN when absent, empty or not bytes
+    (a damaged file can store any stat as a number or a string)."""
+    if not breakdown or not isinstance(breakdown, bytes):
         return np.nan
     msg = MemoryAccessBreakdown()
     try:
@@ -132,6 +133,7 @@ class PlaneTables:
     stat_parts: dict = field(default_factory=dict)  # per stat name: its values on those rows, line by line
     int_stats: list = field(default_factory=list)  # integer stats read column-wise (TPU host threads)
     unrepresentable_starts: int = 0
+    duplicate_lines: int = 0  # lines whose events repeat an earlier line's of the plane, left out
 
 
 def decode_plane(plane_idx: int, plane_name: str, data: bytes, tpu_capture: bool) -> PlaneTables:
@@ -167,12 +169,7 @@ def _decode_event_metadata(out: PlaneTables, event_metadata, is_metadata_plane: 
             "hbm_bytes": _hbm_bytes(stats.get("memory_access_breakdown")),
         }
         for key in METADATA_STAT_NAMES:
-            value = stats.get(key)
-            if isinstance(value, bytes):
-                value = _text(value)
-            elif key == "program_id" and value is not None:
-                value = str(value)
-            row[key] = value
+            row[key] = event_stat_values.metadata_value(key, stats.get(key), key in _NUMERIC_METADATA_STATS)
         out.meta_rows.append(row)
 
 
@@ -193,7 +190,8 @@ class _WantedStats:
 
     def for_line(self, line_name: str) -> tuple[bool, dict, dict]:
         """(read device durations, integer stats name -> id, value stats name -> ids) for one line."""
-        want_duration = self.device_duration_id is not None and line_name == "XLA Ops"
+        # A host plane's "XLA Ops" line (a damaged or renamed device plane) is read as a host line.
+        want_duration = self.device_duration_id is not None and line_name == "XLA Ops" and not self.tpu_host
         wanted_ints = {_DEVICE_DURATION_STAT: self.device_duration_id} if want_duration else {}
         if self.tpu_host:
             wanted_ints = {k: v for v, k in self.names.items() if k in _TPU_HOST_INT_STATS}
@@ -211,15 +209,31 @@ def _decode_lines(out: PlaneTables, lines, wanted: _WantedStats) -> None:
     """``line_rows`` and the event columns of every line, events numbered in line order."""
     columns: dict[str, list] = {k: [] for k in _EVENT_COLUMNS}
     num_events = 0
+    seen: dict[tuple, list] = {}
     for line in lines:
         line_idx = len(out.line_rows)
         line_name = _text(line.name)
         out.line_rows.append((line_idx, line.id, line_name, _text(line.display_name), line.timestamp_ns))
         if len(line.events) == 0:  # serialized XEvent payloads (see xevent_columns)
             continue
+        if _repeats_a_line(line, seen):
+            out.duplicate_lines += 1
+            continue
         num_events += _decode_line_events(out, line, line_idx, line_name, wanted, columns, num_events)
     out.events = {k: np.concatenate(v) if v else np.zeros(0, np.int32 if k == "line" else np.int64)
                   for k, v in columns.items()}
+
+
+def _repeats_a_line(line, seen: dict) -> bool:
+    """Whether the line's events are byte for byte an earlier line's of the plane (damage, or a broken exporter:
+    counted twice, its time would pass the step); compared in full only when timebase, count, ends agree."""
+    events = line.events
+    key = (line.timestamp_ns, len(events), events[0], events[-1])
+    earlier = seen.setdefault(key, [])
+    if any(list(other.events) == list(events) for other in earlier):
+        return True
+    earlier.append(line)
+    return False
 
 
 def _decode_line_events(out: PlaneTables, line, line_idx: int, line_name: str, wanted: _WantedStats,

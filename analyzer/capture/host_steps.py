@@ -40,7 +40,8 @@ def _host_events(space: XSpaceTables, stats: list[str]) -> pd.DataFrame:
         return pd.DataFrame(columns=["plane", "line", "metadata_id", "start_ps", "span_ps", *stats])
     es = es[es[present].notna().any(axis=1)]
     ev = space.events.iloc[es["event"].to_numpy()]
-    ev = ev.assign(**{s: (es[s].to_numpy() if s in es.columns else pd.NA) for s in stats})
+    # .array keeps Int64 ids exact: to_numpy() would give floats, which round ids past 2**53.
+    ev = ev.assign(**{s: (es[s].array if s in es.columns else pd.NA) for s in stats})
     return ev[ev["plane"].isin(host_planes)]
 
 
@@ -66,7 +67,7 @@ def cpu_launch_ps(space: XSpaceTables, run_id: pd.Series) -> np.ndarray:
     """Per CPU op event (its ``run_id``): the start of the first host event of that execution."""
     ev = _host_events(space, ["run_id"]).dropna(subset=["run_id"])
     first = ev.groupby(ev["run_id"].astype("int64"))["start_ps"].min()
-    out = pd.Series(run_id.to_numpy(), dtype="Int64").map(first)
+    out = pd.Series(run_id.array).astype("Int64").map(first)
     return out.fillna(NO_LAUNCH).to_numpy(np.int64)
 
 

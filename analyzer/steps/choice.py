@@ -63,7 +63,8 @@ def _programs(capture: Capture):
     modules = capture.modules
     named = modules[modules["module"].astype(str) != ""]
     pid = named["program_id"].astype(object).where(named["program_id"].notna(), "").astype(str)
-    time = named.groupby([named["module"].astype(str), pid])["duration_ps"].sum()
+    # Summed as floats: int64 picoseconds wrap past 106 days of device time (a damaged clock gets there).
+    time = named["duration_ps"].astype(np.float64).groupby([named["module"].astype(str), pid]).sum()
     return time.sort_values(ascending=False, kind="stable")
 
 

@@ -76,7 +76,7 @@ def _op_ids(ops: pd.DataFrame, module, program_id, name) -> np.ndarray:
 def _by_op(op_ids: np.ndarray, values: np.ndarray, ops: pd.DataFrame) -> np.ndarray:
     """Sum of ``values`` per op_id, aligned with the rows of ``ops`` (0 for ops without values)."""
     ids = ops["op_id"].to_numpy(np.int64)
-    size = max(int(ids.max(initial=-1)), int(op_ids.max(initial=-1))) + 1
+    size = max(int(ids.max(initial=-1)), int(op_ids.max(initial=-1)), 0) + 1  # >= 1: the take below reads row 0
     sums = np.bincount(op_ids[op_ids >= 0], weights=values[op_ids >= 0], minlength=size)
     return np.where(ids >= 0, sums[np.maximum(ids, 0)], 0.0)
 

@@ -135,7 +135,8 @@ def dominant_program(capture: Capture) -> tuple[str, str]:
     if named.empty:
         return "", ""
     pid = named["program_id"].astype(object).where(named["program_id"].notna(), "").astype(str)
-    time = named.groupby([named["module"].astype(str), pid])["duration_ps"].sum()
+    # Summed as floats: int64 picoseconds wrap past 106 days of device time (a damaged clock gets there).
+    time = named["duration_ps"].astype(np.float64).groupby([named["module"].astype(str), pid]).sum()
     name, program_id = time.idxmax()
     return str(name), str(program_id)
 
