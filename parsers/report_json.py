@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from ..errors import InputError
+from .input_files import read_input_text
 
 
 def looks_like_json(path: Path) -> bool:
@@ -27,8 +28,7 @@ def looks_like_json(path: Path) -> bool:
 def read_report_json(path: Path, schema_version: int) -> dict:
     """The report dict; ``InputError`` (one line) for anything but a report of ``schema_version``."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = json.loads(read_input_text(path))
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

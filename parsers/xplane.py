@@ -15,7 +15,6 @@ Hot-path notes:
 from __future__ import annotations
 
 import mmap
-import os
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +24,9 @@ import pandas as pd
 
 from ..errors import InputError
 from . import event_stat_values
+from .input_files import open_input, read_input_bytes
 from .storage import RemotePath, as_path
-from .worker_start import fork_is_safe
+from .worker_start import fork_is_safe, usable_cores
 from .xplane_planes import (
     _INT_EVENT_STATS,
     _NUMERIC_METADATA_STATS,
@@ -72,7 +72,10 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>", workers: int =
 
 
 def _parse(buf, path: Path, workers: int = 1) -> XSpaceTables:
-    """Tables of the XSpace in ``buf`` (bytes or a read-only mmap); ``workers`` processes decode its planes."""
+    """Tables of the XSpace in ``buf`` (bytes or a read-only mmap); ``workers`` processes decode its planes
+    (none but this one for a small file, whatever was asked: a pool costs more than it saves)."""
+    if len(buf) < _PARALLEL_BYTES:
+        workers = 1
     try:
         layout = split_space(buf)
     except WireError as exc:
@@ -187,7 +190,7 @@ def _default_workers(size: int) -> int:
 
     if size < _PARALLEL_BYTES or multiprocessing.parent_process() is not None or not fork_is_safe():
         return 1
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return usable_cores()
 
 
 def _hostname_from_path(path: Path) -> str:
@@ -210,13 +213,13 @@ def read_xspace(path: Path | str, workers: int | None = None) -> XSpaceTables:
     path = as_path(path)
     if isinstance(path, RemotePath):
         try:
-            data = path.read_bytes() or _empty(path)
+            data = read_input_bytes(path) or _empty(path)
             return _parse(data, path, _default_workers(len(data)) if workers is None else workers)
         except OSError as exc:
             raise XPlaneError(f"{path}: cannot read: {exc.strerror or exc}") from None
     size = 0
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:  # a regular file within the read limit (input_files)
             try:
                 buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             except ValueError:  # an empty file (mmap refuses those)

@@ -6,6 +6,7 @@ A plane's result numbers its lines and events from 0; ``xplane`` offsets them wh
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 from dataclasses import dataclass, field
 
@@ -15,6 +16,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import InputError
 from . import event_stat_values
+from .worker_start import capped_workers, worker_pool
 from .xevent_columns import parse_plane_raw_events, read_line_events
 from .xspace_schema import MemoryAccessBreakdown
 
@@ -292,11 +294,12 @@ def _decode_inherited(index: int, tpu_capture: bool) -> PlaneTables:
 
 def decode_planes(planes: list[tuple[str, bytes]], tpu_capture: bool, workers: int) -> list[PlaneTables]:
     """Every plane decoded, in order. With ``workers`` > 1 (Linux) forked processes decode the largest planes
-    while this one decodes the rest; the planes' bytes are dropped from ``planes`` once decoded here."""
+    while this one decodes the rest; the planes' bytes are dropped from ``planes`` once decoded here.
+    ``workers`` is capped by the cores and the planes (worker_start.capped_workers)."""
     big = sorted(range(len(planes)), key=lambda i: -len(planes[i][1]))
     results: dict[int, PlaneTables] = {}
-    pool = _pool(workers) if workers > 1 and len(planes) > 1 else None
-    if pool is None:
+    workers = capped_workers(workers, len(planes))
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         for i in range(len(planes)):
             results[i] = decode_plane(i, planes[i][0], planes[i][1], tpu_capture)
             planes[i] = (planes[i][0], b"")
@@ -304,7 +307,8 @@ def decode_planes(planes: list[tuple[str, bytes]], tpu_capture: bool, workers: i
     global _PLANES
     _PLANES = planes
     try:
-        with pool:
+        # workers - 1 forked processes (they die with this one), this process being the last.
+        with worker_pool(workers - 1, multiprocessing.get_context("fork")) as pool:
             # Largest first, alternating: this process takes every ``workers``-th plane, the workers the others.
             mine = big[::workers]
             futures = {i: pool.submit(_decode_inherited, i, tpu_capture) for i in big if i not in mine}
@@ -318,13 +322,3 @@ def decode_planes(planes: list[tuple[str, bytes]], tpu_capture: bool, workers: i
     finally:
         _PLANES = []
     return [results[i] for i in range(len(planes))]
-
-
-def _pool(workers: int):
-    """A pool of ``workers - 1`` forked processes, or None where fork is unavailable."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return None
-    return ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("fork"))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ...parsers.input_files import read_input_text
 from .dtype_peaks import is_bf16_like, peak_kind
 
 if sys.version_info >= (3, 11):
@@ -284,7 +285,7 @@ def _build_chip(key: str, fields: dict[str, Any], sources_by_field: dict[str, st
 def _read_user_file(path: Path) -> dict[str, Any]:
     where = f"chips file {path}"
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(read_input_text(path))
     except OSError as exc:
         raise ChipCatalogError(f"{where}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
