@@ -1,5 +1,6 @@
-"""One read limit for every input file, and only regular files read (captures, HLO dumps, memory reports, chip
-TOML, pyproject configs, baselines, JSON reports).
+"""One read limit for every input file, and only regular files read.
+
+Captures, HLO dumps, memory reports, chip TOML, pyproject configs, baselines, JSON reports.
 
 A host file symlinked to ``/dev/zero`` read until memory ran out, a FIFO blocked forever, ``--chip-file
 /dev/zero`` was a MemoryError. So: ``os.stat`` (symlinks followed) before anything is opened, a FIFO never

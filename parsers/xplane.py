@@ -37,7 +37,7 @@ from .xplane_planes import (
     _text,
     decode_planes,
 )
-from .xspace_wire import WireError, split_space
+from .xspace_wire import PlaneTooLarge, WireError, split_space
 
 
 class XPlaneError(InputError):
@@ -63,7 +63,7 @@ class XSpaceTables:
     # plane: (program_id as text, program name e.g. 'jit_train_step', bytes). Read by parsers.hlo_proto.
     hlo_protos: tuple = ()
     fingerprint: str = ""  # of the planes kept: byte-identical host files share it
-    # What was left out while reading, by kind: oversize_names, duplicate_planes, unrepresentable_starts.
+    # What was left out while reading, by kind: oversize_names, cut_names, duplicate_planes, unrepresentable_starts.
     anomalies: dict = field(default_factory=dict)
 
 
@@ -80,6 +80,8 @@ def _parse(buf, path: Path, workers: int = 1) -> XSpaceTables:
         layout = split_space(buf)
     except WireError as exc:
         raise XPlaneError(f"{path}: not a readable XSpace protobuf (truncated or corrupt): {exc}") from None
+    except PlaneTooLarge as exc:
+        raise XPlaneError(f"{path}: {exc}") from None
     if not layout.planes:
         raise XPlaneError(f"{path}: no planes in this file; it is not an xplane capture (or it is empty)")
     decoded = _decode(layout, path, workers)
@@ -103,7 +105,8 @@ def _parse(buf, path: Path, workers: int = 1) -> XSpaceTables:
         event_metadata=_event_metadata(meta_rows),
         hlo_protos=tuple(hlo_protos),
         fingerprint=layout.fingerprint,
-        anomalies={"oversize_names": layout.oversize_names, "duplicate_planes": layout.duplicate_planes,
+        anomalies={"oversize_names": layout.oversize_names, "cut_names": layout.cut_names,
+                   "duplicate_planes": layout.duplicate_planes,
                    "unrepresentable_starts": joined.unrepresentable_starts},
     )
 

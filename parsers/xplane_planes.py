@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError
 from ..errors import InputError
 from . import event_stat_values
 from .worker_start import capped_workers, worker_pool
-from .xevent_columns import parse_plane_raw_events, read_line_events
+from .xevent_columns import parse_plane_raw_events, read_lines_events
 from .xspace_schema import MemoryAccessBreakdown
 
 
@@ -142,7 +142,7 @@ def decode_plane(plane_idx: int, plane_name: str, data: bytes, tpu_capture: bool
     ``tpu_capture``: on TPU captures op identity lives in the device planes' metadata; the host threads'
     per-event stats are never read (decoding them would be the slowest part of the parse)."""
     try:
-        plane = parse_plane_raw_events(data)
+        plane = parse_plane_raw_events(bytes(data))  # copied out of the file's map now (xspace_wire.PlaneBytes)
     except DecodeError as exc:
         raise PlaneError(f"not a readable XSpace protobuf (truncated or corrupt): {exc}") from None
     del data  # its bytes are in the message now
@@ -209,39 +209,65 @@ class _WantedStats:
 _EVENT_COLUMNS = ("line", "metadata_id", "start_ps", "span_ps", "duration_ps")
 
 
+# Consecutive lines read alike are decoded in one call, up to this many events: a plane of 50k one-event
+# lines (host threads) would otherwise pay numpy's per-call overhead 50k times (18-26 s).
+_BATCH_EVENTS = 1 << 16
+
+
 def _decode_lines(out: PlaneTables, lines, wanted: _WantedStats) -> None:
     """``line_rows`` and the event columns of every line, events numbered in line order."""
     columns: dict[str, list] = {k: [] for k in _EVENT_COLUMNS}
-    num_events = 0
+    num_events, batch, batch_events, batch_key = 0, [], 0, None
     for line in lines:
         line_idx = len(out.line_rows)
         line_name = _text(line.name)
         out.line_rows.append((line_idx, line.id, line_name, _text(line.display_name), line.timestamp_ns))
-        if len(line.events) == 0:  # serialized XEvent payloads (see xevent_columns)
+        n = len(line.events)  # serialized XEvent payloads (see xevent_columns)
+        if n == 0:
             continue
-        num_events += _decode_line_events(out, line, line_idx, line_name, wanted, columns, num_events)
+        key = wanted.for_line(line_name)
+        if batch and (key != batch_key or batch_events + n > _BATCH_EVENTS):
+            num_events += _decode_line_events(out, batch, wanted, columns, num_events)
+            batch, batch_events = [], 0
+        batch.append((line_idx, line_name, line))
+        batch_events, batch_key = batch_events + n, key
+    if batch:
+        _decode_line_events(out, batch, wanted, columns, num_events)
     out.events = {k: np.concatenate(v) if v else np.zeros(0, np.int32 if k == "line" else np.int64)
                   for k, v in columns.items()}
 
 
-def _decode_line_events(out: PlaneTables, line, line_idx: int, line_name: str, wanted: _WantedStats,
-                        columns: dict, first_event: int) -> int:
-    """Append one line's event columns (and its wanted stats) to ``columns``/``out``; return its kept events."""
-    raw_events = line.events
-    want_duration, wanted_ints, value_ids = wanted.for_line(line_name)
+def _read_events(batch: list, wanted_ints: dict, value_ids: dict) -> dict:
+    """The event columns of the lines in ``batch``; a corrupt event is a PlaneError naming its line."""
     try:
-        cols = read_line_events(raw_events, line.timestamp_ns, wanted_ints, value_ids)
+        return read_lines_events([line.events for *_, line in batch], [line.timestamp_ns for *_, line in batch],
+                                 wanted_ints, value_ids)
     except ValueError as exc:
-        raise PlaneError(f"corrupt event on line {line_name!r}: {exc}") from None
+        for _, name, line in batch:  # which line (only on this error path: one line at a time)
+            try:
+                read_lines_events([line.events], [line.timestamp_ns], wanted_ints, value_ids)
+            except ValueError as line_exc:
+                raise PlaneError(f"corrupt event on line {name!r}: {line_exc}") from None
+        raise PlaneError(f"corrupt event on line {batch[0][1]!r}: {exc}") from None
+
+
+def _decode_line_events(out: PlaneTables, batch: list, wanted: _WantedStats, columns: dict, first_event: int) -> int:
+    """Append the event columns (and wanted stats) of the lines ``batch`` ((index, name, line) of lines read
+    alike) to ``columns``/``out``; return their kept events."""
+    want_duration, wanted_ints, value_ids = wanted.for_line(batch[0][1])
+    cols = _read_events(batch, wanted_ints, value_ids)
+    counts = np.fromiter((len(line.events) for *_, line in batch), np.int64, len(batch))
+    line_column = np.repeat(np.array([idx for idx, *_ in batch], np.int32), counts)
     valid = cols.pop("start_valid")
     values = cols.pop("stat_values", None)
-    kept = np.cumsum(valid) - 1  # each event's row among the kept ones of this line
+    kept = np.cumsum(valid) - 1  # each event's row among the kept ones of these lines
     if not valid.all():  # a start past the int64 range (damaged timestamp or offset): dropped
-        out.unrepresentable_starts += int(len(raw_events) - kept[-1] - 1)
+        out.unrepresentable_starts += int(valid.size - kept[-1] - 1)
         cols = {key: column[valid] for key, column in cols.items()}  # stat values: rows chosen below
+        line_column = line_column[valid]
     span = cols["duration_ps"]
     duration = np.where(cols[_DEVICE_DURATION_STAT] >= 0, cols[_DEVICE_DURATION_STAT], span) if want_duration else span
-    for key, column in (("line", np.full(len(span), line_idx, np.int32)), ("metadata_id", cols["metadata_id"]),
+    for key, column in (("line", line_column), ("metadata_id", cols["metadata_id"]),
                         ("start_ps", cols["start_ps"]), ("span_ps", span), ("duration_ps", duration)):
         columns[key].append(column)
     if wanted.tpu_host and wanted_ints:

@@ -39,6 +39,7 @@ _MESSAGES = {
     "duplicate_planes": "{n} plane(s) repeat an earlier plane of the same file (a file concatenated with "
                         "itself?); each counted once",
     "oversize_names": "{n} plane or host name(s) longer than 64 KiB ignored (a damaged file?)",
+    "cut_names": "{n} op name(s) longer than 1 MiB cut there (a damaged file?)",
     "unrepresentable_starts": "{n} event(s) dropped: their start is past the 64-bit picosecond range",
     "far_starts": "{n} event(s) dropped: they start far outside the capture window",
     "impossible_durations": "{n} event(s) dropped: negative duration or longer than twice the capture span",
