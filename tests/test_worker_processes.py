@@ -131,3 +131,17 @@ def test_workers_99999_start_one_per_host_at_most(tmp_path, monkeypatch):
     monkeypatch.setattr(worker_start, "ProcessPoolExecutor", pools)
     assert len(analyze(tmp_path, workers=99_999).hosts) == 2
     assert pools.sizes and max(pools.sizes) <= min(2, worker_start.usable_cores())
+
+
+def test_cli_interrupted_exits_130(cpu_xplane):
+    """Ctrl-C (KeyboardInterrupt once the workers are killed) ends the command with 128 + SIGINT, as a shell
+    reports a process the signal ended, not click's generic 1."""
+    code = ("import sys, xladiag.api as api\n"
+            "def interrupted(**kw): raise KeyboardInterrupt\n"
+            "api.diagnose = interrupted\n"
+            "from xladiag.cli import main\n"
+            f"sys.argv = ['diagnose', {str(cpu_xplane)!r}, '--format', 'json']\n"
+            "main()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 128 + signal.SIGINT, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "diagnose: aborted"
