@@ -55,7 +55,7 @@ def dev_zero_link(tmp_path) -> Path:
 def fifo(tmp_path) -> Path:
     if not hasattr(os, "mkfifo"):
         pytest.skip("no FIFOs")
-    path = tmp_path / "host.xplane.pb"
+    path = tmp_path / "pipe.xplane.pb"
     os.mkfifo(path)
     return path
 
@@ -111,3 +111,13 @@ def test_a_file_that_grows_while_read_stops_at_the_limit(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fstat", lambda fd: (path.write_bytes(b"x" * 5000), real_fstat(fd))[1])
     with pytest.raises(OSError, match="read limit of 100 bytes"):
         read_input_bytes(path)
+
+
+def test_diagnose_names_a_special_file_given_as_the_capture(dev_zero_link, fifo):
+    """Given directly (not found in a folder): the kind of file, not 'no capture found', and nothing opened."""
+    from xladiag.parsers.discovery import discover
+
+    for path in (dev_zero_link, fifo):
+        exc = _within(10, lambda path=path: discover(path))
+        assert isinstance(exc, InputError), exc
+        _one_line(exc, str(path), "not a regular file")
