@@ -42,6 +42,7 @@ _MESSAGES = {
     "duplicate_planes": "{n} plane(s) repeat an earlier plane of the same file (a file concatenated with "
                         "itself?); each counted once",
     "oversize_names": "{n} plane or host name(s) longer than 64 KiB ignored (a damaged file?)",
+    "cut_names": "{n} op name(s) longer than 1 MiB cut there (a damaged file?)",
     "unrepresentable_starts": "{n} event(s) dropped: their start is past the 64-bit picosecond range",
     "duplicate_lines": "{n} line(s) repeat another line of the same plane event for event; each counted once",
     "empty_executions": "{n} program execution(s) or step(s) dropped: zero or negative length",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ...parsers.input_files import read_input_text
 from ...text_safety import check_nesting
 from .dtype_peaks import is_bf16_like, peak_kind
 from .plausible import plausible, range_text
@@ -298,7 +299,7 @@ def _build_chip(key: str, fields: dict[str, Any], sources_by_field: dict[str, st
 def _read_user_file(path: Path) -> dict[str, Any]:
     where = f"chips file {path}"
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input_text(path)
         check_nesting(text, where, "toml", error=ChipCatalogError)  # tomllib recurses per level
         return tomllib.loads(text)
     except OSError as exc:

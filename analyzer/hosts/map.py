@@ -15,9 +15,8 @@ files by their path, so they must see the same files).
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, Future, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import replace
@@ -26,7 +25,7 @@ import pandas as pd
 
 from ...errors import InputError, UsageError
 from ...parsers.discovery import CaptureFiles
-from ...parsers.worker_start import fork_is_safe, worker_context
+from ...parsers.worker_start import capped_workers, fork_is_safe, usable_cores, worker_pool
 from ...parsers.xplane import read_xspace
 from ..capture.build import build_capture
 from ..steps.choice import StepChoice, choose_steps
@@ -39,10 +38,7 @@ Progress = Callable[[str], None]
 
 def default_workers() -> int:
     """The cores this process may run on (its CPU affinity, which containers and taskset narrow)."""
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except AttributeError:  # not Linux
-        return max(os.cpu_count() or 1, 1)
+    return usable_cores()
 
 
 class _InProcess(Executor):
@@ -82,7 +78,8 @@ def _executor(workers: int, scheduler: str | None, memory_urls: bool = False):
         yield _InProcess()
     else:
         # Forked workers start with xladiag imported; where fork is unsafe (threads, JAX) they start clean.
-        with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context()) as pool:
+        # They die with this process (worker_start).
+        with worker_pool(workers) as pool:
             yield pool
 
 
@@ -171,7 +168,7 @@ def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, wo
         if progress:
             progress(f"reading {files.xplane_files[0].name} (1/1 hosts)")
         return _single([read_xspace(paths[0], workers=workers)], progress, choice)  # its planes on `workers` cores
-    n = min(workers or default_workers(), len(paths))
+    n = capped_workers(workers, len(paths))  # never more processes than cores or host files
     where = f"Dask at {scheduler}" if scheduler else f"{n} worker{'s' if n != 1 else ''}"
     with _executor(n, scheduler, any(p.startswith("memory://") for p in paths)) as executor:
         programs = _Programs()
