@@ -29,7 +29,7 @@ from .inputs import AnalysisError, Progress, Read, read_dump_only, read_trace
 from .models.collective_pricing import price_collectives
 from .models.roofline import predict_ops, step_roofline
 from .models.topology import parse_topology
-from .steps.choice import choices, step_choice
+from .steps.choice import choices, program_share_note, step_choice
 from .steps.command_buffers import command_buffer_note
 from .steps.occurrences import with_occurrences
 from .steps.stability import unstable_note
@@ -162,6 +162,8 @@ def analyze(source: Options | Path | str | None = None, *, progress: Progress | 
     _command_buffer_warning(ops, read, notes)
     unstable = unstable_note(read.device_steps) if read.steps is not None else None
     notes.extend([unstable] if unstable else [])
+    share_note = program_share_note(read.steps)
+    notes.extend([share_note] if share_note else [])
     steps, match = read.steps, read.match
     return Analysis(
         files=files, platform=read.platform, hosts=read.hosts, devices=read.devices, chip=the_chip,

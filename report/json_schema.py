@@ -167,6 +167,8 @@ def _chip() -> dict:
 
 
 def _steps() -> dict:
+    required = ["count", "mean_s", "min_s", "max_s", "source", "program", "warmup_excluded", "busy_s", "idle_s"]
+    program = _obj({"name": STRING, "program_id": _null(STRING), "share": FRACTION})
     return _obj({
         "count": {**INT, "minimum": 0},
         "mean_s": _null(NON_NEG),
@@ -177,7 +179,11 @@ def _steps() -> dict:
         "warmup_excluded": BOOL,
         "busy_s": _null(NON_NEG),
         "idle_s": _null(NON_NEG),
-    }, closed=False)
+        # Steps that are a program's executions: its share of the programs' device time; the other programs
+        # (most first) when that share is under half.
+        "program_share": _null(FRACTION),
+        "other_programs": _list(program),
+    }, required=required, closed=False)
 
 
 def _host_steps() -> dict:

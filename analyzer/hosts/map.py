@@ -155,9 +155,24 @@ def _single(spaces, progress: Progress | None, choice: StepChoice | None = None)
         progress(f"measuring {len(capture.events):,} op events on {len(capture.devices)} devices")
     steps = choose_steps(capture, choice)
     step_ops, op_table, steps = measure(capture, steps)  # steps now carry their busy times
-    return Measured(platform=capture.platform, hosts=capture.hosts, devices=capture.devices,
-                    warnings=capture.warnings, op_metadata=capture.op_metadata, async_spans=capture.async_spans,
+    devices, warnings = _devices_with_events(capture)
+    return Measured(platform=capture.platform, hosts=capture.hosts, devices=devices,
+                    warnings=warnings, op_metadata=capture.op_metadata, async_spans=capture.async_spans,
                     steps=steps, step_ops=step_ops, op_table=op_table, hlo_sources=tuple(spaces))
+
+
+def _devices_with_events(capture) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """The devices that ran something: a plane with no op event (another process's GPU, an idle card) is no
+    device of this run. (devices, warnings with a note of the planes left out.)"""
+    devices = capture.devices
+    ran = devices["device"].isin(pd.unique(capture.events["device"]))
+    if ran.all() or not ran.any():
+        return devices, capture.warnings
+    idle = devices.loc[~ran, "plane_name"].astype(str).tolist()
+    shown = ", ".join(idle[:4]) + (f" (+{len(idle) - 4} more)" if len(idle) > 4 else "")
+    note = (f"{len(idle)} of {len(devices)} device planes have no op event ({shown}): counted as not part of "
+            f"this run ({int(ran.sum())} device{'s' if ran.sum() != 1 else ''})")
+    return devices[ran].reset_index(drop=True), (*capture.warnings, note)
 
 
 def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, workers: int | None = None,
