@@ -25,6 +25,7 @@ from .hlo.control_flow import keep_costliest_branches
 from .hlo.dump import HloDumpError, read_dump
 from .hlo.dump_facts import DumpFacts, dump_facts
 from .hlo.facts import attach_hlo_facts
+from .hlo.framework import detect_framework
 from .inputs import AnalysisError, Progress, Read, read_dump_only, read_trace
 from .models.collective_pricing import price_collectives
 from .models.roofline import predict_ops, step_roofline
@@ -71,6 +72,8 @@ class Analysis:
     unstable_steps: bool = False  # the measured steps spread too much for seconds to repeat (steps/stability.py)
     # program / steps / hosts: {"value", "source": "given" | "inferred"} (step_choice.choices)
     choices: dict = field(default_factory=dict)
+    # {"name": jax | pytorch_xla | tensorflow | unknown, "libraries": [...], "evidence"} (hlo/framework.py)
+    framework: dict = field(default_factory=lambda: {"name": "unknown", "libraries": [], "evidence": ""})
 
     @property
     def measured(self) -> bool:
@@ -169,7 +172,7 @@ def analyze(source: Options | Path | str | None = None, *, progress: Progress | 
         files=files, platform=read.platform, hosts=read.hosts, devices=read.devices, chip=the_chip,
         chip_note=chip_note, steps=steps, step_ops=read.step_ops, device_steps=read.device_steps, ops=ops,
         async_spans=read.async_spans, transfers=transfers, hlo_modules=tuple(dm.module for dm in dump),
-        unstable_steps=unstable is not None,
+        unstable_steps=unstable is not None, framework=detect_framework(ops, read.platform != "hlo"),
         **_per_step(ops, read, the_chip, notes), warnings=tuple(notes), dump=dump_facts(match, ops),
         choices=choices(program_given=capture.program is not None, range_text=capture.steps, host=capture.host,
                         steps=steps, hosts=files.hosts,

@@ -304,6 +304,7 @@ def report_to_dict(report) -> dict:
             "findings": [finding_dict(f, finding_occurrences(f, index)) for f in report.findings],
             "selection": selection_dict(report),
             "choices": a.choices,
+            "framework": dict(a.framework),  # who built the program: the fixes name its levers
             "ops": ops_records(a.ops),
             "warnings": list(a.warnings),
         }

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..analyzer.analysis import BREAKDOWN_CATEGORIES
+from ..analyzer.hlo.framework import FRAMEWORKS, LIBRARIES
 from ..analyzer.models.collectives import KINDS, TRANSFER_KINDS
 from ..analyzer.tables import OPS
 from ..rules.base import BENEFITS
@@ -240,9 +241,13 @@ def report_schema() -> dict:
         "findings": _list(_finding()),
         "selection": _selection(),
         "choices": _choices(),
+        # Who built the program (analyzer/hlo/framework.py): the fixes name that framework's levers.
+        "framework": _obj({"name": {"enum": list(FRAMEWORKS)}, "libraries": _list({"enum": list(LIBRARIES)}),
+                           "evidence": STRING}),
         "ops": _list(_op_record()),
         "warnings": _list(STRING),
     }, closed=False)
+    top["required"] = [k for k in top["required"] if k != "framework"]  # added in this schema version
     return document("report", SCHEMA_VERSION, f"xladiag report, schema_version {SCHEMA_VERSION}",
                     "diagnose --format json; fields and units in docs/json_schema.md, "
                     "compatibility policy in CHANGELOG.md", top)

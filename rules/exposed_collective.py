@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from ..analyzer.models.collectives import TRANSFER_KINDS, link_bandwidth
+from . import framework_levers as fwl
 from .base import (
     OpEvidence,
     Priced,
@@ -239,6 +240,14 @@ def evidence(n: Numbers) -> str:
 
 
 def _host_offload_fix(n: Numbers, target: Target) -> str:
+    fw = fwl.other(target)
+    if fw:
+        return (f"Host offload is exposed: {format_bytes(n.bytes_per_step)} per step cross PCIe to or from host "
+                f"memory (S(5)) and need about {format_seconds(n.needed_transfer_s_per_step)}, against "
+                f"{format_seconds(n.compute_s_per_step)} of non-transfer work to hide them behind. Offload fewer or "
+                f"smaller tensors in the {fwl.label(fw)} program (keep the largest in device memory where HBM "
+                f"allows, or {fwl.recompute_more(fw)} instead), or move them out earlier and back later so the "
+                "copies run under compute.")
     return (f"Host offload is exposed: {format_bytes(n.bytes_per_step)} per step cross PCIe to or "
             f"from host memory (S(5)) and need about {format_seconds(n.needed_transfer_s_per_step)}, against "
             f"{format_seconds(n.compute_s_per_step)} of non-transfer work to hide them behind. Offload fewer or "
@@ -255,19 +264,21 @@ def _host_offload_fix(n: Numbers, target: Target) -> str:
                if advice_for(target.platform, target.chip) == "tpu" else ""))
 
 
-def _by_cause(n: Numbers, chip) -> str:
+def _by_cause(n: Numbers, chip, fw: str | None = None) -> str:
     """The advice a cause of the kind implies (FSDP gathers, tensor-parallel reductions), with C/W."""
     if n.kind == "all-gather" and n.c_over_w:
         return (f"If these gather FSDP weights, they hide once the per-device batch exceeds C/W = "
                 f"{n.c_over_w:,.0f} tokens on {chip.name} (one mesh axis; over k axes C/(k*W)): raise "
-                f"{name('per_device_batch_size')}, or shard the weights over fewer devices (smaller FSDP axis).")
+                f"{fwl.batch(fw) if fw else name('per_device_batch_size')}, or shard the weights over fewer "
+                "devices (smaller FSDP axis).")
     if n.kind in ("all-reduce", "reduce-scatter") and n.c_over_w:
         link = {"ici": "ICI", "nvlink": {"nvidia": "NVLink", "amd": "Infinity Fabric"}.get(chip.vendor, "GPU-link")
                 }.get(n.network, "interconnect")
         return (f"If these are tensor-parallel reductions (group of Y = {n.group_size}), TP is {link}-bound "
                 "unless the MLP "
                 f"dimension exceeds Y*C/W = {n.group_size * n.c_over_w:,.0f}: lower the TP degree "
-                f"({name('ici_tensor_parallelism')}) and prefer FSDP.")
+                + ("(the tensor-parallel mesh axis)" if fw else f"({name('ici_tensor_parallelism')})")
+                + " and prefer FSDP.")
     return ""
 
 
@@ -284,4 +295,4 @@ def fix(n: Numbers, target: Target) -> str:
         overlap = ("Nothing to change on this host: CPU collectives are synchronous rendezvous and overlap "
                    "nothing. Their count and sizes hold on the accelerator, their times do not: capture the "
                    "step there to see what is exposed.")
-    return " ".join(p for p in (_by_cause(n, chip), overlap) if p)
+    return " ".join(p for p in (_by_cause(n, chip, fwl.other(target)), overlap) if p)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import framework_levers as fwl
 from .base import (
     OpEvidence,
     Priced,
@@ -150,6 +151,8 @@ def fix(n: Numbers, target: Target) -> str:
                f"{name('jax.nn.dot_product_attention')}(..., {name('implementation')}='cudnn')")
     text = (tpu_fix if tpu else gpu_fix if gpu
             else tpu_fix + "; on GPU " + gpu_fix.removeprefix("Use a fused flash kernel: "))
+    if fwl.other(target) or fwl.uses_te(target):  # no MaxText attention value, no cudnn_flash_te for them
+        text = fwl.attention(target, tpu)
     if not n.kernel_runs:
         return ("Nothing to change on this host: no fused attention kernel runs on a CPU (Splash is TPU's, cuDNN "
                 "GPU's), and XLA's own attention is what runs here. On the accelerator: " + text[0].lower()

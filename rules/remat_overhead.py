@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import framework_levers as fwl
 from .base import (
     OpEvidence,
     Priced,
@@ -242,6 +243,11 @@ def fix(n: Numbers, target: Target) -> str:
     text = (f"The step is {bound}-bound, so recomputation is not what limits it; keep the policy unless "
             "profiling after the other fixes shows compute-bound steps. "
             if bound not in ("compute", "unknown") and n.times_are == "measured" else "")
+    fw = fwl.other(target)
+    if fw:
+        return text + (f"Recompute less (needs ~{format_bytes(n.extra_hbm_bytes)} more HBM per device to keep it "
+                       f"all): {fwl.recompute(fw)}, starting with the blocks whose recomputation is mostly matmuls, "
+                       "and stop where HBM runs out.")
     if n.hbm_headroom_bytes is None or n.extra_hbm_bytes <= n.hbm_headroom_bytes:
         return text + _lighter_policy(n)
     return text + _save_and_offload(n, target.chip.pcie_bytes_per_s)
