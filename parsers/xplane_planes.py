@@ -32,8 +32,11 @@ EVENT_STAT_NAMES = (
     "run_id",
     "device_ordinal",
     "step_num",  # jax.profiler.StepTraceAnnotation: the user's step, on the host thread that ran it
+    # TensorFlow's step markers without XLA (analyzer/capture/host_steps.py): a root TraceMe, its iteration.
+    "_r",
+    "iter_num",
 )
-_INT_EVENT_STATS = {"correlation_id", "run_id", "device_ordinal", "step_num"}
+_INT_EVENT_STATS = {"correlation_id", "run_id", "device_ordinal", "step_num", "_r", "iter_num"}
 # On TPU captures the host threads' stats are read column-wise, integers only: the user's steps and
 # which program execution each host event launched (run_id, device_ordinal match the XLA Modules line).
 _TPU_HOST_INT_STATS = ("step_num", "run_id", "device_ordinal")

@@ -126,7 +126,8 @@ def _annotated_steps(capture: Capture) -> Steps | None:
                           "duration_ps": (ann["end_ps"] - ann["start_ps"]).astype("int64")})
     table = _number(frame)
     n = int(table["step"].max()) + 1
-    source = f"{n} annotated step{'s' if n != 1 else ''} '{ann['name'].iloc[0]}' (StepTraceAnnotation on the host)"
+    marker = capture.step_marker or "StepTraceAnnotation on the host"
+    source = f"{n} annotated step{'s' if n != 1 else ''} '{ann['name'].iloc[0]}' ({marker})"
     return Steps(table, "", source, bool(table["is_warmup"].any()), by_launch=True,
                  annotation=str(ann["name"].iloc[0]))
 
