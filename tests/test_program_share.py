@@ -65,3 +65,14 @@ def test_a_shared_program_name_is_a_usage_error_listing_ids_and_shares(tmp_path)
     assert diagnose(tmp_path, program="jit_small_0(101)").analysis.steps.program_id == "101"
     result = CliRunner().invoke(main, [str(tmp_path), "-o", str(tmp_path / "r.json"), "--program", "jit_small_0"])
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_devices_with_events_on_a_multi_host_run(tmp_path):
+    """Two hosts of 8 planes, each running on one: the per-host reduce path counts 2 devices, as one host's does."""
+    for host, runs in (("t1v-n-a", (6, 2)), ("t1v-n-b", (6, 3))):  # not byte-identical: copies count once
+        b, _ = small_programs(runs)
+        b.host = host
+        b.write(tmp_path)
+    data = diagnose(tmp_path, workers=1).to_dict()
+    assert data["devices"] == 2 and sorted(d["host"] for d in data["device_list"]) == ["t1v-n-a", "t1v-n-b"]
+    assert any("14 of 16 device planes have no op event" in w for w in data["warnings"])

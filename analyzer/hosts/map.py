@@ -31,7 +31,7 @@ from ...parsers.xplane import read_xspace
 from ..capture.build import build_capture
 from ..steps.choice import StepChoice, choose_steps
 from ..steps.op_stats import measure
-from .merge import Measured, merge_hosts
+from .merge import Measured, devices_that_ran, merge_hosts
 from .reduce import HostHlo, HostPart, reduce_host
 
 Progress = Callable[[str], None]
@@ -162,17 +162,8 @@ def _single(spaces, progress: Progress | None, choice: StepChoice | None = None)
 
 
 def _devices_with_events(capture) -> tuple[pd.DataFrame, tuple[str, ...]]:
-    """The devices that ran something: a plane with no op event (another process's GPU, an idle card) is no
-    device of this run. (devices, warnings with a note of the planes left out.)"""
-    devices = capture.devices
-    ran = devices["device"].isin(pd.unique(capture.events["device"]))
-    if ran.all() or not ran.any():
-        return devices, capture.warnings
-    idle = devices.loc[~ran, "plane_name"].astype(str).tolist()
-    shown = ", ".join(idle[:4]) + (f" (+{len(idle) - 4} more)" if len(idle) > 4 else "")
-    note = (f"{len(idle)} of {len(devices)} device planes have no op event ({shown}): counted as not part of "
-            f"this run ({int(ran.sum())} device{'s' if ran.sum() != 1 else ''})")
-    return devices[ran].reset_index(drop=True), (*capture.warnings, note)
+    devices, note = devices_that_ran(capture.devices, capture.events["device"])
+    return devices, (*capture.warnings, *([note] if note else []))
 
 
 def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, workers: int | None = None,
