@@ -24,6 +24,8 @@ Fix:
     per-step Python (logging, `float(loss)`) off the step. To confirm, rerun MaxText with
     `dataset_type=synthetic` or `reuse_example_batch=1`: if the idle time disappears, the input pipeline
     is the cause (keys checked in MaxText's `MaxText/configs/base.yml`, listed in `rules/levers.py`).
+    PyTorch/XLA: `MpDeviceLoader`; TensorFlow: `tf.data.Dataset.prefetch` and `num_parallel_calls`
+    (in words where no lever is verified). A TensorFlow capture without XLA is measured over TF's own step markers.
 Details:
     steps (count): measured annotated steps (warm-up excluded)
     annotation (text): the annotation's name, as the user gave it

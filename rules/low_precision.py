@@ -24,7 +24,8 @@ Fix:
     MaxText: `use_qwix_quantization=true` with the `quantization` recipe of the chip: `int8` on v6e and
     earlier TPUs, `fp8_full` on TPU7x, `fp8_gpu` on NVIDIA, `nanoo_fp8` on AMD (MaxText's benchmarking
     guide and configs/types.py). In other JAX code, Qwix quantizes a model's matmuls the same way. Check the
-    loss curve against the bf16 run: the gain is throughput at equal quality, not free.
+    loss curve against the bf16 run: the gain is throughput at equal quality, not free. A TransformerEngine
+    program: `fp8_autocast` with an FP8 recipe (`DelayedScaling`); PyTorch/XLA and TensorFlow: in words.
 Details:
     precision (text): the faster type: `fp8` or `int8`
     recipe (text): the MaxText `quantization` value for this chip

@@ -20,6 +20,8 @@ Fix:
     own model. Names checked in MaxText configs/base.yml and the JAX API docs. On TPU, then tune the
     kernel's block sizes, which scoped VMEM bounds: `xla_tpu_scoped_vmem_limit_kib` in `LIBTPU_INIT_ARGS`
     (MaxText's dense 98304 KiB where the chip has it, else the whole VMEM: 65536 on TPU7x as its recipes set).
+    PyTorch/XLA on TPU: `torch_xla.experimental.custom_kernel.flash_attention`; TransformerEngine on GPU:
+    its `DotProductAttention`; elsewhere a fused attention kernel, in words.
 Details:
     chains (count): score -> softmax -> context chains found
     score_bytes (bytes): bytes of the largest score matrix (one occurrence)
