@@ -27,11 +27,12 @@ from .hlo.control_flow import keep_costliest_branches
 from .hlo.dump import HloDumpError, read_dump
 from .hlo.dump_facts import DumpFacts, dump_facts
 from .hlo.facts import attach_hlo_facts
+from .hlo.framework import detect_framework
 from .inputs import AnalysisError, Progress, Read, read_dump_only, read_trace
 from .models.collective_pricing import price_collectives
 from .models.roofline import predict_ops, step_roofline
 from .models.topology import parse_topology
-from .steps.choice import choices, step_choice
+from .steps.choice import choices, program_share_note, step_choice
 from .steps.command_buffers import command_buffer_note
 from .steps.occurrences import with_occurrences
 from .steps.schedule import attach_schedule
@@ -79,6 +80,8 @@ class Analysis:
     unstable_steps: bool = False  # the measured steps spread too much for seconds to repeat (steps/stability.py)
     # program / steps / hosts: {"value", "source": "given" | "inferred"} (step_choice.choices)
     choices: dict = field(default_factory=dict)
+    # {"name": jax | pytorch_xla | tensorflow | unknown, "libraries": [...], "evidence"} (hlo/framework.py)
+    framework: dict = field(default_factory=lambda: {"name": "unknown", "libraries": [], "evidence": ""})
 
     @property
     def mfu_is_lower_bound(self) -> bool:
@@ -180,12 +183,14 @@ def analyze(source: Options | Path | str | None = None, *, progress: Progress | 
     _step_time_note(read.steps, notes)
     unstable = unstable_note(read.device_steps) if read.steps is not None else None
     notes.extend([unstable] if unstable else [])
+    share_note = program_share_note(read.steps)
+    notes.extend([share_note] if share_note else [])
     steps, match = read.steps, read.match
     return Analysis(
         files=files, platform=read.platform, hosts=read.hosts, devices=read.devices, chip=the_chip,
         chip_note=chip_note, steps=steps, step_ops=read.step_ops, device_steps=read.device_steps, ops=ops,
         async_spans=read.async_spans, transfers=transfers, hlo_modules=tuple(dm.module for dm in dump),
-        unstable_steps=unstable is not None,
+        unstable_steps=unstable is not None, framework=detect_framework(ops, read.platform != "hlo"),
         **_per_step(ops, read, the_chip, notes), warnings=tuple(notes), dump=dump_facts(match, ops),
         choices=choices(program_given=capture.program is not None, range_text=capture.steps, host=capture.host,
                         steps=steps, hosts=files.hosts,

@@ -27,9 +27,11 @@ class PlaneError(InputError):
 
 
 # Per-event stats kept as columns (everything else is dropped while decoding).
-# step_num: jax.profiler.StepTraceAnnotation, the user's step, on the host thread that ran it.
-EVENT_STAT_NAMES = ("hlo_op", "hlo_module", "program_id", "correlation_id", "run_id", "device_ordinal", "step_num")
-_INT_EVENT_STATS = {"correlation_id", "run_id", "device_ordinal", "step_num"}
+# step_num: jax.profiler.StepTraceAnnotation, the user's step, on the host thread that ran it; _r, iter_num:
+# TensorFlow's step markers without XLA (analyzer/capture/host_steps.py): a root TraceMe, its iteration.
+EVENT_STAT_NAMES = ("hlo_op", "hlo_module", "program_id", "correlation_id", "run_id", "device_ordinal", "step_num",
+                    "_r", "iter_num")
+_INT_EVENT_STATS = {"correlation_id", "run_id", "device_ordinal", "step_num", "_r", "iter_num"}
 # On TPU captures the host threads' stats are read column-wise, integers only: the user's steps and
 # which program execution each host event launched (run_id, device_ordinal match the XLA Modules line).
 _TPU_HOST_INT_STATS = ("step_num", "run_id", "device_ordinal")

@@ -204,10 +204,13 @@ class Target:
 
     platform: str
     chip: Chip
+    framework: str = "unknown"  # jax | pytorch_xla | tensorflow | unknown (read as JAX): whose levers to name
+    libraries: tuple = ()  # flax, maxtext, transformer_engine: found in the program
 
     @classmethod
     def of(cls, analysis: Analysis) -> Target:
-        return cls(analysis.platform, analysis.chip)
+        fw = getattr(analysis, "framework", None) or {}
+        return cls(analysis.platform, analysis.chip, fw.get("name", "unknown"), tuple(fw.get("libraries", ())))
 
 
 @dataclass(frozen=True)

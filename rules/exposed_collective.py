@@ -63,6 +63,7 @@ import pandas as pd
 
 from ..analyzer.models.collective_pricing import network_assumption
 from ..analyzer.models.collectives import TRANSFER_KINDS, link_bandwidth
+from . import framework_levers as fwl
 from .base import (
     OpEvidence,
     Priced,
@@ -304,6 +305,14 @@ def _evidence(n: Numbers) -> str:
 
 
 def _host_offload_fix(n: Numbers, target: Target) -> str:
+    fw = fwl.other(target)
+    if fw:
+        return (f"Host offload is exposed: {format_bytes(n.bytes_per_step)} per step cross PCIe to or from host "
+                f"memory (S(5)) and need about {format_seconds(n.needed_transfer_s_per_step)}, against "
+                f"{format_seconds(n.compute_s_per_step)} of non-transfer work to hide them behind. Offload fewer or "
+                f"smaller tensors in the {fwl.label(fw)} program (keep the largest in device memory where HBM "
+                f"allows, or {fwl.recompute_more(fw)} instead), or move them out earlier and back later so the "
+                "copies run under compute.")
     return (f"Host offload is exposed: {format_bytes(n.bytes_per_step)} per step cross PCIe to or "
             f"from host memory (S(5)) and need about {format_seconds(n.needed_transfer_s_per_step)}, against "
             f"{format_seconds(n.compute_s_per_step)} of non-transfer work to hide them behind. Offload fewer or "
@@ -320,19 +329,21 @@ def _host_offload_fix(n: Numbers, target: Target) -> str:
                if advice_for(target.platform, target.chip) == "tpu" else ""))
 
 
-def _by_cause(n: Numbers, chip) -> str:
+def _by_cause(n: Numbers, chip, fw: str | None = None) -> str:
     """The advice a cause of the kind implies (FSDP gathers, tensor-parallel reductions), with C/W."""
     if n.kind == "all-gather" and n.c_over_w:
         return (f"If these gather FSDP weights, they hide once the per-device batch exceeds C/W = "
                 f"{n.c_over_w:,.0f} tokens on {chip.name} (one mesh axis; over k axes C/(k*W)): raise "
-                f"{name('per_device_batch_size')}, or shard the weights over fewer devices (smaller FSDP axis).")
+                f"{fwl.batch(fw) if fw else name('per_device_batch_size')}, or shard the weights over fewer "
+                "devices (smaller FSDP axis).")
     if n.kind in ("all-reduce", "reduce-scatter") and n.c_over_w:
         link = {"ici": "ICI", "nvlink": {"nvidia": "NVLink", "amd": "Infinity Fabric"}.get(chip.vendor, "GPU-link")
                 }.get(n.network, "interconnect")
         return (f"If these are tensor-parallel reductions (group of Y = {n.group_size}), TP is {link}-bound "
                 "unless the MLP "
                 f"dimension exceeds Y*C/W = {n.group_size * n.c_over_w:,.0f}: lower the TP degree "
-                f"({name('ici_tensor_parallelism')}) and prefer FSDP.")
+                + ("(the tensor-parallel mesh axis)" if fw else f"({name('ici_tensor_parallelism')})")
+                + " and prefer FSDP.")
     return ""
 
 
@@ -351,4 +362,4 @@ def fix(n: Numbers, target: Target) -> str:
                    "step there to see what is exposed.")
     change = (program_change(n.kind, n.restructure_s_per_step, n.overlap_recoverable_s_per_step)
               if n.advice != "cpu" and n.restructure_s_per_step > 0 and n.kind != "host-offload" else "")
-    return " ".join(p for p in (change, _by_cause(n, chip), overlap) if p)
+    return " ".join(p for p in (change, _by_cause(n, chip, fwl.other(target)), overlap) if p)

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import framework_levers as fwl
 from .base import (
     OpEvidence,
     Priced,
@@ -200,7 +201,26 @@ def evidence(n: Numbers) -> str:
             "scale with the batch, which one profile cannot separate, so it is not priced.")
 
 
+def _other_fix(n: Numbers, fw: str) -> str:
+    """The same advice for a PyTorch/XLA or TensorFlow program, in its words."""
+    room = (f"shard the weights and optimizer state over more devices "
+            f"({fwl.shard_over(fw, 'their largest dimension')}), {fwl.recompute_more(fw)}, or lower {fwl.batch(fw)}")
+    if n.verdict == "over-capacity":
+        return f"It does not fit on {n.chip} as compiled: {room}."
+    if n.verdict == "near-full":
+        return (f"Do not raise {fwl.batch(fw)} or recompute less as things are: the step would run out of HBM. "
+                f"First {room}.")
+    if n.remat_ops:
+        return (f"Spend the headroom on recomputation first: {fwl.recompute(fw)}, stopping at the first that fits; "
+                f"then raise {fwl.batch(fw)} with what is left and measure the throughput.")
+    growth = n.batch_growth_limit
+    return (f"Raise {fwl.batch(fw)}" + (f" up to ~{growth:.1f}x" if growth else "")
+            + ", keeping the rows a multiple of 128 (else 8), and compare tokens per second per device.")
+
+
 def fix(n: Numbers, target: Target) -> str:
+    if fwl.other(target):
+        return _other_fix(n, fwl.other(target))
     if n.verdict == "over-capacity":
         return (f"It does not fit on {n.chip} as compiled: shard it over more devices (MaxText "
                 f"{name('ici_fsdp_parallelism')}), recompute more ({name('remat_policy')}='{name('full')}') or "

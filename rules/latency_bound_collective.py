@@ -45,6 +45,7 @@ import pandas as pd
 
 from ..analyzer.models.collective_pricing import network_assumption
 from ..analyzer.models.collectives import KINDS, latency_threshold_bytes, link_label, predict_collective
+from . import framework_levers as fwl
 from .base import (
     OpEvidence,
     Priced,
@@ -285,14 +286,18 @@ def _combine(n: Numbers, target: Target) -> str:
 
 
 def fix(n: Numbers, target: Target) -> str:
+    fw = fwl.other(target)
     text = (_combine(n, target) + "gather or reduce the small parameters of a layer as one bucket (e.g. stack norm "
             "scales and biases into one array before sharding, or use one flattened gradient bucket), and inside a "
-            f"scanned layer stack (MaxText {name('scan_layers')}=true) remember that collectives of different layers "
-            "cannot merge.")
+            + ("layer loop compiled as one loop body" if fw
+               else f"scanned layer stack (MaxText {name('scan_layers')}=true)")
+            + " remember that collectives of different layers cannot merge.")
     if target.platform == "cpu":  # the threshold is the placeholder host's: no size advice for the accelerator
         return text + (" On this host each collective is a thread rendezvous, so fewer of them is what saves time "
                        "here; which array sizes are latency-bound on the accelerator depends on its links, which a "
                        "CPU capture cannot show.")
+    how = (fwl.replicate(fw) if fw else
+           f"{name('PartitionSpec')}() / a MaxText {name('logical_axis_rules')} entry mapping their axes to no "
+           "mesh axis")
     return text + (f" Arrays under about {n.replicate_below_bytes:,} bytes gain nothing from sharding over these "
-                   f"groups: replicate them ({name('PartitionSpec')}() / a MaxText {name('logical_axis_rules')} "
-                   "entry mapping their axes to no mesh axis).")
+                   f"groups: replicate them ({how}).")

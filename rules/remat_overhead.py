@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from . import framework_levers as fwl
 from .base import (
     OpEvidence,
     Priced,
@@ -304,6 +305,11 @@ def fix(n: Numbers, target: Target) -> str:
     fsdp = (f" Keep the {n.recomputed_collectives} recomputed collectives out of what the policy saves (leave "
             "all-gathered FSDP weights unnamed): holding gathered weights is what FSDP trades away for memory, and "
             "re-gathering them is cheap beside it." if n.recomputed_collectives else "")
+    fw = fwl.other(target)
+    if fw:
+        return text + (f"Recompute less (needs ~{format_bytes(n.extra_hbm_bytes)} more HBM per device to keep it "
+                       f"all): {fwl.recompute(fw)}, starting with the blocks whose recomputation is mostly matmuls, "
+                       "and stop where HBM runs out." + fsdp)
     if n.hbm_headroom_bytes is None or n.extra_hbm_bytes <= n.hbm_headroom_bytes:
         return text + _lighter_policy(n) + fsdp
     return text + _save_and_offload(n, target.chip.pcie_bytes_per_s) + fsdp

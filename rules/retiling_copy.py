@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from . import framework_levers as fwl
 from .base import (
     OpEvidence,
     Priced,
@@ -268,6 +269,12 @@ def _padding(target: Target) -> str:
 
 
 def fix(n: Numbers, target: Target) -> str:
+    fw = fwl.other(target)
+    if fw:
+        conv = (" Around convolutions, keep activations channels-last (NHWC / NDHWC) from the input pipeline on, "
+                "as the convolution library wants them." if target.platform == "gpu" and n.around_convolutions
+                else "")
+        return fwl.layouts(fw) + _padding(target) + "." + conv
     text = ("Let XLA pick the layouts of the program's inputs instead of forcing the default: "
             f"from {name('jax.experimental.layout')} import Format, Layout; "
             f"{name('jax.jit')}(f, {name('in_shardings')}=Format(Layout.AUTO)) (then put the arguments in "

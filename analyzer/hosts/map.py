@@ -30,7 +30,7 @@ from ...parsers.xplane import read_xspace
 from ..capture.build import build_capture
 from ..steps.choice import StepChoice, choose_steps
 from ..steps.op_stats import measure
-from .merge import Measured, merge_hosts
+from .merge import Measured, devices_that_ran, merge_hosts
 from .reduce import HostHlo, HostPart, reduce_host
 
 Progress = Callable[[str], None]
@@ -152,9 +152,15 @@ def _single(spaces, progress: Progress | None, choice: StepChoice | None = None)
         progress(f"measuring {len(capture.events):,} op events on {len(capture.devices)} devices")
     steps = choose_steps(capture, choice)
     step_ops, op_table, steps = measure(capture, steps)  # steps now carry their busy times
-    return Measured(platform=capture.platform, hosts=capture.hosts, devices=capture.devices,
-                    warnings=capture.warnings, op_metadata=capture.op_metadata, async_spans=capture.async_spans,
+    devices, warnings = _devices_with_events(capture)
+    return Measured(platform=capture.platform, hosts=capture.hosts, devices=devices,
+                    warnings=warnings, op_metadata=capture.op_metadata, async_spans=capture.async_spans,
                     steps=steps, step_ops=step_ops, op_table=op_table, hlo_sources=tuple(spaces))
+
+
+def _devices_with_events(capture) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    devices, note = devices_that_ran(capture.devices, capture.events["device"])
+    return devices, (*capture.warnings, *([note] if note else []))
 
 
 def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, workers: int | None = None,
