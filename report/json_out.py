@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..analyzer.tables import OPS
+from .scopes_out import scopes_records
 from .trace_links import finding_occurrences, occurrence_index
 
 SCHEMA_VERSION = 2
@@ -294,6 +295,7 @@ def report_to_dict(report) -> dict:
             "selection": selection_dict(report),
             "choices": a.choices,
             "ops": ops_records(a.ops),
+            "scopes": scopes_records(report),  # time per framework scope (analyzer/scopes.py)
             "warnings": list(a.warnings),
         }
     )
