@@ -12,8 +12,8 @@ the layer: ``jvp(X)``, ``transpose(X)``, ``vmap(X)`` and ``linearize(X)`` read a
 ``transpose(jvp(layer_3))`` is ``layer_3``), a wrapper around nothing (``jvp()``) is dropped, and so are
 the rematerialisation parts ``checkpoint``, ``remat`` and ``rematted_computation``: the recomputed forward
 counts under its layer, beside the layer's backward. Calls keep their names (``jit(_take)``, ``shard_map``,
-``while/body``). An op XLA fused from several sources (``prefix/(a/x:b/y)``) counts in the deepest scope
-all of them share. Ops without a name path count in the root itself.
+``while/body``). An op XLA fused from several sources (``prefix/(a/x:b/y)``, or whole paths joined by ``;``)
+counts in the deepest scope all of them share. Ops without a name path count in the root itself.
 
 Per step and per device, as the ops table: measured and predicted seconds, FLOPs and bytes (per occurrence
 x occurrences per step). Where a ``while`` or ``conditional`` event spans its body's events (XLA:CPU, as the
@@ -64,19 +64,23 @@ SCOPES = Table("scopes", "one scope of the framework name path (tf_op) of the st
 _SUM_NAMES = tuple(n for n, _, _ in _SUMS)
 
 
-def split_path(path: str) -> list[str]:
-    """``path`` split at the ``/`` outside parentheses: ``a/jvp(b)/(c/d:e)/f`` -> a, jvp(b), (c/d:e), f."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(path):
+def _split_top(text: str, sep: str) -> list[str]:
+    """``text`` split at each ``sep`` outside parentheses (empty pieces kept)."""
+    pieces, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
         if ch == "(":
             depth += 1
         elif ch == ")":
             depth = max(depth - 1, 0)
-        elif ch == "/" and depth == 0:
-            parts.append(path[start:i])
+        elif ch == sep and depth == 0:
+            pieces.append(text[start:i])
             start = i + 1
-    parts.append(path[start:])
-    return [p for p in parts if p]
+    return pieces + [text[start:]]
+
+
+def split_path(path: str) -> list[str]:
+    """``path`` split at the ``/`` outside parentheses: ``a/jvp(b)/(c/d:e)/f`` -> a, jvp(b), (c/d:e), f."""
+    return [p for p in _split_top(path, "/") if p]
 
 
 def _unwrap(part: str) -> str:
@@ -89,36 +93,31 @@ def _unwrap(part: str) -> str:
     return "" if part in REMAT_PARTS else part
 
 
-def _group_members(part: str) -> list[str] | None:
-    """The source paths of a fused op's ``(a/x:b/y)`` part, None for any other part."""
-    if not (part.startswith("(") and part.endswith(")") and ":" in part):
-        return None
-    members, depth, start, body = [], 0, 0, part[1:-1]
-    for i, ch in enumerate(body):
-        depth += ch == "("
-        depth -= ch == ")"
-        if ch == ":" and depth == 0:
-            members.append(body[start:i])
-            start = i + 1
-    return members + [body[start:]]
+def _shared(scopes: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """The longest scope every one of ``scopes`` starts with."""
+    out: list[str] = []
+    for level in zip(*scopes):
+        if len(set(level)) > 1:
+            break
+        out.append(level[0])
+    return tuple(out)
 
 
 def scope_of(tf_op) -> tuple[str, ...]:
     """The scope of an op whose name path is ``tf_op``: its parts but the last (the primitive), wrappers
-    stripped; a fused op's is its prefix and the longest scope all its sources share."""
+    stripped. A fused op's sources, as ``prefix/(a/x:b/y)`` or as whole paths joined by ``;``: the prefix and
+    the longest scope all of them share."""
     if not isinstance(tf_op, str) or not tf_op:
         return ()
+    whole = [m for m in _split_top(tf_op, ";") if m]
+    if len(whole) > 1:
+        return _shared([scope_of(m) for m in whole])
     parts = split_path(tf_op.rstrip(":"))
-    members = _group_members(parts[-1]) if parts else None
-    if members is not None:
-        scopes = [scope_of(m) for m in members]
-        shared: list[str] = []
-        for level in zip(*scopes):
-            if len(set(level)) > 1:
-                break
-            shared.append(level[0])
-        return tuple(p for p in map(_unwrap, parts[:-1]) if p) + tuple(shared)
-    return tuple(p for p in map(_unwrap, parts[:-1]) if p)
+    scope = tuple(p for p in map(_unwrap, parts[:-1]) if p)
+    last = parts[-1] if parts else ""
+    if last.startswith("(") and last.endswith(")") and ":" in last:
+        return scope + _shared([scope_of(m) for m in _split_top(last[1:-1], ":")])
+    return scope
 
 
 def _per_op(ops: pd.DataFrame, busy_s: float | None) -> pd.DataFrame:
@@ -129,8 +128,10 @@ def _per_op(ops: pd.DataFrame, busy_s: float | None) -> pd.DataFrame:
     container = in_step["opcode"].isin(CONTAINER_OPCODES)
     if busy_s is not None and container.any() and float(measured.sum()) > busy_s:
         measured = measured.where(~container, 0.0)
+    tf_ops = [t if isinstance(t, str) else "" for t in in_step["tf_op"]]
+    scopes = {t: "/".join(scope_of(t)) for t in set(tf_ops)}  # ops share few paths
     return pd.DataFrame({
-        "scope": ["/".join(scope_of(t)) for t in in_step["tf_op"]],
+        "scope": [scopes[t] for t in tf_ops],
         "op_name": in_step["op_name"].astype(str),
         "measured_s_per_step": measured,
         "predicted_s_per_step": in_step["predicted_s_per_step"],
@@ -146,7 +147,7 @@ def scope_table(ops: pd.DataFrame, findings: Iterable[tuple[str, Iterable[str]]]
 
     Rows depth first, each scope's children by their total time (measured, else predicted), heaviest first."""
     per_op = _per_op(ops, busy_s)
-    paths = {"/".join(scope_of(t)): scope_of(t) for t in ops.loc[ops["in_step"], "tf_op"].unique()}
+    paths = {"/".join(p): p for p in map(scope_of, ops.loc[ops["in_step"], "tf_op"].unique())}
     groups = per_op.groupby("scope", sort=False)
     own = groups[list(_SUM_NAMES)].sum(min_count=1)  # NaN where every op's value is unknown
     counts = groups.size()

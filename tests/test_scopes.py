@@ -40,6 +40,9 @@ TRAIN = "jit(train_step)"
     ("jit(f)/(transpose(jvp(jvp()))/checkpoint/mlp/up/reduce_sum:jvp(mlp)/up/dot_general)", ("jit(f)", "mlp", "up")),
     ("jit(f)/(transpose(jvp(mlp))/reduce_sum:jvp(attn)/dot_general:jvp()/mul)", ("jit(f)",)),
     ("jit(f)/jit(main)/add:", ("jit(f)", "jit(main)")),
+    ("jit(f)/transpose(jvp(jvp()))/checkpoint/vmap()/transpose;jit(f)/transpose(jvp(jvp()))/checkpoint/vmap(a,b->c)/t",
+     ("jit(f)",)),
+    ("jit(f)/jvp(mlp)/up/dot_general;jit(f)/transpose(jvp(mlp))/up/add", ("jit(f)", "mlp", "up")),
     ("dot_general", ()), ("", ()), (None, ()), (float("nan"), ()),
 ])
 def test_scope_of_strips_transformation_wrappers(tf_op, scope):
