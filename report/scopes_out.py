@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..analyzer.scopes import SCOPES, scopes_of
-from ..units import format_percent, format_seconds, format_si
+from ..analyzer.scopes import SCOPES, scopes_of, split_path
+from ..units import count, format_percent, format_seconds, format_si
 
 N_ROWS = 12  # scopes listed in the Markdown and text reports
 MIN_SHARE = 0.01  # of the step's op time: smaller scopes are left out of those lists
@@ -51,26 +51,30 @@ def time_key(measured: bool) -> str:
     return "total_measured_s_per_step" if measured else "total_predicted_s_per_step"
 
 
-def top_scopes(scopes: list[dict], measured: bool, n_rows: int = N_ROWS) -> list[dict]:
-    """The scopes worth listing, depth first (the root left out): each holding at least :data:`MIN_SHARE` of
-    the step's op time, at most ``n_rows``; a scope whose one child holds all its time is folded into it."""
+def top_scopes(scopes: list[dict], measured: bool, n_rows: int = N_ROWS) -> list[tuple[str, dict]]:
+    """(label, scope) of the scopes worth listing, depth first (the root left out): each holding at least
+    :data:`MIN_SHARE` of the step's op time, at most ``n_rows``. A scope with no ops of its own and one child is
+    folded into the child (``while`` + ``body`` reads ``while/body``); a label is the path below the nearest
+    listed scope, indented by ``· `` per listed scope above it."""
     if not scopes:
         return []
     key = time_key(measured)
     total = scopes[0][key] or 0.0
     if total <= 0:
         return []
-    kids: dict[str | None, list[dict]] = {}
+    children: dict[str | None, int] = {}
     for s in scopes:
-        kids.setdefault(s["parent"], []).append(s)
+        children[s["parent"]] = children.get(s["parent"], 0) + 1
+    listed: dict[str, int] = {}  # listed scope -> how many listed scopes are above it
     shown = []
     for s in scopes[1:]:
-        if (s[key] or 0.0) < MIN_SHARE * total:
+        if (s[key] or 0.0) < MIN_SHARE * total or (s["ops"] == 0 and children.get(s["scope"], 0) == 1):
             continue
-        only = kids.get(s["scope"], [])
-        if len(only) == 1 and s["ops"] == 0:  # a chain: the child says it with more detail
-            continue
-        shown.append(s)
+        parts = split_path(s["scope"])
+        above = next((depth for depth in range(len(parts) - 1, 0, -1) if "/".join(parts[:depth]) in listed), 0)
+        indent = listed["/".join(parts[:above])] + 1 if above else 0
+        listed[s["scope"]] = indent
+        shown.append(("· " * indent + "/".join(parts[above:]), s))
     return shown[:n_rows]
 
 
@@ -78,7 +82,8 @@ def scope_row(s: dict, measured: bool, step_s: float | None) -> list[str]:
     """Cells after the name: total time, its share of the step, own time, predicted, FLOPs, ops, findings."""
     key = time_key(measured)
     cells = [format_seconds(s[key]), format_percent(s[key] / step_s) if step_s and s[key] is not None else "n/a",
-             format_seconds(s["self_measured_s_per_step" if measured else "self_predicted_s_per_step"])]
+             format_seconds(s["self_measured_s_per_step" if measured else "self_predicted_s_per_step"])
+             if s["ops"] else "—"]
     if measured:
         cells.append(format_seconds(s["total_predicted_s_per_step"]))
     return cells + [format_si(s["total_flops_per_step"], "FLOP"), str(s["total_ops"]), str(len(s["finding_keys"]))]
@@ -87,12 +92,16 @@ def scope_row(s: dict, measured: bool, step_s: float | None) -> list[str]:
 def scope_header(measured: bool) -> list[str]:
     word = "measured" if measured else "predicted"
     return (["Scope", f"{word} / step", "% of step", "in the scope itself"] + (["predicted / step"] if measured else [])
-            + ["FLOPs / step", "ops", "findings"])
+            + ["FLOPs / step", "ops", "findings on its own ops"])
 
 
-def label(s: dict) -> str:
-    """A scope's name indented by its depth (below the program level)."""
-    return "· " * max(s["depth"] - 1, 0) + s["name"]
+def unnamed_note(data: dict) -> str:
+    """'' or the share of the ops' time in ops without a name path (in no scope), when it is worth saying."""
+    scopes = data.get("scopes") or []
+    key = "self_measured_s_per_step" if data["measured"] else "self_predicted_s_per_step"
+    total = scopes[0][time_key(data["measured"])] if scopes else None
+    share = (scopes[0][key] or 0.0) / total if total else 0.0
+    return f"{format_percent(share)} of the ops' time is in ops without a name path" if share >= MIN_SHARE else ""
 
 
 def markdown_section(data: dict, n_rows: int = N_ROWS) -> list[str]:
@@ -103,10 +112,12 @@ def markdown_section(data: dict, n_rows: int = N_ROWS) -> list[str]:
     shown = top_scopes(data.get("scopes") or [], measured, n_rows)
     if not shown:
         return []
-    rows = [[escape_text(label(s), 100)] + scope_row(s, measured, data["step_s"]) for s in shown]
+    rows = [[escape_text(name, 100)] + scope_row(s, measured, data["step_s"]) for name, s in shown]
     header = scope_header(measured)
     body = table(header, rows, ["l"] + ["r"] * (len(header) - 1))
+    unnamed = unnamed_note(data)
     body += ["", "_Scopes are the ops' JAX name paths with `jvp`/`transpose`/`checkpoint` stripped, so a layer's "
-             "forward and backward add up together; `--format json` has every scope (`scopes`)._"]
-    summary = f"The {len(shown)} heaviest scopes of the program (by its ops' name paths)"
+             f"forward and backward add up together{'; ' + unnamed if unnamed else ''}; `--format json` has every "
+             "scope (`scopes`)._"]
+    summary = f"The heaviest {count(len(shown), 'scope')} of the program, by its ops' name paths"
     return ["## Where in the model", ""] + details(summary, body) + [""]

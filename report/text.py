@@ -229,10 +229,12 @@ def _scopes(out: _Out, data: dict) -> None:
     widths = [10, 7, 6]
     name_w = out.width - 2 - sum(widths) - 2 * len(widths)
     out.line("  " + out.row(["scope", "time/step", "% step", "ops"], [name_w, *widths], "lrrr"), "dim")
-    for s in shown:
+    for name, s in shown:
         share = format_percent(s[key] / step if step > 0 else None)
-        cells = [clean_text(scopes_out.label(s)), format_seconds(s[key]), share, str(s["total_ops"])]
+        cells = [clean_text(name), format_seconds(s[key]), share, str(s["total_ops"])]
         out.line("  " + out.row(cells, [name_w, *widths], "lrrr"))
+    if scopes_out.unnamed_note(data):
+        out.line(f"  ({scopes_out.unnamed_note(data)})", "dim")
 
 
 def render_text(report, *, color: bool = False, width: int = WIDTH) -> str:

@@ -9,6 +9,9 @@ SEQ - 1 positions); cpu_jax_train_step runs 2 MLP blocks under ``shard_map`` ins
 from __future__ import annotations
 
 import math
+import re
+import shutil
+import subprocess
 
 import numpy as np
 import pandas as pd
@@ -168,8 +171,7 @@ def test_reports_carry_the_scopes_and_the_findings_on_them():
     in_step = set(report.ops.loc[report.ops["in_step"], "op_name"])
     expect = {f.key for f in report.findings if any(op.name in in_step for op in f.ops)}
     assert keyed == expect and keyed
-    top = top_scopes(data["scopes"], True)[0]
-    assert top["scope"] == TRAIN
+    assert top_scopes(data["scopes"], True)[0] == (TRAIN, data["scopes"][1])
     md, text = report.to_markdown(), report.to_text()
     assert "## Where in the model" in md and "bsd,dhk-&gt;bshk" in md
     section = text[text.index("Where in the model"):]
@@ -188,7 +190,7 @@ def test_icicle_lays_children_inside_their_parent_and_escapes_names():
                        "depth": scope.count("/") + 1, "total_measured_s_per_step": t})
     svg = icicle_chart(scopes, measured=True, width=400)
     spans = [(float(a), float(b)) for a, b in
-             __import__("re").findall(r'data-x0="([0-9.]+)" data-x1="([0-9.]+)"', svg)]
+             re.findall(r'data-x0="([0-9.]+)" data-x1="([0-9.]+)"', svg)]
     assert spans == [(0, 1), (0, 0.75), (0, 0.5), (0.5, 0.75), (0.75, 1)]
     assert "&lt;b&gt;" in svg and "<b>" not in svg
     assert icicle_chart(scopes[:1], measured=True) == ""  # nothing below the root: no chart
@@ -200,3 +202,51 @@ def test_json_schema_doc_scopes_section_is_generated():
 
     doc = (REPO / "docs" / "json_schema.md").read_text(encoding="utf-8")
     assert scopes_doc_markdown() in doc, "docs/json_schema.md scopes fields: python -m xladiag.analyzer.scopes"
+
+
+def test_listed_scopes_fold_chains_and_leave_small_ones_out():
+    def scope(path, t, ops):
+        parts = path.split("/") if path else []
+        return {"scope": path, "name": parts[-1] if parts else "(step)", "parent": "/".join(parts[:-1]) if parts
+                else None, "depth": len(parts), "ops": ops, "total_measured_s_per_step": t}
+    scopes = [scope("", 100.0, 0), scope("jit(f)", 99.0, 1), scope("jit(f)/while", 90.0, 0),
+              scope("jit(f)/while/body", 90.0, 3), scope("jit(f)/while/body/cell", 50.0, 2),
+              scope("jit(f)/tiny", 0.5, 1), scope("jit(g)", 1.0, 0), scope("jit(g)/x", 1.0, 2)]
+    shown = [(name, s["scope"]) for name, s in top_scopes(scopes, True)]
+    assert shown == [("jit(f)", "jit(f)"), ("· while/body", "jit(f)/while/body"),
+                     ("· · cell", "jit(f)/while/body/cell"), ("jit(g)/x", "jit(g)/x")]
+    assert len(top_scopes(scopes, True, n_rows=2)) == 2 and top_scopes(scopes[:1], True) == []
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium not found on PATH")
+def test_a_click_zooms_the_icicle_in_a_browser(tmp_path):
+    """The report's script, run by Chromium: a click on a scope spreads it over the width, hides its siblings
+    and keeps its ancestors whole; a click on the root zooms back out."""
+    from importlib import resources
+
+    scopes = [{"scope": "", "name": "(step)", "parent": None, "depth": 0, "ops": 0, "total_ops": 3,
+               "total_measured_s_per_step": 4.0, "self_measured_s_per_step": None, "finding_keys": [],
+               "total_predicted_s_per_step": 1.0, "total_flops_per_step": 1.0, "total_bytes_per_step": 1.0}]
+    for scope, parent, t in (("a", "", 3.0), ("a/b", "a", 2.0), ("a/c", "a", 1.0), ("d", "", 1.0)):
+        scopes.append({**scopes[0], "scope": scope, "name": scope.split("/")[-1], "parent": parent,
+                       "depth": scope.count("/") + 1, "total_measured_s_per_step": t})
+    script = resources.files("xladiag.templates").joinpath("report.js").read_text(encoding="utf-8")
+    clicks = {"b": "c[2].dispatchEvent(new MouseEvent('click'));",
+              "out": "c[2].dispatchEvent(new MouseEvent('click')); c[0].dispatchEvent(new MouseEvent('click'));"}
+    for name, click in clicks.items():
+        page = tmp_path / f"{name}.html"
+        page.write_text(f"<!doctype html><body>{icicle_chart(scopes, measured=True, width=400)}<script>{script}"
+                        f"</script><script>var c = document.querySelectorAll('#scopes-icicle svg.sc'); {click}"
+                        "</script></body>", encoding="utf-8")
+        dom = subprocess.run([shutil.which("chromium"), "--headless", "--no-sandbox", "--disable-gpu",
+                              f"--user-data-dir={tmp_path / name}", "--dump-dom", page.as_uri()],
+                             capture_output=True, text=True, timeout=90).stdout
+        cells = re.findall(r'<svg class="sc" x="([0-9.]+)" y="[0-9]+" width="([0-9.]+)"[^>]*?(display: none)?;?"?>',
+                           dom)
+        assert len(cells) == 5, dom[-2000:]
+        if name == "b":  # root, a (ancestors) and b span the width; c and d are hidden
+            assert [(float(x), float(w), bool(h)) for x, w, h in cells] == [
+                (0, 400, False), (0, 400, False), (0, 400, False), (200, 100, True), (300, 100, True)]
+        else:
+            assert [(float(x), float(w), bool(h)) for x, w, h in cells] == [
+                (0, 400, False), (0, 300, False), (0, 200, False), (200, 100, False), (300, 100, False)]
