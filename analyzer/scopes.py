@@ -23,6 +23,7 @@ second counts twice.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -175,18 +176,20 @@ def _rows(own: pd.DataFrame, counts: pd.Series, paths: dict[str, tuple[str, ...]
                            **{f"{k}_{n}": np.nan for k in ("self", "total") for n in _SUM_NAMES}}
         return rows[scope]
 
-    for scope, values in own.iterrows():
+    n_ops = counts.to_dict()
+    for scope, values in own.to_dict("index").items():  # plain Python: thousands of scopes x their depth
         path = paths[scope]
         here = row(path)
-        here["ops"] = int(counts[scope])
-        for n in _SUM_NAMES:
-            here[f"self_{n}"] = values[n]
+        here["ops"] = int(n_ops[scope])
+        known = [(n, float(values[n])) for n in _SUM_NAMES if not math.isnan(values[n])]
+        for n, value in known:
+            here[f"self_{n}"] = value
         for depth in range(len(path) + 1):  # this scope and every one above it
             above = row(path[:depth])
             above["total_ops"] += here["ops"]
-            for n in _SUM_NAMES:
-                if pd.notna(values[n]):
-                    above[f"total_{n}"] = np.nansum([above[f"total_{n}"], values[n]])
+            for n, value in known:
+                total = above[f"total_{n}"]
+                above[f"total_{n}"] = value if math.isnan(total) else total + value
     row(())
     return list(rows.values())
 
@@ -194,16 +197,16 @@ def _rows(own: pd.DataFrame, counts: pd.Series, paths: dict[str, tuple[str, ...]
 def _depth_first(frame: pd.DataFrame, measured: bool) -> pd.DataFrame:
     """The rows in depth-first order, children heaviest first."""
     weight = frame["total_measured_s_per_step" if measured else "total_predicted_s_per_step"].fillna(0.0)
+    parents, scopes = frame["parent"].tolist(), frame["scope"].tolist()
     children: dict[str, list[int]] = {}
     for i in np.argsort(-weight.to_numpy(), kind="stable"):
-        parent = frame["parent"].iloc[i]
-        if isinstance(parent, str):
-            children.setdefault(parent, []).append(int(i))
-    order, stack = [], [int(np.flatnonzero(frame["scope"].to_numpy() == ROOT)[0])]
+        if isinstance(parents[i], str):
+            children.setdefault(parents[i], []).append(int(i))
+    order, stack = [], [scopes.index(ROOT)]
     while stack:
         i = stack.pop()
         order.append(i)
-        stack.extend(reversed(children.get(frame["scope"].iloc[i], [])))
+        stack.extend(reversed(children.get(scopes[i], [])))
     return frame.iloc[order].reset_index(drop=True)
 
 
