@@ -250,3 +250,20 @@ def test_a_click_zooms_the_icicle_in_a_browser(tmp_path):
         else:
             assert [(float(x), float(w), bool(h)) for x, w, h in cells] == [
                 (0, 400, False), (0, 300, False), (0, 200, False), (200, 100, False), (300, 100, False)]
+
+
+def test_markup_and_controls_in_a_name_path_stay_text():
+    import dataclasses
+
+    from xladiag.report.model import Report
+
+    report = diagnosed(SAMPLES / "cpu_jax_train_step")
+    ops = report.ops.copy()
+    top = ops["measured_s_per_step"].idxmax()
+    ops["tf_op"] = ops["tf_op"].astype(object)
+    ops.at[top, "tf_op"] = "jit(f)/<img src=x onerror=alert(1)>/\x1b[31mred/dot_general"
+    evil = Report(analysis=dataclasses.replace(report.analysis, ops=ops), findings=(), headline="h")
+    html, md, text = evil.to_html(), evil.to_markdown(), evil.to_text()
+    assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html.split('id="scopes-icicle"')[1]
+    assert "<img" not in md and "&lt;img src=x onerror=alert(1)&gt;" in md.split("## Where in the model")[1]
+    assert "\x1b" not in text and "<img src=x onerror=alert(1)>" in text.split("Where in the model")[1]
