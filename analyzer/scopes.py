@@ -104,20 +104,23 @@ def _shared(scopes: list[tuple[str, ...]]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def scope_of(tf_op) -> tuple[str, ...]:
+MAX_NESTING = 8  # fused sources inside fused sources: deeper (a hostile path) reads as plain parts
+
+
+def scope_of(tf_op, _nesting: int = 0) -> tuple[str, ...]:
     """The scope of an op whose name path is ``tf_op``: its parts but the last (the primitive), wrappers
     stripped. A fused op's sources, as ``prefix/(a/x:b/y)`` or as whole paths joined by ``;``: the prefix and
     the longest scope all of them share."""
     if not isinstance(tf_op, str) or not tf_op:
         return ()
-    whole = [m for m in _split_top(tf_op, ";") if m]
+    whole = [m for m in _split_top(tf_op, ";") if m] if _nesting < MAX_NESTING else [tf_op]
     if len(whole) > 1:
-        return _shared([scope_of(m) for m in whole])
+        return _shared([scope_of(m, _nesting + 1) for m in whole])
     parts = split_path(tf_op.rstrip(":"))
     scope = tuple(p for p in map(_unwrap, parts[:-1]) if p)
     last = parts[-1] if parts else ""
-    if last.startswith("(") and last.endswith(")") and ":" in last:
-        return scope + _shared([scope_of(m) for m in _split_top(last[1:-1], ":")])
+    if last.startswith("(") and last.endswith(")") and ":" in last and _nesting < MAX_NESTING:
+        return scope + _shared([scope_of(m, _nesting + 1) for m in _split_top(last[1:-1], ":")])
     return scope
 
 

@@ -106,7 +106,7 @@ def unnamed_note(data: dict) -> str:
 
 def markdown_section(data: dict, n_rows: int = N_ROWS) -> list[str]:
     """'Where in the model': the heaviest scopes of the framework name paths, folded (nothing without any)."""
-    from .md_blocks import details, escape_text, table
+    from .md_blocks import details, escape_text, table, wrap
 
     measured = data["measured"]
     shown = top_scopes(data.get("scopes") or [], measured, n_rows)
@@ -116,8 +116,8 @@ def markdown_section(data: dict, n_rows: int = N_ROWS) -> list[str]:
     header = scope_header(measured)
     body = table(header, rows, ["l"] + ["r"] * (len(header) - 1))
     unnamed = unnamed_note(data)
-    body += ["", "_Scopes are the ops' JAX name paths with `jvp`/`transpose`/`checkpoint` stripped, so a layer's "
-             f"forward and backward add up together{'; ' + unnamed if unnamed else ''}; `--format json` has every "
-             "scope (`scopes`)._"]
+    body += [""] + wrap("_Scopes are the ops' JAX name paths with `jvp`/`transpose`/`checkpoint` stripped, so a "
+                        f"layer's forward and backward add up together{'; ' + unnamed if unnamed else ''}; "
+                        "`--format json` has every scope (`scopes`)._")
     summary = f"The heaviest {count(len(shown), 'scope')} of the program, by its ops' name paths"
     return ["## Where in the model", ""] + details(summary, body) + [""]

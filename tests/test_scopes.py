@@ -52,6 +52,14 @@ def test_scope_of_strips_transformation_wrappers(tf_op, scope):
     assert scope_of(tf_op) == scope
 
 
+def test_hostile_paths_end():
+    deep = "jit(f)/" + "(" * 5000 + "a/x:b/y" + ")" * 5000
+    assert scope_of(deep)[0] == "jit(f)"
+    assert scope_of("jit(f)/" + "jvp(" * 5000 + "layer" + ")" * 5000 + "/dot") == ("jit(f)", "layer")
+    assert scope_of(";".join(["jit(f)/a/x"] * 3 + ["jit(f)/a/(b/c:b/d)"])) == ("jit(f)", "a")
+    assert scope_of("))/((/:;/)") is not None
+
+
 def _ops(rows: list[tuple]) -> pd.DataFrame:
     """An ops table with what scope_table reads: (name, tf_op, measured, predicted, flops, bytes, count, opcode)."""
     cols = ["op_name", "tf_op", "measured_s_per_step", "predicted_s_per_step", "flops", "bytes_accessed",
