@@ -21,9 +21,11 @@ _PALETTE = ("#a6cee3", "#b2df8a", "#fdbf6f", "#cab2d6", "#fb9a99", "#ffff99", "#
             "#fccde5", "#d9d9d9", "#ccebc5")
 
 
-def _colour(name: str) -> str:
-    """A stable colour per scope name (the same layer reads the same in every report)."""
-    return _PALETTE[int(hashlib.md5(name.encode("utf-8")).hexdigest()[:6], 16) % len(_PALETTE)]
+def _colour(name: str, parent: int | None) -> int:
+    """A stable palette index per scope name (the same layer reads the same in every report), never its
+    parent's (the next one then), so a scope stands out from the one above it."""
+    index = int(hashlib.md5(name.encode("utf-8")).hexdigest()[:6], 16) % len(_PALETTE)
+    return (index + 1) % len(_PALETTE) if index == parent else index
 
 
 def layout(scopes: list[dict], key: str) -> list[tuple[dict, float, float]]:
@@ -72,13 +74,15 @@ def icicle_chart(scopes: list[dict], *, measured: bool, step_s: float | None = N
     depth = max(s["depth"] for s, _, _ in cells) + 1
     parts = [_svg_open(width, depth * ROW_H, "chart icicle", "Time per scope of the name paths", element_id),
              "<title>Time per scope (click to zoom)</title>"]
+    colours: dict[str, int] = {}
     for s, x0, x1 in cells:
+        colours[s["scope"]] = colour = _colour(s["name"], colours.get(s["parent"]))
         label = f"{s['name']} {format_seconds(s[key])}"
         parts.append(
             f'<svg class="sc" x="{x0 * width:.2f}" y="{s["depth"] * ROW_H}" width="{max((x1 - x0) * width, 0.5):.2f}" '
             f'height="{ROW_H - 1}" data-x0="{x0:.6f}" data-x1="{x1:.6f}" data-depth="{s["depth"]}">'
             f'<title>{_e(_tip(s, key, measured, step_s))}</title>'
-            f'<rect width="100%" height="100%" fill="{_colour(s["name"])}" stroke="#fff"/>'
+            f'<rect width="100%" height="100%" fill="{_PALETTE[colour]}" stroke="#fff"/>'
             f'<text x="4" y="{ROW_H - 7}" font-size="12" fill="#222">{_e(label)}</text></svg>')
     parts.append("</svg>")
     return "".join(parts)

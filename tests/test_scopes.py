@@ -201,6 +201,13 @@ def test_icicle_lays_children_inside_their_parent_and_escapes_names():
              re.findall(r'data-x0="([0-9.]+)" data-x1="([0-9.]+)"', svg)]
     assert spans == [(0, 1), (0, 0.75), (0, 0.5), (0.5, 0.75), (0.75, 1)]
     assert "&lt;b&gt;" in svg and "<b>" not in svg
+    rect = r'<rect width="100%" height="100%" fill="(#[0-9a-f]+)"'
+    fills = re.findall(rect, svg)
+    assert fills[1] != fills[0] and fills[2] != fills[1] and fills[3] != fills[1] and fills[4] != fills[0]
+    chain = [{**scopes[0], "scope": "/".join(["while"] * d), "name": "while", "parent": "/".join(["while"] * (d - 1)),
+              "depth": d} for d in range(1, 4)]
+    fills = re.findall(rect, icicle_chart(scopes[:1] + chain, measured=True))
+    assert len(fills) == 4 and all(a != b for a, b in zip(fills, fills[1:]))  # one name down a chain: still told apart
     assert icicle_chart(scopes[:1], measured=True) == ""  # nothing below the root: no chart
 
 
