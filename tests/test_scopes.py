@@ -282,3 +282,12 @@ def test_markup_and_controls_in_a_name_path_stay_text():
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html.split('id="scopes-icicle"')[1]
     assert "<img" not in md and "&lt;img src=x onerror=alert(1)&gt;" in md.split("## Where in the model")[1]
     assert "\x1b" not in text and "<img src=x onerror=alert(1)>" in text.split("Where in the model")[1]
+
+
+def test_no_ops_leaves_the_root_alone_and_nothing_to_draw():
+    from xladiag.analyzer.tables import OPS
+
+    table = scope_table(OPS.empty())
+    assert list(table["scope"]) == [""] and table.loc[0, "total_ops"] == 0
+    assert math.isnan(table.loc[0, "total_measured_s_per_step"])
+    assert top_scopes(records(table), True) == [] and icicle_chart(records(table), measured=True) == ""
