@@ -65,20 +65,24 @@ def _die_with_parent(parent_pid: int) -> None:
             import ctypes
 
             libc = ctypes.CDLL(None, use_errno=True)
-            if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
-                if not _alive(parent_pid):  # it died before the prctl
-                    os._exit(1)
-                return
+            if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0 and not _alive(parent_pid):
+                os._exit(1)  # it died before the prctl
+    # Also where the prctl is set: a reparented worker (its parent gone by a path the prctl missed) ends too.
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
 
 
 def _alive(pid: int) -> bool:
+    """Running: a parent killed before our prctl may stay a zombie (its own parent has not reaped it yet),
+    which signal 0 still reaches, so on Linux the process state decides."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    with contextlib.suppress(OSError, IndexError):
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     return True
 
 

@@ -107,9 +107,12 @@ def fsdp_per_parameter(jax, fixed: bool):
 
 
 def fsdp_scanned_layers(jax, fixed: bool):
-    """FSDP weights of a scanned stack, gathered one layer per iteration: nothing to combine (collectives of
-    different iterations cannot merge). `after` gathers the whole stack before the scan, as a user told to
-    'bucket' would: the tool must not claim this saves time."""
+    """FSDP weights of a scanned stack, gathered one layer per iteration: within the loop body there is one
+    gather per layer, nothing to combine, so the tool claims nothing. `after` hoists the gathers out of the
+    loop (the whole stack gathered before the scan): a change the tool does not name, because it holds every
+    layer's gathered weights at once, the memory FSDP exists to save. On this CPU it made the step faster
+    (13.8 % when recorded: fewer rendezvous); on an accelerator it may not fit. The case checks the claim
+    stays under 1 % (no 'combine them' for collectives of different iterations)."""
     import jax.numpy as jnp
     import numpy as np
     from jax.sharding import NamedSharding
