@@ -260,7 +260,10 @@ def history(paths, *, given_order: bool = False, fail_on_regression: float | Non
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
         if is_store(path):
-            points += load(path)
+            recorded = load(path)
+            if not recorded:
+                raise InputError(f"{path}: runs: no run recorded in this store")
+            points += recorded
         elif looks_like_json(path):
             points.append(point_of(_report_json(path), str(path), "json report"))
         else:

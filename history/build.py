@@ -7,7 +7,7 @@ import math
 
 from ..compare.noise import ALPHA, RULE, TEST_NAME
 from ..errors import InputError, UsageError
-from .changes import change_points
+from .changes import METHOD, RUN_RULE, change_points
 
 TOP_OPS = 8
 TOP_FINDINGS = 8
@@ -74,7 +74,7 @@ def _regression(changes: list[dict], threshold: float | None) -> dict:
 
 def headline(runs: list[dict], changes: list[dict]) -> str:
     first, last = runs[0], runs[-1]
-    text = f"{len(runs)} runs, step {_ms(first['step_s'])} -> {_ms(last['step_s'])}"
+    text = f"{len(runs)} run{'s' if len(runs) > 1 else ''}, step {_ms(first['step_s'])} -> {_ms(last['step_s'])}"
     if not changes:
         return text + "; no change point beyond noise"
     parts = [f"run {c['index'] + 1} ({c['label']}) {abs(c['change'] or 0.0):.1%} {c['direction']}" for c in changes]
@@ -90,7 +90,6 @@ def history_data(points: list[dict], *, fail_on_regression: float | None = None)
     runs = [_run_row(i, p) for i, p in enumerate(points)]
     changes = change_points(points)
     return {"headline": headline(runs, changes), "runs": runs, "change_points": changes,
-            "test": {"name": TEST_NAME, "alpha": ALPHA, "rule": RULE,
-                     "method": "binary segmentation: the split of the largest |t| beyond noise, then each side"},
+            "test": {"name": TEST_NAME, "alpha": ALPHA, "rule": RULE, "run_rule": RUN_RULE, "method": METHOD},
             "top_ops": _top(points, "ops", TOP_OPS), "top_findings": _top(points, "findings", TOP_FINDINGS),
             "regression": _regression(changes, fail_on_regression), "warnings": _warnings(points)}

@@ -21,6 +21,12 @@ import numpy as np
 
 from ..compare.noise import ALPHA, NoiseTest, t_two_sided_p, welch
 
+RUN_RULE = (f"and, with the runs as units, Student's t-test of the run means (pooled variance) gives p < {ALPHA:g} "
+            "shared among the splits tried in the stretch (Bonferroni) and the change of the mean exceeds the "
+            "run-to-run spread (their pooled standard deviation)")
+METHOD = ("binary segmentation: of the splits beyond both tests, the one of the largest |t| (steps) is a change "
+          "point, then each side is searched again")
+
 
 def _steps(point: dict) -> list[float]:
     """A run's steps; without per-step times its mean step stands as one step (no spread of its own)."""

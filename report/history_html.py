@@ -73,7 +73,8 @@ def render_history_html(history) -> str:
 {gate}{warnings}
 <h2>Change points</h2>
 {_changes_table(data)}
-<p><small>{_e(data['test']['rule'])}; runs as units too: {_e(data['test']['method'])}</small></p>
+<p><small>A change point: {_e(data['test']['rule'])}, {_e(data['test']['run_rule'])}. {_e(data['test']['method'])}.
+</small></p>
 <h2>Step time and MFU</h2>
 <div class="grid">{''.join(series)}</div>
 <h2>Top ops (time per step)</h2>

@@ -4,7 +4,7 @@ findings across them (for a PR comment or a step summary)."""
 from __future__ import annotations
 
 from ..units import format_percent, format_seconds
-from .md_blocks import escape_text, table
+from .md_blocks import escape_text, table, wrap
 
 
 def _cells(values: list) -> list[str]:
@@ -29,6 +29,8 @@ def render_history_markdown(history) -> str:
                      ["r", "l", "l", "r", "r", "l"])
     else:
         out.append("No change point beyond noise.")
+    test = data["test"]
+    out += ["", *wrap(escape_text(f"A change point: {test['rule']}, {test['run_rule']}. {test['method']}."))]
     out += ["", "### Runs", ""]
     out += table(["run", "label", "step", "MFU", "steps"],
                  [[str(r["index"] + 1), escape_text(r["label"], 60), format_seconds(r["step_s"]),

@@ -47,7 +47,7 @@ def history_schema() -> dict:
         "inputs": _list(STRING),
         "runs": {**_list(_run()), "minItems": 1},
         "change_points": _list(_change_point()),
-        "test": _obj({"name": STRING, "alpha": NUMBER, "rule": STRING, "method": STRING}),
+        "test": _obj({"name": STRING, "alpha": NUMBER, "rule": STRING, "run_rule": STRING, "method": STRING}),
         "top_ops": _list(_obj({"key": STRING, "s_per_step": _list(_null(NON_NEG))})),
         "top_findings": _list(_obj({"key": STRING, "title": STRING, "severity": {"enum": SEVERITIES},
                                     "s_per_step": _list(_null(NON_NEG))})),

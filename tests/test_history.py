@@ -30,6 +30,7 @@ def scaled(report: dict, factor: float, name: str | None = None) -> dict:
     out = json.loads(json.dumps(report))
     out["steps"]["per_step_s"] = [s * factor for s in report["steps"]["per_step_s"]]
     out["step_s"] = report["step_s"] * factor
+    out["mfu"] = report["mfu"] / factor
     for op in out["ops"]:
         if op.get("measured_s_per_step") is not None:
             op["measured_s_per_step"] *= factor
@@ -176,3 +177,24 @@ def test_cli_record_then_history_gate(tmp_path):
     assert passed.exit_code == 0, passed.output
     refused = runner.invoke(main, [str(CPU_SAMPLE), "-o", str(tmp_path / "r2.json"), "--record", runs[0]])
     assert refused.exit_code == 1 and "not an xladiag run store" in refused.stderr
+
+
+def test_profile_text_is_escaped_and_an_empty_store_refused(tmp_path):
+    db = tmp_path / "runs.db"
+    report = series(NOISE)[0]
+    report["findings"][0]["title"] = "<img src=x onerror=alert(1)> | **bold**"
+    for name in ("<script>a</script>", "b"):
+        record(db, point_of(report, name, "capture"))
+    result = history([db])
+    page, markdown = result.render("html"), result.render("markdown")
+    assert "<script>" not in page and "<img" not in page and "&lt;script&gt;" in page
+    assert "<img" not in markdown and "\\*\\*bold\\*\\*" in markdown
+    assert result.headline.startswith("2 runs,")
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()  # an empty file: no tables yet
+    record(empty, point_of(report, "x", "capture"))
+    with sqlite3.connect(empty) as con:
+        con.execute("DELETE FROM items")
+        con.execute("DELETE FROM runs")
+    with pytest.raises(InputError, match=r"empty\.db: runs: no run recorded"):
+        history([empty])
