@@ -198,3 +198,25 @@ def test_profile_text_is_escaped_and_an_empty_store_refused(tmp_path):
         con.execute("DELETE FROM runs")
     with pytest.raises(InputError, match=r"empty\.db: runs: no run recorded"):
         history([empty])
+
+
+def test_an_older_store_is_migrated_forward_keeping_its_runs(tmp_path, monkeypatch):
+    from xladiag.history import store
+
+    db = tmp_path / "runs.db"
+    point = point_of(series(NOISE)[0], "a", "capture")
+    record(db, point, recorded_at="t0")
+    monkeypatch.setattr(store, "MIGRATIONS", [*store.MIGRATIONS, "ALTER TABLE runs ADD COLUMN note TEXT;"])
+    monkeypatch.setattr(store, "STORE_VERSION", len(store.MIGRATIONS))
+    record(db, point, recorded_at="t1")
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT version FROM schema_version").fetchone() == (STORE_VERSION + 1,)
+        assert "note" in [row[1] for row in con.execute("PRAGMA table_info(runs)")]
+    assert load(db) == [{**point, "recorded_at": "t0"}, {**point, "recorded_at": "t1"}]
+    # A migration that fails leaves the store as it was, and says which step.
+    monkeypatch.setattr(store, "MIGRATIONS", [*store.MIGRATIONS, "ALTER TABLE nowhere ADD COLUMN x TEXT;"])
+    monkeypatch.setattr(store, "STORE_VERSION", len(store.MIGRATIONS))
+    with pytest.raises(InputError, match=rf"schema_version: migrating the store to version {STORE_VERSION + 2}"):
+        load(db)
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT version FROM schema_version").fetchone() == (STORE_VERSION + 1,)
