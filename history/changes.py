@@ -25,7 +25,8 @@ RUN_RULE = (f"and, with the runs as units, Student's t-test of the run means (po
             "shared among the splits tried in the stretch (Bonferroni) and the change of the mean exceeds the "
             "run-to-run spread (their pooled standard deviation)")
 METHOD = ("binary segmentation: of the splits beyond both tests, the one of the largest |t| (steps) is a change "
-          "point, then each side is searched again")
+          "point, then each side is searched again; in a series of two runs the steps' test alone decides, as in "
+          "compare")
 
 
 def _steps(point: dict) -> list[float]:

@@ -220,3 +220,14 @@ def test_an_older_store_is_migrated_forward_keeping_its_runs(tmp_path, monkeypat
         load(db)
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT version FROM schema_version").fetchone() == (STORE_VERSION + 1,)
+
+
+@pytest.mark.parametrize("factor", [1.05, 1.2])
+def test_two_runs_change_as_compare_says(factor):
+    from xladiag.compare.noise import welch
+
+    base, new = series((1.0, factor))
+    points = [point_of(base, "base", "json report"), point_of(new, "new", "json report")]
+    verdict = welch(np.array(base["steps"]["per_step_s"]), np.array(new["steps"]["per_step_s"])).beyond_noise
+    assert verdict == (factor == 1.2)  # 5 % is within this sample's step-to-step spread, 20 % is not
+    assert [c["index"] for c in change_points(points)] == ([1] if verdict else [])
