@@ -35,7 +35,8 @@ Examples:
   diagnose history runs.db --format json -o history.json --fail-on-regression 5%
 \b
 Order: by run time (a run folder's name, e.g. 2024_05_01_12_30_00; else the time it was recorded), runs of
-one time in the order given; --given-order keeps the order given.
+one time in the order given; --given-order keeps the order given. --chip/--program/--steps/--host apply to
+each RUN that is a capture.
 Change points: binary segmentation over the runs. A split is a change point when the per-step times before
 and after differ beyond noise by compare's test (Welch's t-test, p < 0.05, and a change larger than the
 step-to-step spread) and, with the runs as units, beyond the run-to-run spread (Student's t on the run

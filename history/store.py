@@ -105,6 +105,8 @@ def record(path: Path, point: dict, *, recorded_at: str | None = None) -> int:
             db.executemany("INSERT INTO items VALUES (?, 'finding', ?, ?, ?, ?)",
                            [(run_id, key, f["s_per_step"], f["title"], f["severity"])
                             for key, f in point["findings"].items()])
+    except sqlite3.Error as exc:  # a damaged file, tables changed by hand, a full disk: nothing appended
+        raise InputError(f"{path}: runs: cannot append to this run store ({exc})") from None
     finally:
         db.close()
     return run_id
@@ -117,6 +119,8 @@ def load(path: Path) -> list[dict]:
         runs = db.execute(f"SELECT id, recorded_at, per_step_s, {', '.join(_RUN_FIELDS)} FROM runs "
                           "ORDER BY id").fetchall()
         items = db.execute("SELECT run_id, kind, key, s_per_step, title, severity FROM items ORDER BY rowid").fetchall()
+    except sqlite3.Error as exc:  # a damaged file, or tables changed by hand
+        raise InputError(f"{path}: runs: not readable as an xladiag run store ({exc})") from None
     finally:
         db.close()
     points = {}

@@ -231,3 +231,17 @@ def test_two_runs_change_as_compare_says(factor):
     verdict = welch(np.array(base["steps"]["per_step_s"]), np.array(new["steps"]["per_step_s"])).beyond_noise
     assert verdict == (factor == 1.2)  # 5 % is within this sample's step-to-step spread, 20 % is not
     assert [c["index"] for c in change_points(points)] == ([1] if verdict else [])
+
+
+def test_a_damaged_store_is_one_error_naming_it(tmp_path):
+    db = tmp_path / "runs.db"
+    point = point_of(series(NOISE)[0], "a", "capture")
+    record(db, point)
+    with sqlite3.connect(db) as con:
+        con.execute("DROP TABLE items")
+    with pytest.raises(InputError, match=r"runs\.db: runs: not readable as an xladiag run store"):
+        load(db)
+    with pytest.raises(InputError, match=r"runs\.db: runs: cannot append"):
+        record(db, point)
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchone() == (1,)  # the failed append left nothing
