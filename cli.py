@@ -169,10 +169,10 @@ def main(**given):
     from .report.github import report_annotations
     from .writer import check_output_path, write_report
 
-    record = given.pop("record")
     options = Options.of(**{**given, "format": given["format"] or _format_of(given["output"])})
     output = options.output
     out = _output_file(options)
+    record = output.record
     if record is not None:  # refused before minutes of work: the store must not be an input or the report
         from .history.store import check_store
 
