@@ -6,6 +6,10 @@ from __future__ import annotations
 from ..units import format_percent, format_seconds
 from .md_blocks import escape_text, table, wrap
 
+# A comment stays readable: the runs table and the per-run columns show the last runs only (the JSON and the
+# HTML keep them all); the first run stays as the reference it started from.
+SHOWN_RUNS = 12
+
 
 def _cells(values: list) -> list[str]:
     return ["–" if v is None else format_seconds(v) for v in values]
@@ -31,15 +35,19 @@ def render_history_markdown(history) -> str:
         out.append("No change point beyond noise.")
     test = data["test"]
     out += ["", *wrap(escape_text(f"A change point: {test['rule']}, {test['run_rule']}. {test['method']}."))]
+    shown = list(range(len(runs))) if len(runs) <= SHOWN_RUNS else [0, *range(len(runs) - SHOWN_RUNS + 1, len(runs))]
     out += ["", "### Runs", ""]
+    if len(shown) < len(runs):
+        out += [f"The first run and the last {len(shown) - 1} of {len(runs)} (all of them in the JSON and HTML).", ""]
     out += table(["run", "label", "step", "MFU", "steps"],
                  [[str(r["index"] + 1), escape_text(r["label"], 60), format_seconds(r["step_s"]),
-                   format_percent(r["mfu"]), str(r["steps"])] for r in runs], ["r", "l", "r", "r", "r"])
-    header = ["", *[str(r["index"] + 1) for r in runs]]
+                   format_percent(r["mfu"]), str(r["steps"])] for r in (runs[i] for i in shown)],
+                 ["r", "l", "r", "r", "r"])
+    header = ["", *[str(i + 1) for i in shown]]
     for title, rows, name in (("Top ops (time per step, by run)", data["top_ops"], "key"),
                               ("Top findings (time per step, by run)", data["top_findings"], "title")):
         if rows:
             out += ["", f"### {title}", ""]
-            out += table(header, [[escape_text(row[name], 60), *_cells(row["s_per_step"])] for row in rows],
-                         ["l", *["r"] * len(runs)])
+            out += table(header, [[escape_text(row[name], 60), *_cells([row["s_per_step"][i] for i in shown])]
+                                  for row in rows], ["l", *["r"] * len(shown)])
     return "\n".join(out) + "\n"

@@ -245,3 +245,20 @@ def test_a_damaged_store_is_one_error_naming_it(tmp_path):
         record(db, point)
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT count(*) FROM runs").fetchone() == (1,)  # the failed append left nothing
+
+
+def test_markdown_shows_the_first_and_the_last_runs_of_a_long_series(tmp_path):
+    from xladiag.report.history_markdown import SHOWN_RUNS
+
+    db = tmp_path / "runs.db"
+    report = series(NOISE)[0]
+    for i in range(SHOWN_RUNS + 8):
+        record(db, point_of(scaled(report, 1.0 + 0.001 * (i % 3)), f"r{i + 1}", "capture"), recorded_at=f"t{i:03d}")
+    result = history([db])
+    markdown = result.render("markdown")
+    runs_table = markdown.split("### Runs")[1].split("###")[0]
+    rows = [line for line in runs_table.splitlines() if line.startswith("| ") and line[2:3].isdigit()]
+    assert [row.split(" | ")[1] for row in rows] == ["r1", *[f"r{i}" for i in range(10, SHOWN_RUNS + 9)]]
+    assert len(result.to_dict()["runs"]) == SHOWN_RUNS + 8
+    ops_header = markdown.split("### Top ops")[1].splitlines()[2]
+    assert ops_header.count("|") == SHOWN_RUNS + 2
