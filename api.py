@@ -28,7 +28,7 @@ from .rules.registry import run_selected
 from .rules.selection import Selection
 from .units import count, format_percent, format_seconds
 
-__all__ = ["Report", "ProfileSession", "build_report", "compare", "diagnose", "profile"]
+__all__ = ["Report", "ProfileSession", "build_report", "compare", "diagnose", "history", "profile"]
 
 
 # The public keywords (README "Python API"): the command's options by the same names.
@@ -240,3 +240,36 @@ def profile(logdir, *, steps: int | None = None, chip: str | None = None, hlo_di
     and :class:`xladiag.errors.InputError` when the profiler wrote no new run folder.
     """
     return ProfileSession(logdir, steps=steps, chip=chip, hlo_dir=hlo_dir, chip_file=chip_file)
+
+
+def history(paths, *, given_order: bool = False, fail_on_regression: float | None = None,
+            progress: Callable[[str], None] | None = None, options: Options | None = None):
+    """Step time, MFU, top ops and findings across a series of runs, with noise-aware change points
+    (docs: README "History across runs"). ``paths``: JSON reports, captures (diagnosed here with ``options``)
+    and run stores (``diagnose --record DB``: every run in them), ordered by run time unless ``given_order``.
+    ``fail_on_regression``: a share; ``regressed`` when the last change point is slower by more. Returns a
+    :class:`xladiag.report.history_model.History`."""
+    from .history.build import history_data
+    from .history.series import ordered, point_of
+    from .history.store import is_store, load
+    from .parsers.report_json import looks_like_json
+    from .report.history_model import History
+
+    points = []
+    for path in map(Path, paths):
+        if not path.exists():
+            raise InputError(f"{path}: no such file or directory")
+        if is_store(path):
+            recorded = load(path)
+            if not recorded:
+                raise InputError(f"{path}: runs: no run recorded in this store")
+            points += recorded
+        elif looks_like_json(path):
+            points.append(point_of(_report_json(path), str(path), "json report"))
+        else:
+            if progress:
+                progress(f"diagnosing {path}")
+            report = diagnose(options=(options or Options()).replace(path=path), progress=progress)
+            points.append(point_of(report.to_dict(), str(path), "capture"))
+    data = history_data(ordered(points, given_order), fail_on_regression=fail_on_regression)
+    return History({**data, "inputs": [str(p) for p in paths]})

@@ -28,12 +28,13 @@ from .cli_common import (
     share,
 )
 from .cli_compare import compare_main
+from .cli_history import history_main
 from .errors import InputError, UsageError
 from .options import Options
 from .report.gates import MEASURES
 from .report.render import FORMATS
 
-__all__ = ["main", "compare_main"]
+__all__ = ["main", "compare_main", "history_main"]
 
 _EPILOG = """\b
 Examples:
@@ -44,6 +45,10 @@ Examples:
   diagnose compare BASE NEW --fail-on-regression 5%
                                           before/after of two captures or JSON reports
                                           (see diagnose compare --help)
+  diagnose ./logdir --record runs.db      also append this run to the run store runs.db
+  diagnose history runs.db --fail-on-regression 5%
+                                          step time, MFU, top ops and findings across runs, with
+                                          change points (see diagnose history --help)
 \b
 Formats:
 """ + "\n".join(f"  {name:<10} {f.description}" for name, f in FORMATS.items()) + """
@@ -61,12 +66,15 @@ each high finding a ::warning:: line (on stdout; on stderr when the report goes 
 
 
 class _Diagnose(OneLineErrors):
-    """``diagnose compare BASE NEW`` is the compare command (a folder named compare: ./compare)."""
+    """``diagnose compare BASE NEW`` is the compare command (a folder named compare: ./compare); ``diagnose
+    history RUN...`` the history command."""
 
     def main(self, args=None, **kwargs):
         args = sys.argv[1:] if args is None else list(args)
         if args[:1] == ["compare"]:
             return compare_main.main(args[1:], prog_name="diagnose compare", **kwargs)
+        if args[:1] == ["history"]:
+            return history_main.main(args[1:], **{**kwargs, "prog_name": "diagnose history"})
         return super().main(args, **kwargs)
 
 
@@ -135,6 +143,8 @@ def _topology(value: str | None) -> str | None:
 @select_options
 @click.option("--write-baseline", metavar="FILE", callback=path_given,
               help="Also write this run's finding keys as a baseline file.")
+@click.option("--record", metavar="DB", callback=path_given,
+              help="Also append this run to the run store DB (SQLite; created if absent) for `diagnose history`.")
 @click.option("--trace-out", metavar="FILE", callback=path_given,
               help="Also write the representative step of every device as a Chrome Trace Event JSON file (open it "
                    "in ui.perfetto.dev or chrome://tracing): ops with their roofline numbers, each finding's ops "
@@ -162,6 +172,12 @@ def main(**given):
     options = Options.of(**{**given, "format": given["format"] or _format_of(given["output"])})
     output = options.output
     out = _output_file(options)
+    record = output.record
+    if record is not None:  # refused before minutes of work: the store must not be an input or the report
+        from .history.store import check_store
+
+        check_output_path(record, [p for p in (options.capture.path, options.capture.hlo_dir, out) if p is not None])
+        check_store(Path(record))
     progress = Progress(enabled=not output.quiet and sys.stderr.isatty())
     try:
         report = diagnose(options=options.replace(config=load_project_config()), progress=progress)
@@ -179,6 +195,12 @@ def main(**given):
         write_report(output.write_baseline, baseline_text(baseline_keys(report)))
     if output.trace_out is not None:
         report.to_trace(output.trace_out)
+    if record is not None:
+        from .history.series import point_of
+        from .history.store import record as record_run
+
+        record_run(Path(record), point_of(report.to_dict(), str(options.capture.path or options.capture.hlo_dir),
+                                          "capture"))
     if not output.quiet and not (FORMATS[output.format].terminal and out is None):  # the terminal report holds them
         for warning in report.analysis.warnings:
             say(f"diagnose: warning: {warning}")

@@ -76,6 +76,7 @@ class Output:
     step_summary: bool = False
     write_baseline: str | None = None
     trace_out: str | None = None  # also write the representative step as Chrome Trace Event JSON
+    record: str | None = None  # also append the run to this run store (history/store.py)
     debug: bool = False
 
 

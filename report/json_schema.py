@@ -29,8 +29,9 @@ from ..rules.sharding_intensity import AXIS_KIND_PATTERN
 from .json_out import SCHEMA_VERSION
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
-# name -> file beside this module and in docs/; the compare JSON's builder is report/compare_schema.py.
-SCHEMA_FILES = {"report": "report.schema.json", "compare": "compare.schema.json"}
+# name -> file beside this module and in docs/; the compare and history JSON builders: report/compare_schema.py,
+# report/history_schema.py.
+SCHEMA_FILES = {"report": "report.schema.json", "compare": "compare.schema.json", "history": "history.schema.json"}
 
 LEVELS = ["high", "medium", "low"]
 SEVERITIES = [*LEVELS, "info"]  # info: a note, nothing to save on this capture (rules/base.py)
@@ -288,7 +289,13 @@ def _compare_schema() -> dict:
     return compare_schema()
 
 
-BUILDERS = {"report": report_schema, "compare": _compare_schema}
+def _history_schema() -> dict:
+    from .history_schema import history_schema  # it builds on this module's pieces
+
+    return history_schema()
+
+
+BUILDERS = {"report": report_schema, "compare": _compare_schema, "history": _history_schema}
 
 
 def schema_text(name: str = "report") -> str:

@@ -29,9 +29,10 @@ STAGES = (
     ("analysis", "analyzer: inputs, analysis", ("analyzer.inputs", "analyzer.analysis", "analyzer")),
     ("rules", "rules/: measure, then words", ("rules",)),
     ("compare", "compare/: before vs after", ("compare",)),
+    ("history", "history/: across runs, run store", ("history",)),
     ("report", "report/ + templates/: renderers", ("report", "templates")),
     ("api", "api, config: the one pipeline", ("api", "config")),
-    ("cli", "cli: the commands", ("cli", "cli_compare", "cli_common")),
+    ("cli", "cli: the commands", ("cli", "cli_compare", "cli_history", "cli_common")),
 )
 
 

@@ -2,8 +2,8 @@
 
 String subscripts (``ops["measured_s_per_step"]``, ``frame[["a", "b"]]``, the column of ``.loc[mask, "x"]`` /
 ``.at[i, "x"]``, the keywords of ``.assign(x=...)``) are the interface between the stages. Each such string in
-rules/, report/, compare/ and analyzer/ must be declared: a column of a Table in analyzer/tables.py, a field of
-the JSON contracts (report/*.schema.json, generated from declarations), or a name of
+rules/, report/, compare/, history/ and analyzer/ must be declared: a column of a Table in analyzer/tables.py, a
+field of the JSON contracts (report/*.schema.json, generated from declarations), or a name of
 analyzer/working_columns.py (``WORKING``: working tables, scratch columns, internal dict keys, grouped by owner).
 
 Nor may code branch on whether a column exists (``"x" in frame.columns``, ``"x" in frame``, ``frame.get("x")``):
@@ -21,8 +21,8 @@ from pathlib import Path
 from conftest import REPO
 from xladiag.analyzer import tables, working_columns
 
-SCANNED = ("rules", "report", "compare", "analyzer")
-SCHEMAS = ("report/report.schema.json", "report/compare.schema.json")
+SCANNED = ("rules", "report", "compare", "history", "analyzer")
+SCHEMAS = ("report/report.schema.json", "report/compare.schema.json", "report/history.schema.json")
 # Names (variables or attributes) that hold DataFrames across the stages; a presence test on one of them is
 # flagged when the string is a declared name (``"reduce" in ops`` on a set of opcodes is not).
 FRAME_NAMES = {"ops", "step_ops", "events", "device_steps", "devices", "frame", "df", "ev", "es", "sp", "in_step",
