@@ -28,11 +28,12 @@ from .cli_common import (
 )
 from .cli_compare import compare_main
 from .errors import InputError
+from .mcp_server import mcp_main
 from .options import Options
 from .report.gates import MEASURES
 from .report.render import FORMATS
 
-__all__ = ["main", "compare_main"]
+__all__ = ["main", "compare_main", "mcp_main"]
 
 _EPILOG = """\b
 Examples:
@@ -43,6 +44,8 @@ Examples:
   diagnose compare BASE NEW --fail-on-regression 5%
                                           before/after of two captures or JSON reports
                                           (see diagnose compare --help)
+  diagnose mcp                            serve these diagnoses to an AI agent over stdio (MCP;
+                                          pip install 'xladiag[mcp]', see diagnose mcp --help)
 \b
 Formats:
 """ + "\n".join(f"  {name:<10} {f.description}" for name, f in FORMATS.items()) + """
@@ -60,12 +63,15 @@ each high finding a ::warning:: line (on stdout; on stderr when the report goes 
 
 
 class _Diagnose(OneLineErrors):
-    """``diagnose compare BASE NEW`` is the compare command (a folder named compare: ./compare)."""
+    """``diagnose compare BASE NEW`` is the compare command, ``diagnose mcp`` the MCP server (a folder named
+    compare or mcp: ./compare)."""
 
     def main(self, args=None, **kwargs):
         args = sys.argv[1:] if args is None else list(args)
         if args[:1] == ["compare"]:
             return compare_main.main(args[1:], prog_name="diagnose compare", **kwargs)
+        if args[:1] == ["mcp"]:
+            return mcp_main.main(args[1:], prog_name="diagnose mcp", **kwargs)
         return super().main(args, **kwargs)
 
 
