@@ -1,10 +1,11 @@
 """``diagnose mcp``: the diagnoses served to an agent over stdio with the Model Context Protocol.
 
 Tools (answers are compact JSON text, cut from the JSON report by mcp_views.py): ``diagnose`` (a capture or
-HLO dump -> headline, verdict numbers, findings, top ops, and a report id), ``finding``, ``ops``, ``op`` (the
-report by id, or a path diagnosed with default options), ``compare`` (two captures or JSON reports) and
-``explain_rule``. Analyses are cached in the server process per (path, capture options) while the files are
-unchanged, so asking again with another rule selection, or comparing what was diagnosed, costs no new analysis.
+HLO dump -> headline, verdict numbers, findings, top ops, and a report id); ``finding``, ``ops``, ``op`` and
+``section`` (any field of the JSON report, paged) of a report by id, or of a path diagnosed with default
+options; ``compare`` (two captures or JSON reports); ``explain_rule``. Analyses are cached in the server
+process per (path, capture options) while the files are unchanged, so asking again with another rule
+selection, or comparing what was diagnosed, costs no new analysis.
 
 The MCP SDK (``pip install 'xladiag[mcp]'``) is imported only when the server starts.
 """
@@ -91,7 +92,7 @@ class Diagnoses:
         self._reports: OrderedDict = OrderedDict()  # (key, Selection) -> Entry
         self._ids: dict[tuple, str] = {}
         self._options: dict[str, Options] = {}  # id -> the options that make it again
-        self.last: str | None = None
+        self.last: str | None = None  # the report of the last diagnose call: what the other tools default to
 
     def options(self, path=None, **given) -> Options:
         """The Options of a tool's arguments: paths as the command reads them, [tool.xladiag] under them."""
@@ -140,11 +141,10 @@ class Diagnoses:
         self._reports.move_to_end((key, selection))
         while len(self._reports) > KEEP_REPORTS:
             self._reports.popitem(last=False)
-        self.last = entry.id
         return entry
 
     def find(self, report: str | None) -> Entry:
-        """A report by id ('r1'), or a path diagnosed with default options; None: the last one diagnosed."""
+        """A report by id ('r1'), or a path diagnosed with default options; None: the last diagnose call's."""
         report = report or self.last
         if report is None:
             raise UsageError("no report yet: call diagnose(path=...) first, or give report= a profile path")
@@ -231,6 +231,7 @@ def register_tools(tool, cache: Diagnoses) -> None:
         options = cache.options(path, chip=chip, hlo_dir=hlo_dir, program=program, steps=steps, select=select,
                                 ignore=ignore)
         entry = cache.entry(options, refresh=refresh)
+        cache.last = entry.id
         return _json(views.summary(entry.id, entry.data))
 
     @tool
@@ -269,6 +270,14 @@ def register_tools(tool, cache: Diagnoses) -> None:
         return _json(views.comparison(data))
 
     @tool
+    def section(field: str, report: str | None = None, offset: int = 0, limit: int = 20) -> str:
+        """One field of the JSON report as written (docs/json_schema.md: steps, host_steps, chip, run, devices,
+        selection, choices, gates, warnings, ...): a list a page at a time (limit at most 100 from offset;
+        next_offset pages on), anything else whole. An unknown field is refused with the fields there are."""
+        entry = cache.find(report)
+        return _json(views.section(entry.id, entry.data, field, offset, limit))
+
+    @tool
     def explain_rule(rule: str | None = None) -> str:
         """What a rule finds, why it costs time, how its cost is estimated, its fix and the keys of its
         findings' details. Without rule: every rule id with its one-line summary."""
@@ -276,16 +285,18 @@ def register_tools(tool, cache: Diagnoses) -> None:
 
         return _json(views.rule_text(rule, rule_catalog()))
 
-    # More tools go here as the analyses land (time by source scope, memory at the peak, a run's history):
-    # each a function of `cache.find(report)` (an Entry: Report and JSON dict) shaped by mcp_views.py.
+    # A new part of the JSON report (time by framework scope, memory at the peak) is served by `section` as it
+    # lands; a tool that filters or pages it its own way goes here, a function of `cache.find(report)` (an
+    # Entry: the Report and its JSON dict) shaped in mcp_views.py. A run's history (diagnose history) would be
+    # one taking the history's files, as `compare` takes two reports.
 
 
 @click.command(cls=OneLineErrors, context_settings=CONTEXT)
 @click.option("--debug", is_flag=True, help="Show the traceback behind an error at start-up.")
 def mcp_main(debug: bool):
     """Serve xladiag to an AI agent: an MCP server on stdin/stdout (register it with your MCP client as
-    the command `diagnose mcp`; see README "Agents (MCP)"). Tools: diagnose, finding, ops, op, compare,
-    explain_rule. Needs the MCP SDK: pip install 'xladiag[mcp]'.
+    the command `diagnose mcp`; see README "Agents (MCP)"). Tools: diagnose, finding, ops, op, section,
+    compare, explain_rule. Needs the MCP SDK: pip install 'xladiag[mcp]'.
     """
     from .config import load_project_config
 

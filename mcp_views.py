@@ -65,7 +65,8 @@ def summary(report_id: str, data: dict) -> dict:
         **_capped(list(data["warnings"]), MAX_WARNINGS, "warnings", "the JSON report lists them all"),
         "next": (f"finding(report={report_id!r}, key=...) gives one finding whole; ops(report={report_id!r}, "
                  "category=, bound_by=, rule=, sort=, limit=, offset=) pages the op table; op(report=..., name=...) "
-                 "one op with its HLO; explain_rule(rule=...) what a rule means"),
+                 "one op with its HLO; section(field=...) any field of the JSON report (steps, chip, run, "
+                 "selection...); explain_rule(rule=...) what a rule means"),
     }
 
 
@@ -166,6 +167,21 @@ def comparison(data: dict) -> dict:
         **_capped(changed_findings, MAX_FINDING_CHANGES, "finding_changes", full),
         **_capped(list(data["warnings"]), MAX_WARNINGS, "warnings", full),
     }
+
+
+def section(report_id: str, data: dict, field: str, offset: int = 0, limit: int = 20) -> dict:
+    """One top-level field of the JSON report as written (docs/json_schema.md): a list a page at a time, anything
+    else whole. Fields added to the report later are served as they land."""
+    if field not in data:
+        raise UsageError(f"report {report_id} has no field {field!r}; fields: {', '.join(data)}")
+    value = data[field]
+    if not isinstance(value, list):
+        return {"report": report_id, "field": field, "value": value}
+    limit, offset = max(1, min(int(limit), MAX_PAGE)), max(0, int(offset))
+    page = value[offset: offset + limit]
+    after = offset + len(page)
+    return {"report": report_id, "field": field, "total": len(value), "offset": offset, "returned": len(page),
+            "next_offset": after if after < len(value) else None, "items": page}
 
 
 def rule_text(rule: str | None, catalog: list[dict]) -> dict:

@@ -25,7 +25,7 @@ from xladiag.rules.registry import RULE_IDS  # noqa: E402
 
 pytestmark = pytest.mark.slow
 CPU = str(CPU_SAMPLE)
-TOOLS = {"diagnose", "finding", "ops", "op", "compare", "explain_rule"}
+TOOLS = {"diagnose", "finding", "ops", "op", "section", "compare", "explain_rule"}
 
 
 def _server() -> StdioServerParameters:
@@ -87,6 +87,9 @@ def answers(expected, saved_json) -> dict:
         ("none", "ops", {"report": "r1", "category": "no such category"}),
         ("op", "op", {"name": top, "report": "r1"}),
         ("no_op", "op", {"name": top + "x", "report": "r1"}),
+        ("steps", "section", {"field": "steps"}),
+        ("devices", "section", {"field": "device_list", "offset": 5, "limit": 2}),
+        ("no_field", "section", {"field": "no_such_field"}),
         ("compare", "compare", {"base": str(saved_json), "new": CPU}),
         ("rule", "explain_rule", {"rule": "remat-overhead"}),
         ("rules", "explain_rule", {}),
@@ -161,6 +164,16 @@ def test_op_is_the_json_op_with_the_findings_that_count_it(answers, expected):
     assert set(named_by) <= set(got["findings"])
     kind, text = answers["no_op"]
     assert kind == "error" and "close:" in text and expected["ops"][0]["name"] in text
+
+
+def test_section_is_the_json_field_paged(answers, expected):
+    steps = answers["steps"]
+    assert steps["report"] == "r2" and steps["value"] == expected["steps"]  # the last report diagnosed
+    devices = answers["devices"]
+    assert devices["items"] == expected["device_list"][5:7] and devices["total"] == len(expected["device_list"])
+    assert devices["next_offset"] == (7 if len(expected["device_list"]) > 7 else None)
+    kind, text = answers["no_field"]
+    assert kind == "error" and "no_such_field" in text and "headline" in text
 
 
 def test_compare_answers_the_comparisons_numbers(answers, saved_json):
