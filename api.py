@@ -21,7 +21,7 @@ from pathlib import Path
 from .analyzer.analysis import Analysis, analyze
 from .errors import InputError
 from .options import Options, from_keywords
-from .report.model import Report
+from .report.model import Report, mfu_words
 from .rules.base import Finding
 from .rules.claims import recoverable_s_per_step
 from .rules.registry import run_selected
@@ -87,16 +87,27 @@ def compare(base: str | Path, new: str | Path, *, progress: Callable[[str], None
     """
     from .compare.sides import check_threshold, compare_sides
     from .config import chosen_rules
-    from .parsers.report_json import read_report_json
     from .report.compare_model import Comparison
-    from .report.json_out import SCHEMA_VERSION
 
     given = from_keywords("compare", keywords, COMPARE_KEYWORDS, options)
     check_threshold(given.gates.fail_on_regression)
     data = compare_sides({"base": Path(base), "new": Path(new)}, given, chosen_rules(given.rules),
                          diagnose=lambda side: diagnose(options=side, progress=progress).to_dict(),
-                         read_json=lambda path: read_report_json(path, SCHEMA_VERSION), progress=progress)
+                         read_json=_report_json, progress=progress)
     return Comparison(data)
+
+
+def _report_json(path: Path) -> dict:
+    """One JSON side of a comparison: a report of this schema version that conforms to its schema (one line
+    naming the file and the bad field's JSON path, else), so that no field is trusted unchecked."""
+    from .parsers.report_json import read_report_json
+    from .report.json_out import SCHEMA_VERSION
+    from .report.json_schema import load_schema
+    from .report.schema_check import check
+
+    data = read_report_json(path, SCHEMA_VERSION)
+    check(data, load_schema("report"), str(path), "xladiag JSON report")
+    return data
 
 
 def build_report(analysis: Analysis, selection: Selection | None = None) -> Report:
@@ -114,7 +125,7 @@ def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
     what = "predicted step" if not analysis.measured else "step"
     head = f"{analysis.chip.name}, {count(analysis.num_devices or 'no', 'device')}: {what} {format_seconds(step)}"
     if analysis.mfu is not None and math.isfinite(analysis.mfu):
-        head += f", MFU {format_percent(analysis.mfu)}"
+        head += f", MFU {mfu_words(analysis.mfu, analysis.mfu_is_lower_bound)}"
         if analysis.unknown_flops_share and analysis.unknown_flops_share >= 0.005:  # MFU leaves these out
             head += f" ({format_percent(analysis.unknown_flops_share)} of the step in ops of unknown FLOPs)"
     fixes = [f for f in findings if f.severity != "info"]  # a note saves nothing here: never "the biggest fix"

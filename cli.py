@@ -21,13 +21,14 @@ from .cli_common import (
     conclude,
     deliver,
     location,
+    path_given,
     quiet_debug_options,
     say,
     select_options,
     share,
 )
 from .cli_compare import compare_main
-from .errors import InputError
+from .errors import InputError, UsageError
 from .mcp_server import mcp_main
 from .options import Options
 from .report.gates import MEASURES
@@ -122,7 +123,7 @@ def _topology(value: str | None) -> str | None:
 @click.option("--format", "format", type=click.Choice(list(FORMATS)), default=None,
               help="Report format (see Formats below). Default: the -o file's extension (.json, .md, .txt, .html), "
                    "else html.")
-@click.option("-o", "--output", metavar="PATH",
+@click.option("-o", "--output", metavar="PATH", callback=path_given,
               help="Where to write the report; '-' for stdout. Default: <profile dir>/xladiag_report.<ext> "
                    "(text: stdout).")
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]),
@@ -138,8 +139,9 @@ def _topology(value: str | None) -> str | None:
 @click.option("--step-summary", is_flag=True,
               help="Also append the Markdown report to $GITHUB_STEP_SUMMARY (GitHub Actions); an error when unset.")
 @select_options
-@click.option("--write-baseline", metavar="FILE", help="Also write this run's finding keys as a baseline file.")
-@click.option("--trace-out", metavar="FILE",
+@click.option("--write-baseline", metavar="FILE", callback=path_given,
+              help="Also write this run's finding keys as a baseline file.")
+@click.option("--trace-out", metavar="FILE", callback=path_given,
               help="Also write the representative step of every device as a Chrome Trace Event JSON file (open it "
                    "in ui.perfetto.dev or chrome://tracing): ops with their roofline numbers, each finding's ops "
                    "tagged with its key and saving, async start -> done arrows, idle gaps.")
@@ -161,7 +163,7 @@ def main(**given):
     from .api import diagnose
     from .config import baseline_keys, baseline_text, load_project_config
     from .report.github import report_annotations
-    from .writer import write_report
+    from .writer import check_output_path, write_report
 
     options = Options.of(**{**given, "format": given["format"] or _format_of(given["output"])})
     output = options.output
@@ -174,6 +176,10 @@ def main(**given):
     finally:
         progress.done()
 
+    if out is not None:  # the files discovery found (a dump's, a run's) are known only now
+        check_output_path(out, report.input_files())
+    if output.write_baseline is not None:  # it may rewrite the --baseline it read, never the capture
+        check_output_path(output.write_baseline, report.input_files(baseline=False))
     deliver(text, out)
     if output.write_baseline is not None:
         write_report(output.write_baseline, baseline_text(baseline_keys(report)))
@@ -202,7 +208,7 @@ def _format_of(output: str | None) -> str:
 def _output_file(options: Options) -> str | None:
     """Where the report goes (None: stdout), after every refusal that can come before minutes of work."""
     from .report.github import require_step_summary
-    from .writer import check_output_path
+    from .writer import check_output_path, same_file
 
     capture, output = options.capture, options.output
     if capture.path is None and capture.hlo_dir is None:
@@ -218,9 +224,19 @@ def _output_file(options: Options) -> str | None:
     # Before the output check: the default output lives there.
     if isinstance(capture.path, Path) and not capture.path.exists():
         raise InputError(f"{capture.path}: no such file or directory")
-    for target in (out, output.write_baseline, output.trace_out):
-        if target is not None:
-            check_output_path(target)  # refuse before minutes of work, not after
+    # Refused before minutes of work, not after: an unwritable target, or one this run reads.
+    given = [p for p in (capture.path, capture.hlo_dir) if isinstance(p, Path)]
+    baseline = options.rules.baseline
+    if out is not None:
+        check_output_path(out, given + ([baseline] if isinstance(baseline, (str, Path)) else []))
+    if output.write_baseline is not None:
+        if out is not None and same_file(out, output.write_baseline):
+            raise UsageError(f"-o and --write-baseline both name {out}: give each its own file")
+        check_output_path(output.write_baseline, given)  # it may rewrite the --baseline it read
+    if output.trace_out is not None:
+        if any(t is not None and same_file(output.trace_out, t) for t in (out, output.write_baseline)):
+            raise UsageError(f"--trace-out names {output.trace_out}, which another output of this run names too")
+        check_output_path(output.trace_out, given + ([baseline] if isinstance(baseline, (str, Path)) else []))
     return out
 
 

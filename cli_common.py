@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from .errors import UsageError, XladiagError
-from .text_safety import terminal_line, visible_controls
+from .text_safety import clean_text, terminal_line, visible_controls
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_GATE = 0, 1, 2, 3
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -99,7 +99,7 @@ def conclude(out: str | None, gate_lines: list[str], annotations, summary) -> No
     from .report.github import append_step_summary, on_github_actions
 
     if out is not None:
-        click.echo(f"report: {visible_controls(out)}")
+        click.echo(f"report: {visible_controls(clean_text(out))}")  # a path of unknown encoding
     for line in gate_lines:
         say(line)
     if on_github_actions():
@@ -115,6 +115,14 @@ def share(ctx, param, value: str | None) -> float | None:
     from .report.gates import parse_share
 
     return None if value is None else parse_share(value, f"--{param.name.replace('_', '-')}")
+
+
+def path_given(ctx, param, value: str | None) -> str | None:
+    """An output path that is not empty (``-o ""`` would otherwise fall back on the default place)."""
+    if value == "":
+        raise click.BadParameter("empty path; give a file path" + (", or '-' for stdout" if param.name == "output"
+                                                                   else ""))
+    return value
 
 
 def location(ctx, param, value: str | None):
@@ -140,10 +148,18 @@ CHIP_OPTION = click.option(
     help="Override chip detection, e.g. v6e, v5p, h100, mi300x, cpu, or a TPU slice name (v6e-8, v5p-128).")
 
 
+def _some_rules(ctx, param, value: str | None) -> str | None:
+    """An empty --select reports nothing, so every gate passes: a usage error, not a green CI run."""
+    if value is not None and not value.replace(",", "").strip():
+        raise click.BadParameter("selects no rule; give rule ids, or leave --select out to report every rule")
+    return value
+
+
 def select_options(f):
     """--select, --ignore, --baseline."""
     for option in reversed((
-        click.option("--select", metavar="RULE,...", help="Report only these rules (ids as in docs/rules.md); "
+        click.option("--select", metavar="RULE,...", callback=_some_rules,
+                     help="Report only these rules (ids as in docs/rules.md); "
                      "default: [tool.xladiag] select in pyproject.toml, else every rule."),
         click.option("--ignore", metavar="RULE,...", help="Leave these rules out (default: [tool.xladiag] ignore)."),
         click.option("--baseline", metavar="FILE", help="Accepted findings (a JSON report, or one key "

@@ -17,6 +17,7 @@ from .cli_common import (
     Progress,
     conclude,
     deliver,
+    path_given,
     quiet_debug_options,
     say,
     select_options,
@@ -49,7 +50,7 @@ Exit codes: 0 ok, 1 bad input, 2 usage, 3 --fail-on-regression tripped.
 @click.argument("new", type=click.Path(path_type=Path))
 @click.option("--format", "format", type=click.Choice(list(COMPARE_FORMATS)), default="html", show_default=True,
               help="Report format.")
-@click.option("-o", "--output", metavar="PATH",
+@click.option("-o", "--output", metavar="PATH", callback=path_given,
               help="Where to write; '-' for stdout. Default: xladiag_compare.<ext> beside NEW.")
 @click.option("--fail-on-regression", metavar="SHARE", callback=share,
               help="Exit 3 when the mean step is slower beyond noise and by more than this (5% or 0.05).")
@@ -81,8 +82,9 @@ def compare_main(base, new, **given):
             raise InputError(f"{path}: no such file or directory")
     out = None if output.output == "-" else output.output or str(
         (new.parent if new.is_file() else new) / f"xladiag_compare.{COMPARE_FORMATS[output.format].extension}")
-    if out is not None:
-        check_output_path(out)
+    if out is not None:  # never over BASE, NEW or the --baseline read
+        baseline = options.rules.baseline
+        check_output_path(out, [base, new] + ([baseline] if isinstance(baseline, (str, Path)) else []))
     progress = Progress(enabled=not output.quiet and sys.stderr.isatty())
     try:
         comparison = compare(base, new, options=options.replace(config=load_project_config()), progress=progress)

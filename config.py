@@ -23,6 +23,7 @@ from .errors import InputError, UsageError
 from .options import RuleChoice
 from .rules.registry import RULE_IDS
 from .rules.selection import Selection, parse_rule_list
+from .text_safety import check_nesting
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -59,7 +60,9 @@ def load_project_config(start: Path | str | None = None) -> ProjectConfig:
     if path is None:
         return ProjectConfig()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        check_nesting(text, f"{path} {TABLE}", "toml")  # tomllib recurses per level
+        data = tomllib.loads(text)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"{path}: cannot read {TABLE}: {exc}") from None
     table = data.get("tool", {}).get("xladiag")
@@ -72,6 +75,8 @@ def load_project_config(start: Path | str | None = None) -> ProjectConfig:
         raise UsageError(f"{path}: unknown key {', '.join(unknown)} in {TABLE}; valid keys: {', '.join(KEYS)}")
     where = f"{path} {TABLE}"
     select = parse_rule_list(table["select"], f"{where} select", RULE_IDS) if "select" in table else None
+    if select == ():  # reports nothing, so every gate passes: never what a CI config means
+        raise UsageError(f"{where} select: selects no rule; list rule ids, or leave the key out to report every rule")
     ignore = parse_rule_list(table["ignore"], f"{where} ignore", RULE_IDS) if "ignore" in table else None
     baseline = table.get("baseline")
     if baseline is not None and not isinstance(baseline, str):
@@ -90,22 +95,33 @@ def read_baseline(path: Path | str) -> frozenset[str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read the baseline: {exc}") from None
     if text.lstrip().startswith(("{", "[")):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: baseline is not valid JSON: {exc}") from None
-        if isinstance(data, dict):  # a diagnose JSON report: its findings' keys
-            findings = data.get("findings")
-            if "schema_version" not in data or not isinstance(findings, list) or not all(
-                    isinstance(f, dict) for f in findings):
-                raise InputError(f"{path}: a JSON baseline is a diagnose report (--format json) or a list of keys")
-            keys = [f.get("key") for f in findings]
-        else:
-            keys = data
-        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-            raise InputError(f"{path}: a JSON baseline is a report (with findings[].key) or a list of keys")
-        return frozenset(keys)
+        return _json_baseline(text, path)
     return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
+
+
+def _json_baseline(text: str, path: Path) -> frozenset[str]:
+    """A JSON baseline's keys: a diagnose report's (of any schema version: only findings[].key is read, checked
+    against the report schema's) or a list of keys. Else one line naming the file and the bad field's JSON path."""
+    from .parsers.report_json import load_json
+    from .report.json_schema import load_schema
+    from .report.schema_check import violation
+
+    try:
+        data = load_json(text, str(path))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: baseline is not valid JSON: {exc}") from None
+    if isinstance(data, dict):
+        key = load_schema("report")["properties"]["findings"]["items"]["properties"]["key"]
+        finding = {"type": "object", "required": ["key"], "properties": {"key": key}}
+        schema = {"type": "object", "required": ["schema_version", "findings"],
+                  "properties": {"findings": {"type": "array", "items": finding}}}
+    else:
+        schema = {"type": "array", "items": {"type": "string"}}
+    bad = violation(data, schema)
+    if bad:
+        raise InputError(f"{path}: a JSON baseline is a diagnose report (--format json) or a list of keys: {bad[0]}: "
+                         f"{bad[1]}")
+    return frozenset(f["key"] for f in data["findings"]) if isinstance(data, dict) else frozenset(data)
 
 
 def baseline_text(keys) -> str:
@@ -128,6 +144,8 @@ def selection(*, select=None, ignore=None, baseline=None, project: ProjectConfig
     where = f"{project.path} {TABLE}" if project.path else TABLE
     sel, sel_from = (parse_rule_list(select, "--select", RULE_IDS), "--select") if select is not None else (
         project.select, f"{where} select")
+    if sel == ():  # the command refuses an empty --select itself (cli_common.select_options); this is the API's
+        raise UsageError(f"select={select!r} selects no rule; give rule ids, or leave select out to report every rule")
     ign, ign_from = (parse_rule_list(ignore, "--ignore", RULE_IDS), "--ignore") if ignore is not None else (
         project.ignore or (), f"{where} ignore")
     if baseline is None:

@@ -5,11 +5,17 @@ terminal, U+202E reverses what follows, a NUL truncates a log line; in a PR comm
 becomes a link, ``@name`` notifies someone and ``#123`` cross-references an issue. Every renderer
 and the CLI route profile text through these two functions; the HTML report additionally escapes
 markup (autoescaping), and JSON keeps the data as it was (only raw control characters are escaped).
+
+Also here, for input of unknown origin: :func:`clean_text` (names of unknown encoding made writable),
+:func:`ci_inert` (no line a CI runner reads as a workflow command) and :func:`check_nesting` (nesting
+refused before a recursive parser meets it).
 """
 
 from __future__ import annotations
 
 import re
+
+from .errors import InputError
 
 ZERO_WIDTH_SPACE = "\u200b"
 
@@ -48,5 +54,53 @@ def terminal_line(text, break_urls: bool = True) -> str:
     can be copied back into a command (an invisible U+200B in it names another object). In a terminal a URL
     is only text: with every control spelled out, no escape can hide a link target behind other text.
     Mentions and ``#123`` stay broken for logs pasted into a PR comment."""
-    flat = re.sub(r"\s*[\r\n]+\s*", " ", str(text))
-    return break_links(visible_controls(flat), break_urls=break_urls)
+    flat = re.sub(r"\s*[\r\n]+\s*", " ", clean_text(str(text)))
+    return ci_inert(break_links(visible_controls(flat), break_urls=break_urls))
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD: an undecodable byte of a file name (Python's
+    surrogateescape) or a ``"\\ud800"`` escape in JSON could not be encoded into any report or onto stderr."""
+    return _SURROGATES.sub("\ufffd", text)
+
+
+# Workflow commands a CI runner (GitHub Actions) parses from any output line: "::cmd::" at the start of a line
+# (after blanks), "##[cmd]" anywhere in it.
+_CI_COMMAND = re.compile(r"##\[|^([ \t]*):(?=:)", re.MULTILINE)
+
+
+def ci_inert(text: str, joiner: str = ZERO_WIDTH_SPACE) -> str:
+    """``text`` with ``joiner`` inside every ``##[`` and every line-leading ``::``, so no line of it is a workflow
+    command (our own annotations, report/github.py, are printed apart from any text passed through here).
+    ``joiner`` is the format's invisible (or, in JSON, the escaped same) character: in JSON ``\\u0023`` is ``#``."""
+    return _CI_COMMAND.sub(lambda m: f"#{joiner}#[" if m.group(1) is None else f"{m.group(1)}:{joiner}", text)
+
+
+MAX_NESTING = 100  # far above any file of ours (a report nests ~6 deep), far below a recursive parser's limit
+# Strings and comments (whose brackets are text), else one bracket. An unterminated string runs to the end, so
+# each character is scanned once.
+_TOKENS = {
+    "json": re.compile(r'"(?:[^"\\]|\\[\s\S]?)*(?:"|\Z)|[\[\]{}]'),
+    "toml": re.compile(r'"""[\s\S]*?(?:"""|\Z)|\'\'\'[\s\S]*?(?:\'\'\'|\Z)|"(?:[^"\\\n]|\\[^\n]?)*"?'
+                       r"|'[^'\n]*'?|#[^\n]*|[\[\]{}]"),
+}
+
+
+def check_nesting(text: str, where: str, kind: str = "json", limit: int = MAX_NESTING, error=InputError) -> None:
+    """``error`` (an ``InputError``) naming ``where`` when arrays/tables/objects in ``text`` (``kind`` json or
+    toml) nest deeper than ``limit``: Python's JSON and TOML parsers recurse per level (RecursionError)."""
+    if text.count("[") + text.count("{") <= limit:
+        return
+    depth = 0
+    for match in _TOKENS[kind].finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth > limit:
+                raise error(f"{where}: nested deeper than {limit} levels (arrays, tables or objects); "
+                                 "refused before parsing")
+        elif token in ("]", "}"):
+            depth -= 1

@@ -7,8 +7,9 @@
 - Anything else (``/dev/null``, a FIFO, a terminal) is opened and written in place: renaming over a
   device node would replace the device with a regular file.
 - The temporary file is removed on every exit, SIGINT and SIGTERM included.
-- A missing folder, a trailing ``/``, a folder as target, no permission, a full disk: ``UsageError``
-  (exit 2), one line.
+- A missing folder, a trailing ``/``, a folder as target, no permission, a full disk, an empty path, or one
+  of the run's own input files (``inputs``: the capture, the dump, a baseline): ``UsageError`` (exit 2), one
+  line, before anything is written.
 """
 
 from __future__ import annotations
@@ -26,9 +27,16 @@ from .errors import UsageError
 _PENDING: set[str] = set()  # temp files to remove if a signal ends the process mid-write
 
 
-def check_output_path(path: str | os.PathLike) -> Path:
-    """Refuse a target we could not write, before any work is done. Returns the path to write."""
+def check_output_path(path: str | os.PathLike, inputs=()) -> Path:
+    """Refuse a target we could not write, or one of ``inputs`` (files this run reads), before any work is done.
+    Returns the path to write."""
     text = os.fspath(path)
+    if not text:
+        raise UsageError("empty output path: give a file path, or '-' for stdout")
+    for source in inputs:
+        if same_file(text, source):
+            raise UsageError(f"{text}: is an input of this run ({os.fspath(source)}): writing would destroy it; "
+                             "give another output path")
     if text.endswith(("/", os.sep)):
         raise UsageError(f"{text}: is a directory path (trailing '/'); give a file path with -o")
     target = _resolved(Path(text))
@@ -46,10 +54,10 @@ def check_output_path(path: str | os.PathLike) -> Path:
     return Path(text)
 
 
-def write_report(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` as described in the module docstring."""
+def write_report(path: str | os.PathLike, text: str, inputs=()) -> None:
+    """Write ``text`` (UTF-8) to ``path`` as described in the module docstring (never over one of ``inputs``)."""
     shown = os.fspath(path)
-    check_output_path(shown)
+    check_output_path(shown, inputs)
     target = _resolved(Path(shown))
     data = text.encode("utf-8")
     try:
@@ -61,6 +69,18 @@ def write_report(path: str | os.PathLike, text: str) -> None:
     except OSError as exc:
         reason = "no space left on device" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
         raise UsageError(f"{shown}: cannot write: {reason}") from exc
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """``a`` and ``b`` are one file: the same inode when both exist (hard links, symlinks, ``./x`` vs ``x``),
+    else the same resolved path (a name about to be created)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError, TypeError):
+        try:
+            return os.path.realpath(a) == os.path.realpath(b)
+        except (OSError, ValueError, TypeError):
+            return False
 
 
 def _resolved(path: Path) -> Path:

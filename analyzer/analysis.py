@@ -21,6 +21,8 @@ from ..parsers.discovery import CaptureFiles, discover, only_host
 from ..parsers.hlo_text import HloModule
 from .chips import catalog as chip_catalog
 from .chips.detection import choose_chip
+from .chips.dump_platform import dump_platform
+from .chips.mixed_hosts import mixed_hosts_warning
 from .hlo.control_flow import keep_costliest_branches
 from .hlo.dump import HloDumpError, read_dump
 from .hlo.dump_facts import DumpFacts, dump_facts
@@ -37,6 +39,8 @@ from .steps.transfers import Transfers, attach_transfers
 from .steps.windows import Steps
 from .tables import OPS
 
+# Above this share of the step in unpriced ops, MFU reads "at least" and a predicted comparison is not meaningful.
+UNPRICED_LIMIT = 0.05
 BREAKDOWN_CATEGORIES = ("compute", "memory", "collective", "host_transfer", "other", "idle")
 CONTAINER_OPCODES = ("while", "conditional")  # ops whose measured event spans other ops' events
 # Columns the stages before the ops table compute on the way (op_stats, hlo_facts, roofline): not in it.
@@ -68,9 +72,18 @@ class Analysis:
     dump: DumpFacts = field(default_factory=DumpFacts)  # the analysed program's dump modules, memory, layouts
     # Share of the step (measured, else the ideal step) spent in ops whose FLOPs are unknown: MFU leaves them out.
     unknown_flops_share: float | None = None
+    # Share of the step's op time in ops with no predicted time (no cost model): MFU is a lower bound above
+    # UNPRICED_LIMIT, and a predicted comparison is not meaningful.
+    unpriced_share: float | None = None
     unstable_steps: bool = False  # the measured steps spread too much for seconds to repeat (steps/stability.py)
     # program / steps / hosts: {"value", "source": "given" | "inferred"} (step_choice.choices)
     choices: dict = field(default_factory=dict)
+
+    @property
+    def mfu_is_lower_bound(self) -> bool:
+        """True while more than UNPRICED_LIMIT of a measured step is in unpriced ops (their FLOPs are not
+        counted). A predicted step leaves their time out instead, so there MFU is no lower bound."""
+        return self.measured and self.unpriced_share is not None and self.unpriced_share > UNPRICED_LIMIT
 
     @property
     def measured(self) -> bool:
@@ -93,13 +106,16 @@ class Analysis:
         return int(len(self.devices))
 
 
-def _detect_chip(devices: pd.DataFrame, platform: str, chip_name: str | None,
-                 chip_file) -> tuple[chip_catalog.Chip, str, list[str]]:
+def _detect_chip(read: Read, chip_name: str | None, chip_file) -> tuple[chip_catalog.Chip, str, list[str]]:
     try:
-        found = choose_chip(devices, platform, chip_name, chip_catalog.load_catalog(chip_file))
+        catalog = chip_catalog.load_catalog(chip_file)
+        found = choose_chip(read.devices, read.platform, chip_name, catalog,
+                            dump=dump_platform(read.dump_hints) if read.dump_hints else None)
     except chip_catalog.ChipCatalogError as exc:
         raise AnalysisError(str(exc)) from None
-    return found.chip, found.note, list(found.warnings)
+    mixed = mixed_hosts_warning(read.devices, catalog, found.chip) if len(read.hosts) > 1 and \
+        read.platform in ("tpu", "gpu") else None
+    return found.chip, found.note, list(found.warnings) + ([mixed] if mixed else [])
 
 
 def _breakdown(ops: pd.DataFrame, device_steps: pd.DataFrame, step_s: float) -> dict[str, float]:
@@ -154,7 +170,7 @@ def analyze(source: Options | Path | str | None = None, *, progress: Progress | 
     read = read_trace(files, dump, capture, choice, progress) if files.xplane_files else \
         read_dump_only(dump, capture.program)
     notes.extend(read.notes)
-    the_chip, chip_note, chip_warnings = _detect_chip(read.devices, read.platform, hardware.chip, hardware.chip_file)
+    the_chip, chip_note, chip_warnings = _detect_chip(read, hardware.chip, hardware.chip_file)
     notes.extend(chip_warnings)
     if the_chip is None:
         raise AnalysisError("no chip to predict with: pass --chip NAME")
@@ -212,9 +228,12 @@ def _per_step(ops: pd.DataFrame, read: Read, chip: chip_catalog.Chip, notes: lis
     ideal = (step_roofline(1.0, 1.0, ops=blocking, count_column="occurrences_per_step").ideal_step_s
              if has_prediction else None)
     step_s = steps.mean_s if steps is not None else (ideal or float("nan"))
+    op_time = _op_time(blocking, steps is not None, chip)
     return {"model_flops_per_step": model_flops_per_step, "ideal_step_s": ideal,
             "mfu": _mfu(model_flops_per_step, step_s, chip, notes),
-            "unknown_flops_share": _unknown_flops_share(blocking, steps is not None),
+            # Of the step's op time: in ops whose FLOPs are unknown, and in ops with no predicted time.
+            "unknown_flops_share": _share_of_time(op_time, blocking["flops"].isna()),
+            "unpriced_share": _share_of_time(op_time, blocking["predicted_s"].isna()),
             "breakdown": _breakdown(ops, read.device_steps, step_s) if steps is not None else _predicted_breakdown(ops)}
 
 
@@ -237,11 +256,19 @@ def _mfu(model_flops_per_step: float | None, step_s: float, chip: chip_catalog.C
     return mfu
 
 
-def _unknown_flops_share(blocking: pd.DataFrame, measured: bool) -> float | None:
-    """Of the step's op time (measured, else predicted), the share in ops whose FLOPs are unknown."""
-    time = blocking["measured_s_per_step" if measured else "predicted_s_per_step"].fillna(0.0)
+def _op_time(blocking: pd.DataFrame, measured: bool, chip: chip_catalog.Chip) -> pd.Series:
+    """Each op's time per step: measured, else predicted, an op without a prediction standing in with its HBM
+    bytes' time (a lower bound: shares of unpriced time read from it are at least that)."""
+    if measured:
+        return blocking["measured_s_per_step"].fillna(0.0)
+    stand_in = blocking["hbm_bytes"].fillna(blocking["bytes_accessed"]).fillna(0.0) / chip.hbm_bytes_per_s
+    predicted = blocking["predicted_s_per_step"]
+    return predicted.where(predicted.notna(), stand_in * blocking["occurrences_per_step"]).fillna(0.0)
+
+
+def _share_of_time(time: pd.Series, where: pd.Series) -> float | None:
     total = float(time.sum())
-    return float(time[blocking["flops"].isna()].sum()) / total if total > 0 else None
+    return float(time[where].sum()) / total if total > 0 else None
 
 
 # A compute-bound op that ran this much faster than its compute roofline did more FLOPs per second than

@@ -46,6 +46,7 @@ class Read:
     totals: object | None  # per-host totals where the hosts were reduced where read (host_map)
     match: DumpMatch | None  # dump modules <-> programs
     notes: tuple[str, ...] = ()
+    dump_hints: tuple[str, ...] = ()  # HLO-only: what tells the dump's platform (chips/dump_platform.py)
 
 
 def read_trace(files: CaptureFiles, dump: tuple[DumpModule, ...], capture: Capture, choice: StepChoice,
@@ -69,7 +70,23 @@ def read_dump_only(dump: tuple[DumpModule, ...], program: str | None) -> Read:
     return Read(platform="hlo", hosts=(), devices=pd.DataFrame(columns=list(_NO_DEVICES)), steps=None,
                 op_table=_hlo_only_ops(match), step_ops=STEP_EVENTS.empty(), device_steps=DEVICE_STEPS.empty(),
                 op_metadata=None, async_spans=pd.DataFrame(), totals=None, match=match,
-                notes=("no trace given: times are predicted from the HLO and the chip table, not measured",))
+                notes=("no trace given: times are predicted from the HLO and the chip table, not measured",),
+                dump_hints=dump_hints(dump))
+
+
+def dump_hints(dump: tuple[DumpModule, ...]) -> tuple[str, ...]:
+    """The dump's file names, custom-call targets and TPU-only backend-config keys: what says which platform
+    the HLO was compiled for."""
+    out = {p.name for p in (dm.path for dm in dump) if p is not None}
+    for dm in dump:
+        for comp in dm.module.computations.values():
+            for ins in comp.instructions:
+                target = ins.attrs.get("custom_call_target")
+                if target:
+                    out.add(target.strip('"'))
+                if "scoped_memory_configs" in ins.attrs.get("backend_config", ""):
+                    out.add("scoped_memory_configs")
+    return tuple(sorted(out))
 
 
 def _hlo_only_ops(match: DumpMatch) -> pd.DataFrame:

@@ -140,13 +140,16 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("max_s", "float64", "s", "measured time per occurrence, most", "max_s"),
     _col("predicted_s", "float64", "s",
          "roofline prediction per occurrence: max(FLOPs / peak, bytes / HBM bandwidth), PCIe time for host "
-         "transfers, the ring model for collectives", "predicted_s"),
+         "transfers, the ring model for collectives; on GPUs at least the chip's kernel launch floor; null when "
+         "the op has no cost model (unknown FLOPs)", "predicted_s"),
     _col("predicted_s_per_step", "float64", "s", "`predicted_s` x occurrences per step", "predicted_s_per_step"),
     _col("efficiency", "float64", "ratio",
          "`predicted_s / mean_s`: 1 = at its roofline, 0.1 = ten times slower than it could be; null for "
          "`*-done` ops, which measure a wait", "efficiency"),
     _col("bound_by", "category", "",
-         "`compute`, `hbm`, `host`, `ici` (interconnect), `latency` (fixed overhead dominates), `unknown`",
+         "`compute`, `hbm`, `host`, the link of a collective (`ici` on TPU, `nvlink` / `xgmi` within a GPU node, "
+         "`pcie` between GPUs without NVLink, `network` across GPU nodes), `latency` (fixed overhead dominates: "
+         "a GPU op under its kernel launch floor), `unknown` (no cost model)",
          "bound_by"),
     _col("flops", "float64", "flops", "FLOPs per occurrence; null when unknown", "flops"),
     _col("flops_source", "category", "", "where the FLOPs came from: `trace` (trace metadata) or `hlo` (HLO dump)",
@@ -179,6 +182,9 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("source", "text", "", "Python source `file:line` of the op, where the HLO metadata has it", "source"),
     _col("tf_op", "text", "", "the JAX op path (`jit(train_step)/.../dot_general`)", "tf_op"),
     _col("hlo_text", "text", "", "the HLO instruction ('' when unknown)", "hlo_text", "string"),
+    _col("kernels", "text", "",
+         "GPU: the kernels the op launched, costliest first, each with its mean time per execution of the op over "
+         "the whole capture (`;`-separated, five at most; null elsewhere)", "kernels"),
     _col("model_flops", "float64", "flops",
          "XLA's model FLOPs per occurrence (trace metadata; recomputation excluded)"),
     _col("is_matmul", "bool", "", "a dot or convolution, or a fusion holding one"),
@@ -191,7 +197,8 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
     _col("collective_bandwidth_s", "float64", "s", "bandwidth term of the collective model (grows with the bytes)"),
     _col("collective_latency_s", "float64", "s", "latency term of the collective model: hops x per-hop latency"),
     _col("collective_per_hop_bytes", "float64", "bytes", "bytes one hop of the ring carries"),
-    _col("collective_bound_by", "category", "", "`ici` or `latency`: which term of the ring model dominates"),
+    _col("collective_bound_by", "category", "", "the link (`ici`, `nvlink`, `xgmi`, `pcie`, `network`) or `latency`: "
+         "which term of the ring model dominates"),
     _col("collective_axis", "text", "",
          "for collectives: the devices of its replica groups as one label (same label = same mesh axis)"),
     _col("collective_matmuls", "text", "",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..analyzer.analysis import UNPRICED_LIMIT
 from ..errors import InputError
 from ..units import finite_or_none as _num
 from .noise import NoiseTest, welch
@@ -65,6 +66,20 @@ def _comparability(base: dict, new: dict) -> list[str]:
                 f"written by xladiag {side['tool_version']} before reports kept them"
             notes.append(f"{which} ({side['label']}) has no per-step times ({kind}): the step change is not tested "
                          "against noise")
+    return notes
+
+
+def _unpriced(sides, measured: bool) -> list[str]:
+    """A side with more than UNPRICED_LIMIT of its step in ops with no cost model: a predicted comparison
+    leaves that time out (not meaningful), a measured one compares MFUs that are only lower bounds."""
+    notes = []
+    for label, report in sides:
+        share = _num(report.get("unpriced_share"))
+        if share is None or share <= UNPRICED_LIMIT:
+            continue
+        notes.append(f"{label}: {share:.1%} of the step is in ops with no cost model: "
+                     + ("the predicted comparison is not meaningful (that time is left out of its step)"
+                        if not measured else "its MFU is a lower bound"))
     return notes
 
 
@@ -176,5 +191,5 @@ def compare_reports(base: Side, new: Side, *, threshold: float | None = None) ->
         "ops": _records(ops),
         "findings_summary": _counts(findings, ("appeared", "disappeared", "grew", "shrank", "unchanged")),
         "findings": _records(findings),
-        "warnings": _comparability(bs, ns),
+        "warnings": _comparability(bs, ns) + _unpriced(((base.label, b), (new.label, n)), measured),
     }

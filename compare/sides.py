@@ -13,6 +13,7 @@ from ..errors import UsageError
 from ..options import Options
 from ..parsers.report_json import looks_like_json
 from ..rules.selection import Selection
+from ..text_safety import clean_text
 from . import selection as aligned
 from .reports import Side, compare_reports
 
@@ -35,8 +36,8 @@ def compare_sides(paths: dict[str, Path], options: Options, chosen: Selection, *
     own = {which: aligned.recorded(r) for which, r in reports.items()}
     for_captures = aligned.for_captures(chosen, list(own.values()))
     given = [f"--{name}" for name in OVERRIDES if options.get(name) is not None]
-    notes = [f"{which} ({paths[which]}) is a JSON report, read as written: {', '.join(given)} not applied to it"
-             for which in reports if given]
+    notes = [f"{which} ({clean_text(str(paths[which]))}) is a JSON report, read as written: {', '.join(given)} "
+             "not applied to it" for which in reports if given]
     for which, path in paths.items():
         if which not in reports:
             if progress:
@@ -46,8 +47,9 @@ def compare_sides(paths: dict[str, Path], options: Options, chosen: Selection, *
     base_report, new_report, record, differ = aligned.align(reports["base"], reports["new"], (own["base"], own["new"]),
                                                             chosen)
     kind = {which: "json report" if looks_like_json(p) else "capture" for which, p in paths.items()}
-    data = compare_reports(Side(base_report, str(paths["base"]), kind["base"]),
-                           Side(new_report, str(paths["new"]), kind["new"]), threshold=options.gates.fail_on_regression)
+    label = {which: clean_text(str(p)) for which, p in paths.items()}  # a path of unknown encoding, shown
+    data = compare_reports(Side(base_report, label["base"], kind["base"]),
+                           Side(new_report, label["new"], kind["new"]), threshold=options.gates.fail_on_regression)
     for which in paths:  # a capture's own left-out findings count too
         if kind[which] == "capture":
             record["findings_left_out"][which] += len(reports[which]["selection"]["ignored_findings"])

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import InputError, UsageError
+from ..text_safety import clean_text
 from .hlo_text import find_hlo_dumps
 from .storage import as_path
 
@@ -55,7 +56,7 @@ class CaptureFiles:
 
     @property
     def hosts(self) -> tuple[str, ...]:
-        return tuple(p.name[: -len(XPLANE_SUFFIX)] for p in self.xplane_files)
+        return tuple(clean_text(p.name[: -len(XPLANE_SUFFIX)]) for p in self.xplane_files)
 
 
 def _companion(hlo_file: Path, suffix: str, found: tuple[Path, ...]) -> Path | None:
@@ -91,7 +92,17 @@ def _runs_under(profile_root: Path) -> list[Path]:
 
 
 def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | str | None = None) -> CaptureFiles:
-    """Resolve what the user pointed at into xplane files (one per host) and HLO files."""
+    """Resolve what the user pointed at into xplane files (one per host) and HLO files. A folder deleted or
+    moved between its listing and its reading (a capture still being written or cleaned up) is one line."""
+    try:
+        return _discover(path, run, hlo_dir)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        gone = exc.filename if exc.filename is not None else (path if path is not None else hlo_dir)
+        raise DiscoveryError(f"{gone}: vanished while the capture was being listed (deleted or moved); "
+                             "run again once it is complete") from None
+
+
+def _discover(path, run, hlo_dir) -> CaptureFiles:
     hlo_files: tuple[Path, ...] = ()
     if hlo_dir is not None:
         hlo_dir = as_path(hlo_dir)
@@ -114,8 +125,8 @@ def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | st
     if path.is_file():
         if run is not None:
             raise DiscoveryError(f"{path}: --run needs a profile directory, not a file")
-        return _with_reports(CaptureFiles(xplane_files=(path,), hlo_files=hlo_files, run_name=path.parent.name,
-                                          run_dir=path.parent))
+        return _with_reports(CaptureFiles(xplane_files=(path,), hlo_files=hlo_files,
+                                          run_name=clean_text(path.parent.name), run_dir=path.parent))
 
     run_dirs: list[Path]
     profile_root = path / "plugins" / "profile"
@@ -141,14 +152,13 @@ def discover(path: Path | str | None, run: str | None = None, hlo_dir: Path | st
     else:
         chosen = run_dirs[-1]  # run folders are named by timestamp: the last sorts newest
     xplanes = tuple(sorted(chosen.glob("*" + XPLANE_SUFFIX)))
+    if not xplanes:  # listed with xplanes a moment ago: a local glob of a deleted folder finds nothing, silently
+        raise FileNotFoundError(2, "no such directory", str(chosen))
     if not hlo_files:
         hlo_files = find_hlo_files(path)
-    return _with_reports(CaptureFiles(
-        xplane_files=xplanes,
-        hlo_files=hlo_files,
-        run_name=chosen.name,
-        run_dir=chosen,
-        other_runs=tuple(n for n in names if n != chosen.name),
+    return _with_reports(CaptureFiles(  # names of unknown encoding: shown, never opened
+        xplane_files=xplanes, hlo_files=hlo_files, run_name=clean_text(chosen.name), run_dir=chosen,
+        other_runs=tuple(clean_text(n) for n in names if n != chosen.name),
     ))
 
 

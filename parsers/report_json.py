@@ -7,9 +7,37 @@ line (the numbers may mean something else), never half-read.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from ..errors import InputError
+from ..text_safety import check_nesting, clean_text
+
+# A "\\ud800"-style escape: the only way a lone surrogate (unwritable in any report) gets into decoded JSON.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def load_json(text: str, where: str):
+    """``json.loads`` of a file we read back: deep nesting refused first (``where`` names the file), every string
+    made writable (:func:`clean_text`). Numbers are left to the schema check (report/schema_check.py)."""
+    check_nesting(text, where)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        raise InputError(f"{where}: not a JSON report ({exc})") from None
+    return _cleaned(data) if _SURROGATE_ESCAPE.search(text) else data
+
+
+def _cleaned(value):
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list):
+        return [_cleaned(v) for v in value]
+    if isinstance(value, dict):
+        return {clean_text(k): _cleaned(v) for k, v in value.items()}
+    return value
 
 
 def looks_like_json(path: Path) -> bool:
@@ -28,7 +56,7 @@ def read_report_json(path: Path, schema_version: int) -> dict:
     """The report dict; ``InputError`` (one line) for anything but a report of ``schema_version``."""
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            data = load_json(fh.read(), str(path))
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

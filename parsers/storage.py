@@ -58,21 +58,27 @@ def _filesystem(url: str):
                          f"({exc}): pip install 'xladiag[{extra}]'") from None
     except ValueError as exc:  # "Protocol not known"
         raise UsageError(f"{url}: {exc} (an fsspec protocol such as gs://, s3://, az://, hf://, memory://)") from None
+    except Exception as exc:  # noqa: BLE001 - a constructor's own: refused connection, missing arguments, no file
+        raise StorageError(f"{url}: cannot open: {type(exc).__name__}: {exc}") from None
 
 
 class RemotePath:
     """A file or folder on an fsspec filesystem. ``kind`` ('file'/'directory'), when known from a listing,
-    saves a round trip per ``is_file``/``is_dir``."""
+    saves a round trip per ``is_file``/``is_dir``. ``chain``: what follows ``::`` in a chained URL
+    (``zip://logdir::file:///x.zip``: the archive), kept so that ``str()`` of any path below is a URL that
+    opens the same file again (a host worker reopens it from that text)."""
 
-    __slots__ = ("fs", "path", "_kind")
+    __slots__ = ("fs", "path", "_kind", "chain")
 
-    def __init__(self, fs, path: str, kind: str | None = None):
-        self.fs, self.path, self._kind = fs, path.rstrip("/") or "/", kind
+    def __init__(self, fs, path: str, kind: str | None = None, chain: str = ""):
+        # The root is "/" on most filesystems, "" on some (an archive's: zip, tar), where "/x" is no path.
+        root = getattr(fs, "root_marker", "/")
+        self.fs, self.path, self._kind, self.chain = fs, path.rstrip("/") or root, kind, chain
 
     @classmethod
     def from_url(cls, url: str) -> RemotePath:
         fs, path = _filesystem(url)
-        return cls(fs, path)
+        return cls(fs, path, chain=url.split("::", 1)[1] if "::" in url else "")
 
     # --- names -------------------------------------------------------------------------------------
     @property
@@ -85,16 +91,17 @@ class RemotePath:
 
     @property
     def parent(self) -> RemotePath:
-        return RemotePath(self.fs, posixpath.dirname(self.path) or "/", "directory")
+        return RemotePath(self.fs, posixpath.dirname(self.path), "directory", self.chain)
 
     def __truediv__(self, part: str) -> RemotePath:
-        return RemotePath(self.fs, posixpath.join(self.path, str(part)))
+        return RemotePath(self.fs, posixpath.join(self.path, str(part)), chain=self.chain)
 
     def with_name(self, name: str) -> RemotePath:
-        return RemotePath(self.fs, posixpath.join(posixpath.dirname(self.path), name))
+        return RemotePath(self.fs, posixpath.join(posixpath.dirname(self.path), name), chain=self.chain)
 
     def __str__(self) -> str:
-        return self.fs.unstrip_protocol(self.path)
+        url = self.fs.unstrip_protocol(self.path)
+        return f"{url}::{self.chain}" if self.chain else url
 
     def __repr__(self) -> str:
         return f"RemotePath({str(self)!r})"
@@ -138,7 +145,7 @@ class RemotePath:
 
     def _listed(self, entries) -> list[RemotePath]:
         items = entries.values() if isinstance(entries, dict) else entries
-        return sorted(RemotePath(self.fs, e["name"], e.get("type"))
+        return sorted(RemotePath(self.fs, e["name"], e.get("type"), self.chain)
                       for e in items if e["name"].rstrip("/") != self.path)
 
     def iterdir(self) -> list[RemotePath]:

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..text_safety import clean_text
 from . import event_stat_values
 from .storage import RemotePath, as_path
 from .worker_start import fork_is_safe
@@ -191,8 +192,8 @@ def _default_workers(size: int) -> int:
 
 
 def _hostname_from_path(path: Path) -> str:
-    name = path.name
-    return name[: -len(".xplane.pb")] if name.endswith(".xplane.pb") else path.stem
+    name = clean_text(path.name)  # a file name of unknown encoding: shown in every report
+    return name[: -len(".xplane.pb")] if name.endswith(".xplane.pb") else Path(name).stem
 
 
 def _empty(path):

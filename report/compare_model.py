@@ -89,6 +89,10 @@ class Comparison(Renderable):
     def headline(self) -> str:
         return headline(self.data)
 
+    def input_files(self) -> tuple:
+        """BASE and NEW as given: ``render(fmt, path)`` never writes over either."""
+        return tuple(self.data[side]["label"] for side in ("base", "new"))
+
     @property
     def verdict(self) -> str:
         """'slower' | 'faster' | 'within noise' | 'unchanged' | 'untested' | 'unknown'."""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..units import count, format_percent, format_seconds, format_si
 from .choices import choice_rows
+from .model import mfu_value
 
 # How each number's origin is written in the report (one legend, used everywhere).
 SRC_MEASURED = "measured"
@@ -22,13 +23,18 @@ def summary_cards(data: dict, time_word: str) -> list[dict]:
         {"label": "Step time", "value": format_seconds(step_s), "source": time_word,
          "sub": (f"mean of {count(data['steps']['count'], 'step')} per device" if measured
                  else "sum of per-op roofline predictions")},
-        {"label": "MFU", "value": format_percent(data["mfu"]) if data["mfu"] is not None else "n/a",
+        {"label": "MFU", "value": mfu_value(data),
          "source": "model FLOPs (trace metadata / HLO dump) ÷ (step × chip peak)",
          "sub": f"peak {format_si(data['chip']['peak_flops_per_s'], 'FLOP/s')}"},
         {"label": "Roofline ideal step", "value": format_seconds(data["ideal_step_s"]) if ideal_known else "n/a",
          "source": SRC_PREDICTED,
          "sub": "every op at its roofline" if ideal_known else "no op has FLOPs or bytes: pass --hlo-dir"},
     ]
+    if data["unpriced_share"]:
+        cards.append({"label": "Unpriced", "value": format_percent(data["unpriced_share"]),
+                      "source": "ops with no cost model (bound unknown)",
+                      "sub": "of the step; left out of the ideal step" + ("; MFU a lower bound"
+                                                                          if data["mfu_at_least"] else "")})
     if measured and data["steps"]["idle_s"] is not None:
         cards.append({"label": "Idle per step", "value": format_seconds(data["steps"]["idle_s"]),
                       "source": SRC_MEASURED,

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..analyzer.tables import OPS
+from ..text_safety import clean_text
 from .trace_links import finding_occurrences, occurrence_index
 
 SCHEMA_VERSION = 2
@@ -55,8 +56,8 @@ def clean(value: Any) -> Any:
         return [clean(v) for v in value.tolist()]
     if isinstance(value, pd.DataFrame):
         return [clean(r) for r in value.to_dict("records")]
-    if isinstance(value, PurePath):
-        return str(value)
+    if isinstance(value, PurePath):  # a path is text of unknown encoding: shown, never opened from here
+        return clean_text(str(value))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return clean({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
     if value is pd.NA or value is pd.NaT:
@@ -66,7 +67,7 @@ def clean(value: Any) -> Any:
             return None
     except (TypeError, ValueError):
         pass
-    return str(value)
+    return clean_text(str(value))  # a RemotePath's URL, among others
 
 
 def _text(value: Any) -> str | None:
@@ -285,6 +286,8 @@ def report_to_dict(report) -> dict:
             "breakdown": {k: a.breakdown.get(k, 0.0) for k in a.breakdown},
             "mfu": a.mfu,
             "unknown_flops_share": a.unknown_flops_share,
+            "unpriced_share": a.unpriced_share,
+            "mfu_at_least": a.mfu_is_lower_bound,
             "model_flops_per_step": a.model_flops_per_step,
             "ideal_step_s": a.ideal_step_s,
             "recoverable": recoverable_dict(report),

@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..analyzer.analysis import BREAKDOWN_CATEGORIES
-from ..analyzer.models.collectives import KINDS, TRANSFER_KINDS
+from ..analyzer.models.collectives import BANDWIDTH_BOUNDS, KINDS, TRANSFER_KINDS
 from ..analyzer.tables import OPS
 from ..rules.base import BENEFITS
 from ..rules.hbm_headroom import KINDS as HBM_KINDS
@@ -36,7 +36,8 @@ PLATFORMS = ["tpu", "gpu", "cpu", "hlo"]
 # A finding's kind: '' for a rule with one finding, else the transfer kind it is about (exposed-collective), or
 # hbm-headroom's verdict class.
 FINDING_KINDS = ["", *TRANSFER_KINDS, *HBM_KINDS]
-BOUND_BY = ["compute", "hbm", "host", "ici", "latency", "unknown"]
+# A collective's bound is its link (models/collectives.BANDWIDTH_BOUNDS: ici, nvlink, xgmi, pcie, network).
+BOUND_BY = ["compute", "hbm", "host", "ici", "latency", "unknown", *[b for b in BANDWIDTH_BOUNDS if b != "ici"]]
 # Closed vocabularies of op fields (analyzer/models/roofline.py, analysis._time_class, hlo_facts); null = unknown.
 OP_ENUMS = {
     "bound_by": BOUND_BY,
@@ -167,7 +168,7 @@ def _chip() -> dict:
 
 
 def _steps() -> dict:
-    return _obj({
+    props = {
         "count": {**INT, "minimum": 0},
         "mean_s": _null(NON_NEG),
         "min_s": _null(NON_NEG),
@@ -177,7 +178,9 @@ def _steps() -> dict:
         "warmup_excluded": BOOL,
         "busy_s": _null(NON_NEG),
         "idle_s": _null(NON_NEG),
-    }, closed=False)
+        "per_step_s": _list(NON_NEG),  # the measured steps' times, in order (compare's noise test reads them)
+    }
+    return _obj(props, required=[k for k in props if k != "per_step_s"], closed=False)
 
 
 def _host_steps() -> dict:
@@ -225,6 +228,8 @@ def report_schema() -> dict:
         "breakdown": _obj({c: NON_NEG for c in BREAKDOWN_CATEGORIES}),
         "mfu": _null(FRACTION),
         "unknown_flops_share": _null(FRACTION),
+        "unpriced_share": _null(FRACTION),  # of the step's op time, in ops with no cost model
+        "mfu_at_least": BOOL,  # MFU is a lower bound: more than 5% of the step is unpriced
         "model_flops_per_step": _null(NON_NEG),
         "ideal_step_s": _null(NON_NEG),
         "recoverable": _obj({"s_per_step": NON_NEG, "fraction_of_step": _null(FRACTION),

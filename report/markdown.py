@@ -28,7 +28,7 @@ from .md_blocks import (
     wrap,
 )
 from .md_blocks import table as _table
-from .model import overlap_counted
+from .model import mfu_value, overlap_counted, unpriced_line
 from .svg import CLASS_LABELS, CLASS_ORDER, short_source
 from .trace_links import occurrence_label
 
@@ -86,7 +86,7 @@ def _verdict(data: dict) -> list[str]:
     """Step time, MFU, recoverable time and the roofline ideal step, each with where it comes from."""
     measured, chip, steps = data["measured"], data["chip"], data["steps"]
     time_word = "measured" if measured else "predicted"
-    mfu = format_percent(data["mfu"]) if data["mfu"] is not None else "n/a"
+    mfu = mfu_value(data)
     step_note = (f"{time_word}, mean of {count(steps['count'], 'step')}" if measured
                  else "predicted: sum of per-op rooflines")
     out = ["## Verdict", ""]
@@ -96,6 +96,8 @@ def _verdict(data: dict) -> list[str]:
                 + (f"; {format_percent(data['unknown_flops_share'])} of the step is in ops of unknown FLOPs, "
                    "not counted)"
                    if data.get("unknown_flops_share") else ")"), indent="  ")
+    if unpriced := unpriced_line(data):
+        out += wrap(f"- **Unpriced:** {unpriced}", indent="  ")
     rec = data["recoverable"]
     rec_share = (f"{format_percent(rec['fraction_of_step'])} of the step; "
                  if rec["fraction_of_step"] is not None else "")

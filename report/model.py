@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..text_safety import terminal_line
-from ..units import count
+from ..units import count, format_percent
 from .render import Renderable
 
 if TYPE_CHECKING:  # annotations only: importing the analyzer here would load pandas for `--help`
@@ -28,6 +28,29 @@ def overlap_counted(finding: dict) -> float | None:
     ops a more specific finding counts), else None: what every renderer adds after "saves ~X"."""
     alone, counted = finding["est_savings_s_per_step"] or 0.0, finding.get("counted_s_per_step")
     return counted if counted is not None and alone > 0 and abs(counted - alone) > 1e-3 * alone else None
+
+
+def mfu_value(data: dict) -> str:
+    """The report's (JSON dict) MFU as every renderer writes it: 'n/a', '36.3%', or 'at least 2.2%' while more
+    of the step than the limit is in unpriced ops (their FLOPs are not counted)."""
+    return "n/a" if data["mfu"] is None else mfu_words(data["mfu"], bool(data["mfu_at_least"]))
+
+
+def mfu_words(mfu: float, at_least: bool) -> str:
+    """'36.3%', or 'at least 0.036%' (two digits where the plain form would read '<0.1%')."""
+    if not at_least:
+        return format_percent(mfu)
+    return f"at least {format_percent(mfu) if mfu >= 0.001 else f'{mfu * 100:.2g}%'}"
+
+
+def unpriced_line(data: dict) -> str | None:
+    """'12.0% of the step is in ops with no cost model (...)' when any of it is, else None."""
+    share = data["unpriced_share"]
+    if not share:
+        return None
+    where = "op time" if data["measured"] else "predicted time (their bytes' time standing in: at least this)"
+    return (f"{format_percent(share)} of the step's {where} is in ops with no cost model (bound unknown): "
+            "the ideal step leaves them out" + ("; MFU is a lower bound" if data["mfu_at_least"] else ""))
 
 
 # findings_frame() columns and dtypes.
@@ -129,6 +152,13 @@ class Report(Renderable):
 
     def to_text(self, path: str | Path | None = None) -> str:
         return self.render("text", path)
+
+    def input_files(self, baseline: bool = True) -> tuple:
+        """The files this report was read from: the capture's, the dump's and (``baseline``) the baseline file."""
+        f = self.analysis.files
+        read = (*f.xplane_files, *f.hlo_files, *f.memory_reports, *f.buffer_assignments, *f.hlo_proto_files)
+        accepted = self.selection.baseline_file if baseline and self.selection is not None else None
+        return read + ((accepted,) if accepted else ())
 
     def to_dict(self) -> dict:
         """The JSON report as plain Python objects."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from ..errors import UsageError
-from ..text_safety import visible_controls
+from ..text_safety import ci_inert, visible_controls
 
 
 def lazy(module: str, function: str) -> Callable[..., str]:
@@ -55,8 +55,11 @@ def render(report, fmt: str, formats: dict[str, Format] = FORMATS, *, color: boo
     if color and entry.terminal:
         from .text import guard_keeping_sgr
 
-        return guard_keeping_sgr(entry.renderer(report, color=True))
-    return visible_controls(entry.renderer(report), keep="\n\t")
+        return ci_inert(guard_keeping_sgr(entry.renderer(report, color=True)))
+    text = visible_controls(entry.renderer(report), keep="\n\t")
+    # No line a CI runner would run as a workflow command (the report may be printed in a CI log); JSON's
+    # \u0023 is the same '#', so its data is unchanged.
+    return text.replace("##[", "#\\u0023[") if entry.extension == "json" else ci_inert(text)
 
 
 class Renderable:
@@ -74,8 +77,12 @@ class Renderable:
         if path is not None:
             from ..writer import write_report
 
-            write_report(path, text)
+            write_report(path, text, self.input_files())
         return text
+
+    def input_files(self) -> tuple:
+        """The files this was made from, which ``render(fmt, path)`` refuses to write over."""
+        return ()
 
     def to_html(self, path: str | Path | None = None) -> str:
         return self.render("html", path)

@@ -30,6 +30,10 @@ BOUND_COLOURS = {
     "hbm": "#59a14f",
     "host": "#f28e2b",
     "ici": "#e15759",
+    "nvlink": "#e15759",
+    "xgmi": "#e15759",
+    "pcie": "#ff9da7",
+    "network": "#ff9da7",
     "latency": "#9c755f",
     "unknown": "#9d9d9d",
 }

@@ -16,7 +16,7 @@ import unicodedata
 from ..text_safety import visible_controls
 from ..units import count, format_percent, format_ratio, format_seconds, format_si
 from .json_out import report_to_dict
-from .model import overlap_counted
+from .model import mfu_value, overlap_counted, unpriced_line
 from .svg import CLASS_LABELS, CLASS_ORDER
 from .trace_links import occurrence_label
 
@@ -98,7 +98,7 @@ def _verdict(out: _Out, data: dict) -> None:
     steps, rec, chip = data["steps"], data["recoverable"], data["chip"]
     out.line("Verdict", "bold")
     step_note = f"measured, mean of {steps['count']} steps" if measured else "predicted: sum of per-op rooflines"
-    mfu = format_percent(data["mfu"]) if data["mfu"] is not None else "n/a"
+    mfu = mfu_value(data)
     share = f", {format_percent(rec['fraction_of_step'])} of the step" if rec["fraction_of_step"] is not None else ""
     rows = [
         ("Step time", f"{format_seconds(data['step_s'])} ({step_note})"),
@@ -106,7 +106,7 @@ def _verdict(out: _Out, data: dict) -> None:
         ("Recoverable", f"{format_seconds(rec['s_per_step'])} per step{share} (each op counted by one finding)"),
         ("Roofline ideal", format_seconds(data["ideal_step_s"]) if data["ideal_step_s"] is not None
          else "n/a (no op has FLOPs or bytes: pass --hlo-dir)"),
-    ]
+    ] + ([("Unpriced", unpriced)] if (unpriced := unpriced_line(data)) else [])
     for label, value in rows:
         out.wrap(value, indent=" " * 18, first=f"  {label:<16}")
     total = sum(v or 0.0 for v in data["breakdown"].values())

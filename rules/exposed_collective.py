@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..analyzer.models.collective_pricing import network_assumption
 from ..analyzer.models.collectives import TRANSFER_KINDS, link_bandwidth
 from .base import (
     OpEvidence,
@@ -97,6 +98,8 @@ class Numbers:
     network: str = field(metadata={"detail": False})  # `ici`, `nvlink` or another link (no C/W)
     c_over_w: float | None = field(metadata={"detail": False})  # tokens per device that hide an FSDP gather
     group_size: int = field(metadata={"detail": False})  # Y: the usual replica group of the kind
+    # where the network across GPU nodes prices an op: the assumed per-GPU figure, said in the evidence
+    network_assumption: str = field(default="", metadata={"detail": False})
 
 
 def exposure_by_op(ops: pd.DataFrame) -> pd.DataFrame:
@@ -198,7 +201,8 @@ def _measure_kind(analysis, kind: str, part: pd.DataFrame, exposed_s: float) -> 
         priced=priced, measured=analysis.measured, any_async=bool(part["is_async"].any()),
         recording_devices=transfers.recording_devices, num_devices=analysis.num_devices,
         memory_report=analysis.dump.peak_memory_bytes is not None, offload_fit=fit, network=network,
-        c_over_w=c_over_w, group_size=int(group.mode().iloc[0]) if len(group) else analysis.num_devices)
+        c_over_w=c_over_w, group_size=int(group.mode().iloc[0]) if len(group) else analysis.num_devices,
+        network_assumption=network_assumption(analysis.chip, part))
 
 
 def title(n: Numbers) -> str:
@@ -214,6 +218,11 @@ def _fit_text(n: Numbers) -> str:
 
 
 def evidence(n: Numbers) -> str:
+    text = _evidence(n)
+    return f"{text} Their cross-node time {n.network_assumption}." if n.network_assumption else text
+
+
+def _evidence(n: Numbers) -> str:
     count, noun = len(n.ops), {"host-offload": "host-offload copy", "send-recv": "send/recv"}.get(n.kind, n.kind)
     exposed_s, compute_s, step_s = n.exposed_s_per_step, n.compute_s_per_step, n.priced.step_s
     if not n.measured:

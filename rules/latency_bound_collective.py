@@ -40,7 +40,8 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from ..analyzer.models.collectives import KINDS, latency_threshold_bytes, predict_collective
+from ..analyzer.models.collective_pricing import network_assumption
+from ..analyzer.models.collectives import KINDS, latency_threshold_bytes, link_label, predict_collective
 from .base import (
     OpEvidence,
     Priced,
@@ -77,6 +78,8 @@ class Numbers:
     chip: str = field(metadata={"detail": False})  # the chip's name
     combine_bytes: dict = field(metadata={"detail": False})  # per kind with a GPU combiner flag: largest group
     replicate_below_bytes: int = field(metadata={"detail": False})  # arrays smaller gain nothing from sharding
+    # where the network across GPU nodes prices the combined collectives: the assumed per-GPU figure
+    network_assumption: str = field(default="", metadata={"detail": False})
 
 
 def check(analysis) -> list:
@@ -89,7 +92,7 @@ def classify_collectives(analysis) -> pd.DataFrame:
     keep = ops["in_step"] & ops["collective_kind"].notna() \
         & ~ops["is_async_start"] & (ops["collective_bytes"].astype(float) > 0)
     out = ops.loc[keep, ["module", "program_id", "op_name", "collective_kind", "replica_group_size",
-                         "collective_bytes", "collective_per_hop_bytes", "collective_bound_by",
+                         "collective_bytes", "collective_per_hop_bytes", "collective_bound_by", "collective_model",
                          "collective_predicted_s", "collective_bandwidth_s", "collective_latency_s",
                          "occurrences_per_step", "measured_s_per_step", "predicted_s_per_step", "start_op_id",
                          "tf_op"]].copy()
@@ -126,7 +129,11 @@ def _combined(group: pd.DataFrame, kind: str, chip):
     bandwidth_s = float((group["collective_bandwidth_s"].astype(float) * occurrences).sum())
     latency_s = float(group["collective_latency_s"].astype(float).max())
     if np.isfinite(bandwidth_s) and np.isfinite(latency_s):
-        bound = "ici" if bandwidth_s >= latency_s else "latency"
+        links = [b for b in group["collective_bound_by"].dropna() if b != "latency"]
+        # latency-bound members say no link: theirs is the network when they cross GPU nodes
+        across = group["collective_model"].astype(str).str.contains("across nodes")
+        link = links[0] if links else ("network" if across.any() else link_label(chip))
+        bound = link if bandwidth_s >= latency_s else "latency"
         return SimpleNamespace(predicted_s=max(bandwidth_s, latency_s), bound_by=bound), total, size
     try:
         return predict_collective(kind, total, size, chip), total, size
@@ -216,7 +223,9 @@ def measure(analysis) -> Numbers | None:
               "per_hop_bytes": float(r.collective_per_hop_bytes), "s_per_step": float(r.time_s)}
              for r in bound.itertuples()],
         priced=priced, chip=chip.name, combine_bytes=_combine_bytes(groups),
-        replicate_below_bytes=int(threshold * max(g["replica_group_size"] for g in groups)))
+        replicate_below_bytes=int(threshold * max(g["replica_group_size"] for g in groups)),
+        network_assumption=network_assumption(chip, pd.DataFrame(
+            {"collective_bound_by": [g.get("combined_bound_by") for g in groups]})))
 
 
 def title(n: Numbers) -> str:
@@ -235,7 +244,8 @@ def evidence(n: Numbers) -> str:
             f"{first['replica_group_size']} devices carrying {format_bytes(first['bytes_per_step'])}, would take "
             f"{format_seconds(first['combined_predicted_s'])} combined. Of "
             f"{n.classified['latency'] + n.classified['bandwidth']} modelled "
-            f"collectives, {n.classified['latency']} are latency-bound.")
+            f"collectives, {n.classified['latency']} are latency-bound."
+            + (f" Combined, they cross nodes: the saving {n.network_assumption}." if n.network_assumption else ""))
 
 
 def _combine(n: Numbers, target: Target) -> str:

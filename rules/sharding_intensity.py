@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..analyzer.models.collective_pricing import network_assumption
 from ..analyzer.models.collectives import latency_threshold_bytes
 from .base import (
     OpEvidence,
@@ -113,6 +114,8 @@ class Numbers:
     collectives: int = field(metadata={"detail": False})  # collectives on the axis that reach a matmul
     chip_name: str = field(metadata={"detail": False})
     times_are: str = field(metadata={"detail": False})  # 'measured' or 'predicted'
+    # where the network across GPU nodes prices the axis: the assumed per-GPU figure, said in the evidence
+    network_assumption: str = field(default="", metadata={"detail": False})
 
 
 def check(analysis) -> list:
@@ -237,7 +240,8 @@ def _measure_axis(analysis, axis, part: pd.DataFrame) -> Numbers | None:
         matmul_s_per_step=num["matmul_s"], exposed_s_per_step=num["exposed"],
         unhideable_s_per_step=num["unhideable"], collectives_without_matmul=num["unlinked"],
         ops=num["ops"], priced=_priced(analysis, num, cost, fsdp_only, axis_kind(axis)),
-        collectives=len(num["linked"]), chip_name=chip.name, times_are=times_are(analysis))
+        collectives=len(num["linked"]), chip_name=chip.name, times_are=times_are(analysis),
+        network_assumption=network_assumption(chip, part))
 
 
 def title(n: Numbers) -> str:
@@ -262,6 +266,8 @@ def evidence(n: Numbers) -> str:
         f"{format_seconds(step_s)} step).")
     if n.collectives_without_matmul:
         text += f" {n.collectives_without_matmul} more collectives on the axis reach no matmul and are not counted."
+    if n.network_assumption:
+        text += f" W crosses nodes: it {n.network_assumption}."
     return text
 
 

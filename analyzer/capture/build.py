@@ -135,6 +135,8 @@ def build_capture(spaces: list[XSpaceTables], *, checked: bool = False) -> Captu
         events["module"] = _module_of_program(events["program_id"], module_names)
     else:
         modules, op_metadata, async_spans, steps_line = _derived_program_tables(events, platform, warnings)
+        if hosts.op_metadata:  # GPU: each op's kernels
+            op_metadata = pd.concat(hosts.op_metadata, ignore_index=True).drop_duplicates(["program_id", "op_name"])
     return Capture(
         platform=platform,
         hosts=tuple(s.hostname for s in spaces),
@@ -173,7 +175,8 @@ class _HostTables:
                 out.async_spans.append(async_spans)
                 out.steps_line.append(steps)
             elif platform == "gpu":
-                devices, events, w = gpu_tables(space, device_base)
+                devices, events, kernels, w = gpu_tables(space, device_base)
+                out.op_metadata.append(kernels)
                 warnings.extend(w)
             else:
                 devices, events = cpu_tables(space, device_base)

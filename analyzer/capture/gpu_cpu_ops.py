@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ...parsers.xplane import XSpaceTables
+from ...units import format_seconds
 from .host_steps import cpu_launch_ps
 from .planes import (
     GPU_PLANE,
@@ -22,6 +23,7 @@ from .planes import (
     events_with_stats,
     scaled_peak,
 )
+from .tpu_ops import METADATA_COLUMNS
 
 
 def gpu_tables(space: XSpaceTables, device_base: int):
@@ -64,6 +66,7 @@ def gpu_tables(space: XSpaceTables, device_base: int):
             "launch_ps": joined["start_ps_launch"].fillna(-1).astype("int64"),
         }
     )
+    per_kernel = events.assign(_kernel=kernel_name.where(~unattributed, "").to_numpy())
     events = one_event_per_execution(events, kernel_name.where(~unattributed, ""))
     devices = device_table(
         space, planes,
@@ -73,7 +76,40 @@ def gpu_tables(space: XSpaceTables, device_base: int):
         hbm_bytes_per_s=lambda st: scaled_peak(st.get("memory_bandwidth"), 1.0),
         core_count=lambda st: st.get("core_count", np.nan),
     )
-    return devices, events, warnings
+    return devices, events, kernel_metadata(per_kernel, events), warnings
+
+
+MAX_KERNELS_LISTED = 5
+
+
+def kernel_metadata(per_kernel: pd.DataFrame, executions: pd.DataFrame) -> pd.DataFrame:
+    """METADATA_COLUMNS rows, one per (program_id, op_name), with ``kernels``: the kernels the op launched, the
+    costliest first, each with its mean time per execution of the op ('Im3d2Col.kd 20.1 us; Cijk_... 312 us'),
+    the rest counted; the other columns empty (a GPU trace holds no per-op costs)."""
+    key = ["program_id", "op_name"]
+
+    def keyed(frame: pd.DataFrame) -> pd.DataFrame:  # NaN program ids as '' so that the keys meet
+        return frame.assign(program_id=frame["program_id"].astype(object).where(frame["program_id"].notna(), ""))
+
+    named = keyed(per_kernel[per_kernel["_kernel"] != ""])
+    if named.empty:
+        return pd.DataFrame(columns=METADATA_COLUMNS)
+    # A C++ kernel's signature is its name plus the argument list: the name says which kernel it is.
+    named["_kernel"] = named["_kernel"].astype(str).str.replace(r"\(.*\)\s*$", "", regex=True).str.slice(0, 120)
+    runs = keyed(executions).groupby(key, sort=False).size().rename("_runs")
+    totals = (named.groupby([*key, "_kernel"], sort=False)["duration_ps"].sum().rename("_ps")
+              .reset_index().join(runs, on=key).sort_values("_ps", ascending=False, kind="stable"))
+    rows = []
+    for (program_id, op_name), group in totals.groupby(key, sort=False):
+        listed = [f"{k} {format_seconds(ps / 1e12 / max(n, 1))}"
+                  for k, ps, n in zip(group["_kernel"], group["_ps"], group["_runs"].fillna(1))][:MAX_KERNELS_LISTED]
+        more = len(group) - len(listed)
+        rows.append((program_id, op_name, "; ".join(listed) + (f"; +{more} more" if more > 0 else "")))
+    out = pd.DataFrame(rows, columns=[*key, "kernels"])
+    for col in METADATA_COLUMNS:
+        if col not in out:
+            out[col] = np.nan if col in ("flops", "model_flops", "bytes_accessed", "hbm_bytes") else None
+    return out[METADATA_COLUMNS]
 
 
 def one_event_per_execution(events: pd.DataFrame, kernel: pd.Series) -> pd.DataFrame:

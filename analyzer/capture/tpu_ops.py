@@ -36,6 +36,7 @@ METADATA_COLUMNS = [
     "hbm_bytes",
     "tf_op",
     "source",
+    "kernels",  # GPU: the kernels an op launched (gpu_cpu_ops.kernel_metadata)
 ]
 
 
@@ -140,7 +141,7 @@ def _op_metadata(meta: pd.DataFrame) -> pd.DataFrame:
     md["op_name"] = _op_names(md)
     md = md.rename(columns={"name": "hlo_text", "hlo_category": "category"})
     # Ops appear once per device plane with identical metadata: keep one row per op.
-    md = md[md["hlo_text"].str.startswith("%", na=False) | md["category"].notna()]
+    md = md[md["hlo_text"].str.startswith("%", na=False) | md["category"].notna()].assign(kernels=None)
     return md.drop_duplicates(["program_id", "op_name"])[METADATA_COLUMNS]
 
 

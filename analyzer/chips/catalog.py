@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ...text_safety import check_nesting
 from .dtype_peaks import is_bf16_like, peak_kind
 
 if sys.version_info >= (3, 11):
@@ -42,6 +43,7 @@ FLOAT_FIELDS = (
     "hbm_capacity_bytes",
     "ici_link_bytes_per_s_oneway",
     "per_hop_latency_s",
+    "kernel_launch_floor_s",
     "pcie_bytes_per_s",
     "dcn_bytes_per_s",
 )
@@ -50,14 +52,15 @@ INT_FIELDS = (
     "devices_per_node", "scale_up_domain", "devices_per_chip", "tensorcores_per_chip",
 )
 # Descriptive fields that are facts about the hardware: they need a source like the numbers do.
-FACT_FIELDS = ("interconnect", "wraparound", "compute_capability", "slice_name_counts")
+FACT_FIELDS = ("interconnect", "wraparound", "compute_capability", "slice_name_counts", "link_topology")
 _TEXT_FIELDS = ("name", "vendor", "sources") + FACT_FIELDS
-_LIST_FIELDS = ("aliases", "trace_names", "model_hints")
+_LIST_FIELDS = ("aliases", "trace_names", "model_hints", "variants")
 _REQUIRED_FOR_NEW_CHIP = ("name", "peak_bf16_flops_per_s", "hbm_bytes_per_s")
 _CHOICES = {
     "interconnect": ("torus", "switch", "none"),
     "wraparound": ("axis", "full_cube", "none"),
     "slice_name_counts": ("tensorcores", "chips"),
+    "link_topology": ("all_to_all", "hybrid_cube_mesh"),
 }
 # What a device's share of a chip is when one chip shows up as several devices (TPU7x TensorCores, MI250X GCDs).
 _PER_DEVICE_FIELDS = (
@@ -91,6 +94,7 @@ class Chip:
     wraparound: str = "none"
     wraparound_axis_multiple: int | None = None
     per_hop_latency_s: float | None = None
+    kernel_launch_floor_s: float | None = None  # GPUs: the least time an op that launches a kernel takes
     pcie_bytes_per_s: float | None = None
     dcn_bytes_per_s: float | None = None
     devices_per_node: int | None = None
@@ -98,6 +102,9 @@ class Chip:
     devices_per_chip: int = 1
     tensorcores_per_chip: int | None = None
     slice_name_counts: str | None = None
+    # GPUs of a node: "all_to_all" (an NVSwitch / full mesh: every pair at the GPU's whole bandwidth) or
+    # "hybrid_cube_mesh" (DGX-1 V100: a pair shares 0-2 NVLinks; models/topology.py prices the group's links).
+    link_topology: str = "all_to_all"
     compute_capability: str | None = None
     mxu_dim: int | None = None
     vmem_bytes: int | None = None
@@ -105,6 +112,9 @@ class Chip:
     aliases: tuple[str, ...] = ()
     trace_names: tuple[str, ...] = ()
     model_hints: tuple[str, ...] = ()
+    # Models sold under this entry with other HBM sizes / bandwidths (V100 16/32 GB): a trace's own
+    # capacity and bandwidth are that model's, so they win over the table's (chips/detection.py).
+    variants: tuple[str, ...] = ()
     sources: str = ""
     slice_chips: int | None = None
     slice_shape: tuple[int, ...] | None = None
@@ -284,7 +294,9 @@ def _build_chip(key: str, fields: dict[str, Any], sources_by_field: dict[str, st
 def _read_user_file(path: Path) -> dict[str, Any]:
     where = f"chips file {path}"
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        check_nesting(text, where, "toml", error=ChipCatalogError)  # tomllib recurses per level
+        return tomllib.loads(text)
     except OSError as exc:
         raise ChipCatalogError(f"{where}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,10 +24,22 @@ from typing import Any
 import pandas as pd
 
 from .catalog import Chip, ChipCatalogError
+from .dump_platform import DumpPlatform, default_chip, mismatch_warning
 from .names import find_chip, normalize_name, slice_name_problem
 
 TRACE_TABLE_LIMIT = 1.5
+# A chip sold in variants (V100 16/32 GB, A100 40/80 GB, H100 SXM/NVL) takes the trace's memory size and
+# bandwidth up to this far from the table: they tell which variant recorded the trace.
+VARIANT_LIMIT = 2.5
+_VARIANT_FIELDS = ("hbm_capacity_bytes", "hbm_bytes_per_s")
 _VENDOR_LABEL = {"nvidia": "NVIDIA GPU", "amd": "AMD GPU", "google": "TPU", "gpu": "GPU"}
+# Device-string wording of a GPU plane without a vendor stat (capture.py builds 'GPU (compute capability 7.0),
+# 80 cores'; other writers say 'sm_70', 'gfx942', '108 SMs', '304 CUs').
+_CC_WORDS = re.compile(r"compute capability\s*(\d+)\.(\d+)|(?<![a-z0-9])sm_?(\d+?)\.?(\d)(?![0-9])", re.IGNORECASE)
+_GFX = re.compile(r"(?<![a-z0-9])gfx(\d)([0-9a-f])[0-9a-f](?![0-9a-z])", re.IGNORECASE)
+_CORES = re.compile(r"\b(\d+)\s*(?:cores|sms|cus|compute units|multiprocessors)\b", re.IGNORECASE)
+_NVIDIA_WORDS = re.compile(r"(?<![a-z0-9])sm_?\d|\bcuda\b|\d\s*sms\b|\bstreaming multiprocessors\b|\bnvlink\b")
+_AMD_WORDS = re.compile(r"(?<![a-z0-9])gfx\d|\brocm\b|\bhip\b|\d\s*cus\b|\bcompute units\b|\bradeon\b")
 # (field, trace stat, scale to SI, label) — the trace numbers a device plane may carry.
 _TRACE_NUMBERS = (
     ("peak_bf16_flops_per_s", "peak_teraflops_per_second", 1e12, "peak FLOP/s"),
@@ -72,16 +85,55 @@ def _compute_capability(stats: Mapping[str, Any]) -> str | None:
     return f"{int(major)}.{int(minor) if isinstance(minor, (int, float)) else 0}"
 
 
+def _stats_from_text(device_type: str | None, stats: Mapping[str, Any]) -> dict[str, Any]:
+    """The plane stats, completed from the device string where a stat is missing: 'compute capability 7.0' /
+    'sm_70' / 'gfx942' give the capability, '80 cores' / '80 SMs' / '304 CUs' the core count."""
+    out, text = dict(stats), str(device_type or "")
+    if _compute_capability(out) is None:
+        m = _CC_WORDS.search(text)
+        if m:
+            major, minor = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            out.update(compute_cap_major=int(major), compute_cap_minor=int(minor))
+        elif (g := _GFX.search(text)):
+            out.update(compute_cap_major=int(g.group(1)), compute_cap_minor=int(g.group(2), 16))
+    if _number(out, "core_count") is None and (m := _CORES.search(text)):
+        out["core_count"] = int(m.group(1))
+    return out
+
+
+def gpu_vendor_from_words(text: str, stats: Mapping[str, Any], chips: Mapping[str, Chip]) -> tuple[str, str]:
+    """(vendor, why) of a GPU whose plane names no vendor: the catalog chips its compute capability and core
+    count match (when all are one vendor's), else CUDA wording (sm_NN, SMs, CUDA) or ROCm wording (gfxNNN,
+    CUs, ROCm, HIP), else 'compute capability' (CUDA's term); ('gpu', '') when nothing tells."""
+    cc, cores = _compute_capability(stats), _number(stats, "core_count")
+    if cc is not None and cores is not None:
+        vendors = {c.vendor for c in chips.values() if c.vendor in ("nvidia", "amd") and c.core_count == int(cores)
+                   and c.compute_capability == cc}
+        if len(vendors) == 1:
+            vendor = vendors.pop()
+            return vendor, f"{_VENDOR_LABEL[vendor]} by compute capability {cc} and {int(cores)} cores"
+    low = text.lower()
+    for vendor, words in (("nvidia", _NVIDIA_WORDS), ("amd", _AMD_WORDS)):
+        m = words.search(low)
+        if m:
+            return vendor, f"{_VENDOR_LABEL[vendor]} by the word {m.group(0).lstrip('0123456789 ')!r}"
+    if "compute capability" in low or cc is not None:
+        return "nvidia", "NVIDIA GPU by its compute capability (CUDA's term)"
+    return "gpu", ""
+
+
 def _by_counts(vendor: str, stats: Mapping[str, Any], chips: Mapping[str, Chip]) -> tuple[Chip | None, str]:
-    """Among a vendor's chips, the one whose compute capability and SM/CU count (per device) match."""
+    """Among a vendor's chips, the one whose compute capability and SM/CU count (per device) match; without a
+    core count, the compute capability alone, the memory size telling its chips apart."""
     cores, cc = _number(stats, "core_count"), _compute_capability(stats)
-    if cores is None:
+    if cores is None and cc is None:
         return None, ""
-    same = [c for c in chips.values() if c.vendor == vendor and c.core_count == int(cores)
-            and (cc is None or c.compute_capability in (None, cc))]
+    same = [c for c in chips.values() if c.vendor == vendor and (cores is None or c.core_count == int(cores))
+            and (cc is None or c.compute_capability in ((cc,) if cores is None else (None, cc)))]
     if not same:
         return None, ""
-    how = f"{vendor} with {int(cores)} cores" + (f", compute capability {cc}" if cc else "")
+    how = f"{vendor}" + (f" with {int(cores)} cores" if cores is not None else "") + \
+        (f", compute capability {cc}" if cc else "")
     memory = _number(stats, "memory_size")
     if len(same) == 1:
         return same[0], how
@@ -105,21 +157,27 @@ def _known_chip(device_type, vendor: str, stats, chips) -> tuple[Chip | None, st
     return _by_counts(vendor, stats, chips) if vendor in ("nvidia", "amd") else (None, "")
 
 
-def _apply_trace_numbers(chip: Chip, stats: Mapping[str, Any], trusted: bool) -> tuple[Chip, list[str], list[str]]:
-    """Trace numbers replace the table's unless (for a known chip) they differ by more than the limit."""
+def _apply_trace_numbers(chip: Chip, stats: Mapping[str, Any], trusted: bool,
+                         only: tuple[str, ...] | None = None) -> tuple[Chip, list[str], list[str]]:
+    """Trace numbers replace the table's unless (for a known chip) they differ by more than the limit
+    (for a chip sold in variants: its memory size and bandwidth up to VARIANT_LIMIT). ``only``: these fields."""
     updates: dict[str, float] = {}
     warnings, used = [], []
     sources = dict(chip.number_sources)
     for field, stat, scale, label in _TRACE_NUMBERS:
         value = _number(stats, stat)
-        if value is None or field in updates:
+        if value is None or field in updates or (only is not None and field not in only):
             continue
         value *= scale
         table = getattr(chip, field)
         ratio = max(value / table, table / value) if table and math.isfinite(table) else 1.0
-        if trusted or ratio <= TRACE_TABLE_LIMIT:
+        variant = bool(chip.variants) and field in _VARIANT_FIELDS and ratio <= VARIANT_LIMIT
+        if trusted or ratio <= TRACE_TABLE_LIMIT or variant:
             updates[field] = value
             sources[field] = "trace"
+            if variant and not trusted and ratio > TRACE_TABLE_LIMIT:  # the variant rule decided: say so
+                sources[field] = (f"trace: the {chip.name} comes as {', '.join(chip.variants)}; the trace's "
+                                  f"{stat} ({value:.4g}) is this device's own, not the table's {table:.4g}")
             used.append(field)
         else:
             sources[field] = (f"{sources.get(field, 'chip table')}; "
@@ -146,15 +204,23 @@ def chip_for_device(device_type: str | None, vendor: str | None, stats: Mapping[
     if kind == "cpu":
         return Detection(catalog["cpu"], f"{catalog['cpu'].name} (no accelerator described); "
                                          "CPU numbers are a rough placeholder")
+    why_vendor = ""
+    if kind == "gpu":  # no vendor stat: the device string's words and the counts tell NVIDIA from AMD
+        stats = _stats_from_text(device_type, stats)
+        kind, why_vendor = gpu_vendor_from_words(f"{device_type or ''} {vendor or ''}", stats, catalog)
     chip, how = _known_chip(device_type, kind, stats, catalog)
     known = chip is not None
     if chip is None:
         chip = _unknown_chip(kind, device_type, stats)
         how = f"device {device_type or vendor or kind!r} matches no catalog chip"
+    if why_vendor:
+        how += f"; no device_vendor stat: {why_vendor}"
     chip, used, warnings = _apply_trace_numbers(chip.per_device(), stats, trusted=not known)
     note = f"{chip.name} (from {how})"
     if used:
         note += "; from the trace: " + ", ".join(sorted(used))
+    if any(chip.number_sources.get(f, "").startswith("trace: ") for f in _VARIANT_FIELDS):
+        note += f" (the {chip.name} comes as {', '.join(chip.variants)}: the trace's own size and bandwidth)"
     if not known:
         missing = [label for field, label in (("peak_bf16_flops_per_s", "peak FLOP/s"), ("hbm_bytes_per_s",
                    "HBM bandwidth")) if not math.isfinite(getattr(chip, field))]
@@ -166,10 +232,35 @@ def chip_for_device(device_type: str | None, vendor: str | None, stats: Mapping[
     return Detection(chip, note, tuple(warnings))
 
 
+def _same_model(a: Chip, b: Chip) -> bool:
+    """Two catalog entries of one GPU model (A100 40 GB / 80 GB share the token 'A100')."""
+    return a.vendor == b.vendor and bool({normalize_name(h) for h in a.model_hints}
+                                         & {normalize_name(h) for h in b.model_hints})
+
+
+def _dump_default(dump: DumpPlatform | None, catalog: Mapping[str, Chip]) -> Detection:
+    """Without a trace and --chip: the default chip of the platform the dump was compiled for, else the CPU."""
+    chip = default_chip(dump, catalog) if dump is not None else None
+    if chip is None:
+        cpu = catalog["cpu"]
+        why = f"the dump was compiled for the CPU ({dump.evidence})" if dump is not None else "no trace and no --chip"
+        return Detection(cpu, f"{cpu.name} ({why})",
+                         (f"{why}: predictions use the generic CPU entry; pass --chip (e.g. --chip v6e)",))
+    what = {"tpu": "a TPU (generation not in the dump)", "gpu": "a GPU"}[dump.platform]
+    if dump.compute_capability:
+        what += f" of compute capability {dump.compute_capability}"
+    warning = (f"no trace and no --chip: the dump was compiled for {what} ({dump.evidence}), priced as the "
+               f"{chip.name}; pass --chip NAME for the chip it runs on")
+    return Detection(chip.per_device(), f"{chip.name} (the dump's platform: {dump.evidence}; chip table numbers)",
+                     (warning,))
+
+
 def choose_chip(devices: pd.DataFrame, platform: str, chip_name: str | None,
-                catalog: Mapping[str, Chip]) -> Detection:
+                catalog: Mapping[str, Chip], dump: DumpPlatform | None = None) -> Detection:
     """The chip an analysis prices with: detected from the first device plane, or named with ``--chip``
-    (a name or a slice name such as ``v5p-128``). Raises ChipCatalogError for an unknown ``--chip``."""
+    (a name or a slice name such as ``v5p-128``); without a trace, ``dump`` (the platform the HLO dump was
+    compiled for) picks the default and warns when ``--chip`` names another platform. Raises
+    ChipCatalogError for an unknown ``--chip``."""
     first = devices.iloc[0] if len(devices) else None
     detected = None
     if first is not None and platform not in ("cpu", "hlo"):
@@ -188,15 +279,17 @@ def choose_chip(devices: pd.DataFrame, platform: str, chip_name: str | None,
             chip = dataclasses.replace(detected.chip, slice_chips=named.slice_chips, slice_shape=named.slice_shape)
             return Detection(chip, f"{chip.name} (from --chip{slice_note}; matches the capture, trace peaks "
                                    "applied)", detected.warnings)
-        warnings = ()
+        mismatch = mismatch_warning(dump, named) if dump is not None and platform == "hlo" else None
+        warnings, chip, how = ((mismatch,) if mismatch else ()), named.per_device(), "chip table numbers"
+        if detected is not None and named.variants and _same_model(detected.chip, named):
+            # Another variant of the same model (A100 40 vs 80 GB): the trace's size and bandwidth are the device's.
+            chip, used, _ = _apply_trace_numbers(chip, first.get("plane_stats") or {}, False, _VARIANT_FIELDS)
+            how = "chip table numbers" + (", the trace's " + ", ".join(used) if used else "")
         if detected is not None:
-            warnings = (f"--chip {chip_name!r} overrides the detected {detected.chip.name}: using the chip table only",)
-        return Detection(named.per_device(), f"{named.name} (from --chip{slice_note}; chip table numbers)", warnings)
+            warnings = (f"--chip {chip_name!r} overrides the detected {detected.chip.name}: using {how}",)
+        return Detection(chip, f"{named.name} (from --chip{slice_note}; {how})", warnings)
     if platform == "hlo":
-        cpu = catalog["cpu"]
-        return Detection(cpu, f"{cpu.name} (no trace and no --chip)",
-                         ("no trace and no --chip: predictions use the generic CPU entry; "
-                          "pass --chip (e.g. --chip v6e)",))
+        return _dump_default(dump, catalog)
     if detected is None:
         return Detection(catalog["cpu"], f"{catalog['cpu'].name} (no accelerator in the capture)")
     return detected

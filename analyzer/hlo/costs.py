@@ -38,7 +38,11 @@ from .kernel_costs import (
 from .kernel_costs import (
     custom_call_kind,
     fmha_flops,
+    gemm_epilogue_steps,
+    is_fmha,
+    is_te_attention,
     pallas_cost_estimate,
+    te_attention_flops,
 )
 from .kernel_costs import (
     target as _target,
@@ -143,18 +147,7 @@ class _Costs:
         if op in _CALLS:
             return self.computation_flops(instr.called_computations()[0])
         if op == "custom-call":
-            kind = custom_call_kind(instr)
-            if kind == "gemm":
-                return dot_flops(instr, self.module), ""
-            if kind == "conv":
-                return convolution_flops(instr, self.module), ""
-            if kind == "zero":
-                return 0.0, ""
-            if _target(instr) == "tpu_custom_call" and (est := pallas_cost_estimate(instr)) is not None:
-                return est["flops"], "Pallas kernel: FLOPs from its cost_estimate"
-            if _target(instr).startswith("__cudnn$fmha"):
-                return fmha_flops(instr, self.module)
-            return math.nan, f"{kind} custom-call {_target(instr)}"
+            return self.custom_call_flops(instr)
         if op in _ELEMENTWISE:
             return float(_array(instr.shape).num_elements), ""
         if op == "reduce":
@@ -173,6 +166,24 @@ class _Costs:
             n = shape.dims[dim] if shape.dims else 1
             return float(shape.num_elements * max(math.ceil(math.log2(max(n, 1))), 1)), ""
         return 0.0, ""
+
+    def custom_call_flops(self, instr: Instruction) -> tuple[float, str]:
+        kind, target = custom_call_kind(instr), _target(instr)
+        if kind == "gemm":
+            steps, note = gemm_epilogue_steps(instr)
+            return dot_flops(instr, self.module) + steps * float(_array(instr.shape).num_elements), note
+        if kind == "conv":
+            return convolution_flops(instr, self.module), ""
+        if kind == "zero":
+            return 0.0, ""
+        if target == "tpu_custom_call" and (est := pallas_cost_estimate(instr)) is not None:
+            return est["flops"], "Pallas kernel: FLOPs from its cost_estimate"
+        if is_fmha(target):
+            return fmha_flops(instr, self.module)
+        if is_te_attention(target):
+            return te_attention_flops(instr)
+        why = ": its backend_config carries no cost estimate" if target == "__gpu$xla.gpu.triton" else ""
+        return math.nan, f"{kind} custom-call {target}{why}"
 
     def computation_flops(self, name: str) -> tuple[float, str]:
         """Summed over the computation's instructions, what they call first, with an explicit stack (a deep

@@ -103,7 +103,8 @@ def _with_trace_metadata(ops: pd.DataFrame, trace_metadata: pd.DataFrame | None)
         md = trace_metadata.assign(program_id=trace_metadata["program_id"].fillna("").astype(str))
         ops = ops.merge(md, on=["program_id", "op_name"], how="left")
     else:
-        for col in ("hlo_text", "category", "flops", "model_flops", "bytes_accessed", "hbm_bytes", "tf_op", "source"):
+        for col in ("hlo_text", "category", "flops", "model_flops", "bytes_accessed", "hbm_bytes", "tf_op", "source",
+                    "kernels"):
             ops[col] = np.nan if col in _TRACE_NUMBERS else None
     # XLA's cost analysis cannot see into kernels: a trace's 0 FLOPs for one means unknown, not none.
     kernel = ops["hlo_text"].fillna("").astype(str).str.contains(_KERNEL_TARGETS, regex=True)

@@ -31,6 +31,17 @@ def data_shape(shape: Shape) -> Shape:
         shape = shape.elements[0]
     return shape
 
+def kernel_results(shape: Shape) -> list[Shape]:
+    """A library kernel's (cuBLAS, cuDNN, TransformerEngine) outputs: its result tuple less the trailing
+    u8/s8 workspace it appends (scratch whose traffic nobody reports), an epilogue's aux output kept."""
+    if not shape.is_tuple:
+        return [shape]
+    out = list(shape.elements)
+    if len(out) > 1 and not out[-1].is_tuple and out[-1].dtype in ("u8", "s8") and len(out[-1].dims) == 1:
+        out.pop()
+    return out
+
+
 class ByteCounter:
     """Per-module memo of fusion bodies' users, and the byte split of one instruction."""
 
@@ -114,10 +125,11 @@ class ByteCounter:
             else:
                 _add(acc, instr.shape)
             return acc
-        if op == "custom-call" and custom_call_kind(instr) in ("gemm", "conv"):
+        if op == "custom-call" and custom_call_kind(instr) in ("gemm", "conv", "attention"):
             for s in operands:
                 _add(acc, s)
-            _add(acc, data_shape(instr.shape))
+            for s in kernel_results(instr.shape):
+                _add(acc, s)
             return acc
         for s in operands:
             _add(acc, s)

@@ -58,4 +58,15 @@ def _price(kind: str, payload: float, groups, pairs, chip: Chip, num_devices: in
     return facts
 
 
-__all__ = ["PRICED_COLUMNS", "price_collectives"]
+def network_assumption(chip: Chip, ops: pd.DataFrame) -> str:
+    """'' unless the network across GPU nodes bounds one of ``ops``' collectives: then the per-GPU figure
+    that priced it and where it came from, for the finding's own words (a DGX figure may not be your fabric)."""
+    if not (ops["collective_bound_by"] == "network").any() or not chip.dcn_bytes_per_s:
+        return ""
+    source = chip.number_sources.get("dcn_bytes_per_s", "chip table")
+    short = source.removeprefix("chip table (").split(";")[0].rstrip(")")
+    return (f"assumes {chip.dcn_bytes_per_s / 1e9:.3g} GB/s per GPU across nodes ({short}); pass --chip-file "
+            "with your fabric's dcn_bytes_per_s")
+
+
+__all__ = ["PRICED_COLUMNS", "network_assumption", "price_collectives"]

@@ -56,7 +56,7 @@ class CollectivePrediction:
     bandwidth_s: float
     latency_s: float
     predicted_s: float  # max(bandwidth_s, latency_s)
-    bound_by: str  # 'ici' | 'latency'
+    bound_by: str  # the link that bounds the bandwidth term (BANDWIDTH_BOUNDS) | 'latency'
     bidirectional: bool
     num_axes: int
     link_bytes_per_s_used: float  # the W in V/W: 2·W1 on a wraparound ring, W1 without, W1·links on a switch
@@ -101,6 +101,38 @@ def link_bandwidth(chip: Chip, *, spans_dcn: bool = False, both_directions: bool
 
 
 _FACTOR = {"all-gather": 1.0, "reduce-scatter": 1.0, "all-reduce": 2.0, "all-to-all": 0.25}
+# What a collective's bandwidth term is bound by: TPU ICI (DCN across slices included), NVIDIA NVLink, AMD
+# Infinity Fabric (xGMI), PCIe between GPUs without NVLink, the network (NICs) across GPU nodes.
+BANDWIDTH_BOUNDS = ("ici", "nvlink", "xgmi", "pcie", "network")
+
+
+def link_label(chip: Chip, links: int | None = None) -> str:
+    """The bound_by word of a link within a node: 'ici' on a torus (and CPU devices), NVLink / xGMI on
+    NVIDIA / AMD GPUs, 'pcie' on GPUs joined by PCIe only (one 'link' in the catalog: A10G, L4, H100 PCIe)
+    or a group with no NVLink between its members (``links`` 0)."""
+    if chip.interconnect != "switch":
+        return "ici"
+    if links == 0 or (chip.vendor == "nvidia" and (chip.ici_links or 0) <= 1):
+        return "pcie"
+    return {"nvidia": "nvlink", "amd": "xgmi"}.get(chip.vendor, "ici")
+
+
+def _group_link(chip: Chip, place: Placement, notes: list[str]) -> float:
+    """A GPU's per-direction bandwidth within a node for this group: the whole GPU on a switch; on a DGX-1
+    hybrid cube-mesh the NVLinks its members have to each other (PCIe where they have none)."""
+    _, w = link_bandwidth(chip)
+    if place.links is None:
+        return w
+    if place.links == 0:
+        if not chip.pcie_bytes_per_s:
+            raise ValueError(f"{chip.name} has no PCIe bandwidth in the catalog")
+        notes.append(f"hybrid cube-mesh: no NVLink between the group's GPUs, over PCIe at "
+                     f"{_fmt_rate(chip.pcie_bytes_per_s)}")
+        return chip.pcie_bytes_per_s
+    w1 = chip.ici_link_bytes_per_s_oneway or 0.0
+    notes.append(f"hybrid cube-mesh: the group's ring gets {place.links} of {chip.ici_links} NVLinks per GPU "
+                 f"({_fmt_rate(place.links * w1)} per direction)")
+    return place.links * w1
 
 
 def _fmt_rate(bytes_per_s: float) -> str:
@@ -158,11 +190,13 @@ def predict_collective(
     hop_latency_s = chip.per_hop_latency_s or _DEFAULT_HOP_LATENCY_S
     notes = [] if chip.per_hop_latency_s else [f"per-hop latency unknown: assumed {_DEFAULT_HOP_LATENCY_S:g} s"]
     if chip.interconnect == "torus":
-        priced = _torus(shape, v, n, chip, place, notes)
+        priced, bound = _torus(shape, v, n, chip, place, notes), "ici"
     elif chip.interconnect == "switch" and place.nodes > 1:
         priced = _across_nodes(shape, v, n, chip, place, notes)
+        bound = "network" if priced[4] == "nic" else link_label(chip, place.links)
+        priced = (*priced[:4], "nic", *priced[5:])
     else:
-        priced = _switch(shape, v, n, chip, notes)
+        priced, bound = _switch(shape, v, n, chip, place, notes), link_label(chip, place.links)
     hops, per_hop, bandwidth_s, bw_used, network, bidirectional, k = priced
     if place.note:
         notes.append(place.note)
@@ -173,7 +207,7 @@ def predict_collective(
     return CollectivePrediction(
         kind=kind, group_size=n, bytes_total=v, bytes_per_device_sent=sent, hops=hops, per_hop_bytes=per_hop,
         bandwidth_s=bandwidth_s, latency_s=latency_s, predicted_s=max(bandwidth_s, latency_s),
-        bound_by="ici" if bandwidth_s >= latency_s else "latency", bidirectional=bidirectional, num_axes=k,
+        bound_by=bound if bandwidth_s >= latency_s else "latency", bidirectional=bidirectional, num_axes=k,
         link_bytes_per_s_used=bw_used, network=network, note="; ".join(notes))
 
 
@@ -220,10 +254,12 @@ def _torus(shape: str, v: float, n: int, chip: Chip, place: Placement, notes: li
     return hops, v / n, ici_s + dcn_s, inbound or w_dcn, network, bidirectional, len(axes) + (d > 1)
 
 
-def _switch(shape: str, v: float, n: int, chip: Chip, notes: list[str]):
+def _switch(shape: str, v: float, n: int, chip: Chip, place: Placement, notes: list[str]):
     """One switch (NVLink / Infinity Fabric within a node; CPU memory): NCCL's ring costs at the device's
-    whole per-direction bandwidth."""
+    whole per-direction bandwidth (on a DGX-1 cube-mesh, the links the group's members share)."""
     network, w = link_bandwidth(chip)
+    if network == "nvlink":
+        w = _group_link(chip, place, notes)
     frac = (n - 1) / n
     if shape in ("all-gather", "reduce-scatter"):
         hops, per_hop, bandwidth_s = n - 1, v / n, frac * v / w
@@ -242,21 +278,25 @@ def _across_nodes(shape: str, v: float, n: int, chip: Chip, place: Placement, no
     """GPUs in several nodes: the ring's (or tree's) node-boundary edges run over NICs. With g group
     members per node and one NIC per GPU, NCCL spreads its channels over the g NICs, so a GPU's ring
     traffic moves at min(NVLink, g × NIC) (the book's node egress bandwidth: 8 × 400 Gb/s on H100)."""
-    _, w_nv = link_bandwidth(chip)
+    w_nv = _group_link(chip, place, notes)
     w_nic = chip.dcn_bytes_per_s
     if not w_nic:
         raise ValueError(f"{chip.name} has no per-GPU network bandwidth in the catalog")
     g, m = max(place.per_node, 1), place.nodes
     w = min(w_nv, g * w_nic) if g > 1 else w_nic
+    nic_bound = g == 1 or g * w_nic < w_nv
     frac = (n - 1) / n
     if shape in ("all-gather", "reduce-scatter", "all-reduce"):
         f = 2.0 if shape == "all-reduce" else 1.0
         hops, per_hop, bandwidth_s = int(f) * (n - 1), v / n, f * frac * v / w
     elif shape == "all-to-all":  # each GPU's buffer V/N: the share for other nodes leaves over its own NIC
         hops, per_hop = 1, v / (n * n)
-        bandwidth_s = max((n - g) / n * v / n / w_nic, (g - 1) / n * v / n / w_nv)
+        across, within = (n - g) / n * v / n / w_nic, (g - 1) / n * v / n / w_nv
+        bandwidth_s, nic_bound = max(across, within), across >= within
     else:
-        hops, per_hop, bandwidth_s, w = 1, v, v / w_nic, w_nic
-    notes.append(f"{m} nodes x {g} GPUs: NVLink {_fmt_rate(w_nv)} within a node, "
+        hops, per_hop, bandwidth_s, w, nic_bound = 1, v, v / w_nic, w_nic, True
+    within = {"nvlink": "NVLink", "xgmi": "Infinity Fabric", "pcie": "PCIe"}.get(link_label(chip, place.links), "links")
+    notes.append(f"{m} nodes x {g} GPUs: {within} {_fmt_rate(w_nv)} within a node, "
                  f"NIC {_fmt_rate(w_nic)} per GPU across nodes; ring at {_fmt_rate(w)} per GPU")
-    return hops, per_hop, bandwidth_s, w, "nic", True, 2
+    # 'nic' where the network bounds the bandwidth term, else the node's links (the caller says which)
+    return hops, per_hop, bandwidth_s, w, "nic" if nic_bound else "node", True, 2

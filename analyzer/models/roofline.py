@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..chips.catalog import Chip
+from .collectives import BANDWIDTH_BOUNDS
 
 
 def _ratio(numerator, denominator):
@@ -73,8 +74,10 @@ def predict_ops(ops: pd.DataFrame, chip: Chip) -> pd.DataFrame:
     ``arithmetic_intensity``, ``bound_by`` and ``efficiency`` = predicted_s / measured_s (1.0 = at the
     roofline; NaN when either is unknown). bound_by is the largest term: 'compute', 'hbm' or 'host'; a row with
     a collective prediction takes that time and its 'ici'/'latency'; 'latency' also marks ops with no modelled
-    work (0 FLOPs and 0 bytes: only fixed overhead); 'unknown' when nothing is known or the FLOPs are unknown
-    (then efficiency is NaN: a bytes-only bound would call a compute kernel slow).
+    work (0 FLOPs and 0 bytes: only fixed overhead) and, on a chip with a ``kernel_launch_floor_s`` (GPUs), ops
+    whose roofline is below that floor (their time is the floor); 'unknown' when nothing is known or the FLOPs
+    are unknown (then predicted_s and efficiency are NaN: a bytes-only bound would call a compute kernel slow,
+    and price it as an HBM copy).
     """
     out = ops.copy()
     flops = _column(out, "flops")
@@ -88,9 +91,12 @@ def predict_ops(ops: pd.DataFrame, chip: Chip) -> pd.DataFrame:
     host_bytes, t_host_s = _host_time(out, chip)
     predicted_s, bound_by = _largest_term(t_compute_s, t_memory_s, t_host_s, host_bytes)
     # A kernel whose FLOPs nobody knows (a Pallas call without a cost estimate) is not memory-bound just
-    # because its bytes are the only term: its bound is unknown, its bytes time stays a lower bound.
+    # because its bytes are the only term: its bound and time are unknown (t_memory_s keeps the bytes' time
+    # as a lower bound), not an HBM copy's.
     flops_unknown = np.isnan(flops) & np.isin(bound_by, ["hbm", "latency"])
     bound_by = np.where(flops_unknown, "unknown", bound_by)
+    predicted_s = np.where(flops_unknown, np.nan, predicted_s)
+    predicted_s, bound_by = _launch_floor(predicted_s, bound_by, chip.kernel_launch_floor_s)
     predicted_s, bound_by, is_collective = _with_collective_times(out, predicted_s, bound_by)
 
     measured_s = _column(out, "measured_s")
@@ -127,15 +133,26 @@ def _largest_term(t_compute_s, t_memory_s, t_host_s, host_bytes) -> tuple[np.nda
     return predicted_s, np.where(any_known & (predicted_s > 0), bound_by, np.where(any_known, "latency", "unknown"))
 
 
+def _launch_floor(predicted_s, bound_by, floor_s: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """No op that does work runs faster than one kernel launch (GPU chips' ``kernel_launch_floor_s``): its
+    time is at least the floor, and 'latency'-bound where the floor is above its roofline."""
+    if not floor_s:
+        return predicted_s, bound_by
+    below = np.nan_to_num(predicted_s, nan=np.inf) < floor_s
+    below &= np.nan_to_num(predicted_s, nan=0.0) > 0
+    return np.where(below, floor_s, predicted_s), np.where(below, "latency", bound_by)
+
+
 def _with_collective_times(ops: pd.DataFrame, predicted_s, bound_by) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Collectives take the ICI model's time and bound ('ici' or 'latency'); also which rows are collectives."""
+    """Collectives take the collective model's time and bound (the link: 'ici', 'nvlink', 'xgmi', 'pcie',
+    'network'; or 'latency'); also which rows are collectives."""
     collective_s = _column(ops, "collective_predicted_s")
     is_collective = ~np.isnan(collective_s)
     if is_collective.any():
         predicted_s = np.where(is_collective, collective_s, predicted_s)
         if "collective_bound_by" in ops.columns:
             col_bound = ops["collective_bound_by"].astype("object").to_numpy()
-            col_bound = np.where(np.isin(col_bound, ["ici", "latency"]), col_bound, "ici")
+            col_bound = np.where(np.isin(col_bound, [*BANDWIDTH_BOUNDS, "latency"]), col_bound, "ici")
         else:
             col_bound = np.full(len(ops), "ici", dtype=object)
         bound_by = np.where(is_collective, col_bound, bound_by)

@@ -14,6 +14,7 @@ catalog's ``scale_up_domain`` GPUs (default 8), ids fill nodes in order.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -24,6 +25,11 @@ from ...parsers.hlo_replica_groups import HloParseError, parse_replica_group_lis
 from ..chips.catalog import Chip
 
 DEFAULT_GPUS_PER_NODE = 8
+# DGX-1 V100 hybrid cube-mesh (NVIDIA's DGX-1 with V100 whitepaper, figure of the NVLink topology): NVLinks
+# between each pair of a node's 8 GPUs; every GPU has 6. GPUs 0-3 and 4-7 are two fully joined quads (a
+# cube's faces with their diagonals), GPU i joined to i+4; pairs absent here share no NVLink (PCIe only).
+_CUBE_MESH_LINKS = {(0, 1): 1, (0, 2): 1, (0, 3): 2, (0, 4): 2, (1, 2): 2, (1, 3): 1, (1, 5): 2, (2, 3): 2,
+                    (2, 6): 1, (3, 7): 1, (4, 5): 1, (4, 6): 1, (4, 7): 2, (5, 6): 2, (5, 7): 1, (6, 7): 2}
 _TOPOLOGY = re.compile(r"^\s*\d+(\s*x\s*\d+){0,2}\s*$", re.IGNORECASE)
 
 
@@ -63,6 +69,9 @@ class Placement:
     per_node: int = 0
     mesh_axes: str = ""  # the HLO's own mesh axes of the group ('a=4,b=2'), for the note
     note: str = ""
+    # GPUs without an all-to-all switch (DGX-1 V100): the fewest NVLinks a member has to the group's other
+    # members in its node, what each GPU's ring traffic gets; None: every pair at the GPU's whole bandwidth.
+    links: int | None = None
 
 
 def parse_topology(text: str) -> tuple[int, ...]:
@@ -136,7 +145,8 @@ def place_group(group: list[int] | np.ndarray, topo: Topology, chip: Chip) -> Pl
     if topo.kind == "switch":
         node = ids // max(topo.per_node, 1)
         nodes, counts = np.unique(node, return_counts=True)
-        return Placement(n, nodes=len(nodes), per_node=int(counts.max()) if n else 0)
+        links = group_links(ids, topo.per_node) if chip.link_topology == "hybrid_cube_mesh" else None
+        return Placement(n, nodes=len(nodes), per_node=int(counts.max()) if n else 0, links=links)
     if topo.kind != "torus" or not topo.shape:
         return Placement(n)
     at = _chip_coords(ids, topo, chip.devices_per_chip or 1)
@@ -154,6 +164,25 @@ def place_group(group: list[int] | np.ndarray, topo: Topology, chip: Chip) -> Pl
     if spanned != chips_in_group:
         note = "group is not a sub-grid of the topology: priced on every axis it touches"
     return Placement(n, tuple(axes), slices=slices, note=note)
+
+
+def group_links(ids: np.ndarray, per_node: int) -> int | None:
+    """On a DGX-1 hybrid cube-mesh: the fewest NVLinks any member has to the other members of its node
+    (the per-direction links a ring through the group can give each GPU: 6 for all 8, 4 for a quad, 1 or 2
+    for a pair, 0 for a pair with no NVLink); None when the node is not the 8-GPU mesh."""
+    if per_node != 8:
+        return None
+    by_node: dict[int, list[int]] = {}
+    for d in np.unique(np.asarray(ids, dtype=np.int64)):
+        by_node.setdefault(int(d) // 8, []).append(int(d) % 8)
+    fewest = None
+    for members in by_node.values():
+        if len(members) < 2:
+            continue
+        for a in members:
+            have = sum(_CUBE_MESH_LINKS.get((min(a, b), max(a, b)), 0) for b in members if b != a)
+            fewest = have if fewest is None else min(fewest, have)
+    return fewest
 
 
 def group_placement(replica_groups: str | None, topo: Topology, chip: Chip, num_devices: int) -> Placement:
@@ -175,7 +204,7 @@ def group_placement(replica_groups: str | None, topo: Topology, chip: Chip, num_
             groups = []
         group = np.asarray(groups[0] if groups and groups[0] else np.arange(max(int(num_devices), 1)))
     place = place_group(group, topo, chip)
-    return Placement(place.group_size, place.axes, place.slices, place.nodes, place.per_node, mesh_axes, place.note)
+    return dataclasses.replace(place, mesh_axes=mesh_axes)
 
 
 
@@ -197,7 +226,7 @@ def collective_placement(replica_groups: str | None, chip: Chip, num_devices: in
         crossing = _crossing_pair(pairs, topo, chip)
         if crossing is not None:
             hop = place_group(crossing, topo, chip)
-            place = Placement(place.group_size, hop.axes, hop.slices, hop.nodes, hop.per_node)
+            place = Placement(place.group_size, hop.axes, hop.slices, hop.nodes, hop.per_node, links=hop.links)
     model = f"topology {topo.describe()}"
     if place.mesh_axes:
         model += f"; group spans mesh axes {place.mesh_axes}"

@@ -208,3 +208,77 @@ def memory_usage_report(total_bytes: int | str) -> str:
     """An XLA ``*-memory-usage-report.txt`` whose default memory space totals ``total_bytes``."""
     return (f"Memory Space: default (color=0)\nTotal bytes: {total_bytes} (?)\n"
             "  cumulative_size;       size;       offset; used_by_n_values; shapes_list\n")
+# GPU library custom calls as XLA prints them after optimizations (backend_config fields as in the H100 sample
+# sample_profiles/gpu_h100_attention_pair*: cuDNN flash attention from jax.nn.dot_product_attention, cuBLASLt).
+def _dnums(lhs_batch, lhs_contract, rhs_batch, rhs_contract) -> str:
+    def ints(xs):
+        return ",".join(f'"{x}"' for x in xs)
+    return (f'{{"lhs_batch_dimensions":[{ints(lhs_batch)}],"lhs_contracting_dimensions":[{ints(lhs_contract)}],'
+            f'"rhs_batch_dimensions":[{ints(rhs_batch)}],"rhs_contracting_dimensions":[{ints(rhs_contract)}]}}')
+
+
+def cudnn_fmha_text(name: str, batch: int, seq_q: int, seq_kv: int, heads: int, head_dim: int, *,
+                    mask: str = "NO_MASK", backward: bool = False, dropout: float = 0.0,
+                    workspace: int = 0, window: int = 0) -> str:
+    """A ``__cudnn$fmhaSoftmax[Dropout][Backward]`` call on JAX's [B, S, H, D] bf16 Q, K, V parameters
+    ``%q``, ``%k``, ``%v`` (and ``%do``, ``%o``, ``%stats`` for the backward)."""
+    q, kv = f"bf16[{batch},{seq_q},{heads},{head_dim}]", f"bf16[{batch},{seq_kv},{heads},{head_dim}]"
+    stats = f"f32[{batch},{heads},{seq_q}]{{2,1,0}}"
+    target = "__cudnn$fmhaSoftmax" + ("Dropout" if dropout else "") + ("Backward" if backward else "")
+    if backward:
+        dims = (f'"bmm1_grad_gemm1_dot_dimension_numbers":{_dnums([0, 1], [2], [0, 2], [1])},'
+                f'"bmm2_grad_gemm2_dot_dimension_numbers":{_dnums([0, 2], [3], [0, 2], [3])}')
+        result = f"({q}{{3,1,2,0}}, {kv}{{3,1,2,0}}, {kv}{{3,1,2,0}}, u8[{workspace}]{{0}})"
+        operands = f"{q} %q, {kv} %k, {kv} %v, {stats} %stats, {q} %do, {q} %o"
+    else:
+        dims = (f'"bmm1_dot_dimension_numbers":{_dnums([0, 2], [3], [0, 2], [3])},'
+                f'"bmm2_dot_dimension_numbers":{_dnums([0, 1], [3], [0, 2], [1])}')
+        result = f"({q}{{3,1,2,0}}, {stats}, u8[{workspace}]{{0}})"
+        operands = f"{q} %q, {kv} %k, {kv} %v"
+    config = (f'{{"cudnn_fmha_backend_config":{{"algorithm":{{"algo_id":"0","is_cudnn_frontend":true}},{dims},'
+              f'"dropout_rate":{dropout},"fmha_scale":0.125,"is_flash_attention":true,"mask_type":"{mask}",'
+              f'"seed":42,"sliding_window_length":{window}}},"operation_queue_id":"0"}}')
+    return (f'%{name} = {result} custom-call({operands}), custom_call_target="{target}", '
+            f'api_version=API_VERSION_STATUS_RETURNING, backend_config={config}')
+
+
+def cublas_lt_text(name: str, m: int, k: int, n: int, *, epilogue: str = "DEFAULT", beta: float = 0.0,
+                   workspace: int = 33554432) -> str:
+    """A ``__cublas$lt$matmul`` of bf16 ``%a`` [m, k] x ``%b`` [k, n] (+ ``%bias`` [n] for a BIAS epilogue,
+    + ``%c`` [m, n] when beta is set), with the s8 workspace cuBLASLt appends to its result."""
+    out = f"bf16[{m},{n}]{{1,0}}"
+    operands = [f"bf16[{m},{k}]{{1,0}} %a", f"bf16[{k},{n}]{{1,0}} %b"]
+    operands += [f"{out} %c"] if beta else []
+    operands += [f"bf16[{n}]{{0}} %bias"] if epilogue.startswith("BIAS") else []
+    results = [out] + ([out] if epilogue.endswith("_AUX") else []) + [f"s8[{workspace}]{{0}}"]
+    config = (f'{{"gemm_backend_config":{{"alpha_imag":0,"alpha_real":1,"beta":{beta},'
+              f'"dot_dimension_numbers":{_dnums([], [1], [], [0])},"epilogue":"{epilogue}",'
+              f'"precision_config":{{"algorithm":"ALG_UNSET","operand_precision":["DEFAULT","DEFAULT"]}},'
+              f'"selected_algorithm":"2"}},"operation_queue_id":"0"}}')
+    return (f'%{name} = ({", ".join(results)}) custom-call({", ".join(operands)}), '
+            f'custom_call_target="__cublas$lt$matmul", backend_config={config}')
+
+
+def te_fused_attn_text(name: str, batch: int, seq: int, heads: int, head_dim: int, *, mask_type: int = 2,
+                       backward: bool = False, window_left: int = -1) -> str:
+    """A TransformerEngine ``te_fused_attn_{forward,backward}_ffi`` call (typed FFI: its attributes print as an
+    MLIR dictionary) on [B, S, H, D] bf16 ``%q``, ``%k``, ``%v``; mask_type is NVTE_Mask_Type (2 = CAUSAL)."""
+    qkv = f"bf16[{batch},{seq},{heads},{head_dim}]{{3,2,1,0}}"
+    attrs = (f"{{attn_heads = {heads} : i64, bias_batch = 0 : i64, bias_heads = 0 : i64, bias_type = 0 : i64, "
+             f"deterministic = false, dropout_probability = 0.000000e+00 : f64, head_dim = {head_dim} : i64, "
+             f"input_batch = {batch} : i64, is_training = true, kv_max_seqlen = {seq} : i64, mask_type = "
+             f"{mask_type} : i64, max_segments_per_seq = 1 : i64, num_gqa_groups = {heads} : i64, "
+             f"q_max_seqlen = {seq} : i64, qkv_layout = 3 : i64, scaling_factor = 1.250000e-01 : f64, "
+             f"window_size_left = {window_left} : i64, window_size_right = {0 if window_left >= 0 else -1} : i64}}")
+    target = f"te_fused_attn_{'backward' if backward else 'forward'}_ffi"
+    results = f"({qkv}, f32[{batch},{heads},{seq},1]{{3,2,1,0}}, u32[2]{{0}}, u8[4096]{{0}})"
+    return (f'%{name} = {results} custom-call({qkv} %q, {qkv} %k, {qkv} %v), custom_call_target="{target}", '
+            f"api_version=API_VERSION_TYPED_FFI, backend_config={attrs}")
+
+
+def triton_call_text(name: str, result: str, operand_shape: str, operand: str) -> str:
+    """A Pallas-on-GPU kernel (``__gpu$xla.gpu.triton``): its config carries the kernel, no cost estimate."""
+    config = ('{debug = false, grid_x = 64 : i32, grid_y = 1 : i32, grid_z = 1 : i32, ir = "", '
+              'name = "add_vectors_kernel", num_stages = 3 : i32, num_warps = 4 : i32}')
+    return (f'%{name} = {result} custom-call({operand_shape} %{operand}), custom_call_target="__gpu$xla.gpu.triton", '
+            f"api_version=API_VERSION_TYPED_FFI, backend_config={config}")
