@@ -177,8 +177,9 @@ def _json(value: dict) -> str:
 
 INSTRUCTIONS = """xladiag diagnoses XLA profiles (jax.profiler.trace log dirs, .xplane.pb files) and HLO dumps:
 what is slow, why, how far each op is from its roofline, and what to change. Start with diagnose(path=...);
-it returns a report id for finding/ops/op (which default to the last report). Times are seconds per step,
-shares are fractions (0.1 = 10%). Answers are compact JSON; long lists are capped and say how to page."""
+it returns a report id for finding/ops/op/section (which default to the last diagnose call's report). Paths
+are read where the server runs (relative ones from its working directory). Times are seconds per step, shares
+fractions (0.1 = 10%). Answers are compact JSON; long lists are capped and say how to page."""
 
 
 def build_server(diagnoses: Diagnoses | None = None):
@@ -189,9 +190,15 @@ def build_server(diagnoses: Diagnoses | None = None):
         from mcp.server.fastmcp import FastMCP as Server
     accepts = inspect.signature(Server).parameters
     server = Server("xladiag", **({"instructions": INSTRUCTIONS} if "instructions" in accepts else {}))
-    # Our own compact JSON text, not the SDK's copy of it as structured content.
-    plain = {"structured_output": False} if "structured_output" in inspect.signature(server.tool).parameters else {}
-    register_tools(lambda fn: server.tool(**plain)(_refusals(fn)), diagnoses or Diagnoses())
+    takes, extra = inspect.signature(server.tool).parameters, {}
+    if "structured_output" in takes:  # our own compact JSON text, not the SDK's copy of it as structured content
+        extra["structured_output"] = False
+    if "annotations" in takes:  # every tool only reads: a client may run them without asking
+        from mcp.types import ToolAnnotations
+
+        extra["annotations"] = ToolAnnotations(readOnlyHint=True)
+    register_tools(lambda fn: server.tool(description=inspect.cleandoc(fn.__doc__), **extra)(_refusals(fn)),
+                   diagnoses or Diagnoses())
     return server
 
 

@@ -48,7 +48,9 @@ async def _session(calls: list[tuple[str, str, dict]]) -> dict:
     out = {}
     async with stdio_client(_server()) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
-        out["tools"] = {tool.name for tool in (await session.list_tools()).tools}
+        listed = (await session.list_tools()).tools
+        out["tools"] = {tool.name for tool in listed}
+        out["descriptions"] = [tool.description for tool in listed]
         for label, tool, arguments in calls:
             failed, text = _answer(await session.call_tool(tool, arguments))
             out[label] = ("error", text) if failed else json.loads(text)
@@ -100,6 +102,7 @@ def answers(expected, saved_json) -> dict:
 
 def test_the_server_lists_every_tool(answers):
     assert answers["tools"] == TOOLS
+    assert all(text and "\n " not in text for text in answers["descriptions"])  # docstrings, dedented
 
 
 def test_diagnose_answers_the_reports_numbers(answers, expected):
