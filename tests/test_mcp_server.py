@@ -93,6 +93,7 @@ def answers(expected, saved_json) -> dict:
         ("devices", "section", {"field": "device_list", "offset": 5, "limit": 2}),
         ("no_field", "section", {"field": "no_such_field"}),
         ("compare", "compare", {"base": str(saved_json), "new": CPU}),
+        ("same", "compare", {"base": "r1", "new": CPU}),
         ("rule", "explain_rule", {"rule": "remat-overhead"}),
         ("rules", "explain_rule", {}),
         ("missing", "diagnose", {"path": str(REPO / "no_such_logdir")}),
@@ -186,6 +187,12 @@ def test_compare_answers_the_comparisons_numbers(answers, saved_json):
     assert got["ops_summary"] == want["ops_summary"] and got["findings_summary"] == want["findings_summary"]
     changed = [o for o in want["ops"] if o["status"] != "unchanged"]
     assert [o["name"] for o in got["op_changes"]] == [o["name"] for o in changed[:10]]
+
+
+def test_compare_takes_a_report_id(answers, expected):
+    same = answers["same"]  # r1 is this capture: the same analysis on both sides
+    assert same["step"]["base_s"] == same["step"]["new_s"] == expected["step_s"]
+    assert same["op_changes"] == [] and same["ops_summary"]["counts"]["unchanged"] == len(expected["ops"])
 
 
 def test_explain_rule_is_the_rules_docstring(answers):

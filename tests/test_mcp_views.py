@@ -15,7 +15,7 @@ from conftest import CPU_SAMPLE, report_data
 from xladiag import mcp_views as views
 from xladiag.cli import main
 from xladiag.errors import InputError, UsageError
-from xladiag.mcp_server import Diagnoses
+from xladiag.mcp_cache import Diagnoses
 
 
 @pytest.fixture(scope="module")
