@@ -46,6 +46,15 @@ def _capped(items: list, cap: int, name: str, how: str) -> dict:
     return out
 
 
+def _time_column(data: dict) -> str:
+    """What ranks the ops: measured time per step, or without a trace the roofline's prediction."""
+    return "measured_s_per_step" if data["measured"] else "predicted_s_per_step"
+
+
+def _by_time(data: dict, rows: list) -> list:
+    return sorted(rows, key=_sort_key(_time_column(data), True))
+
+
 def summary(report_id: str, data: dict) -> dict:
     """The ``diagnose`` answer: headline, verdict numbers, findings (key and saving), the top ops."""
     verdict = {k: data.get(k) for k in VERDICT_KEYS}
@@ -60,7 +69,7 @@ def summary(report_id: str, data: dict) -> dict:
         "capture_scope": data.get("capture_scope"),
         **_capped(findings, MAX_FINDINGS, "findings", "the JSON report (diagnose --format json) lists them all"),
         "findings_left_out": len(ignored),
-        "top_ops": [_pick(o, OP_ROW) for o in data["ops"][:TOP_OPS]],
+        "top_ops": [_pick(o, OP_ROW) for o in _by_time(data, data["ops"])[:TOP_OPS]],
         "ops_total": len(data["ops"]),
         **_capped(list(data["warnings"]), MAX_WARNINGS, "warnings", "the JSON report lists them all"),
         "next": (f"finding(report={report_id!r}, key=...) gives one finding whole; ops(report={report_id!r}, "
@@ -97,7 +106,7 @@ def ops_page(report_id: str, data: dict, filters: dict, claimed: dict[str, set] 
              sort: str | None = None, limit: int = 20, offset: int = 0) -> dict:
     """A page of the op table: filtered (``filters``: category, bound_by, and rule: the ops that rule's findings
     count, ``claimed`` mapping rule ids to (module, program_id, name) keys), sorted by a column (numbers biggest
-    first; '+column' for smallest first), ``limit`` rows from ``offset``."""
+    first; '+column' for smallest first; default: the time that ranks the ops), ``limit`` rows from ``offset``."""
     ops = data["ops"]
     category, bound_by, rule = (filters.get(k) for k in ("category", "bound_by", "rule"))
     rows = [o for o in ops if (category is None or o["category"] == category)
@@ -111,13 +120,15 @@ def ops_page(report_id: str, data: dict, filters: dict, claimed: dict[str, set] 
             raise UsageError(f"sort {sort!r}: no op column {column!r}; columns: {', '.join(ops[0])}")
         numeric = any(isinstance(o.get(column), (int, float)) and not isinstance(o.get(column), bool) for o in rows)
         rows = sorted(rows, key=_sort_key(column, descending and numeric))
+    else:
+        rows = _by_time(data, rows)
     limit, offset = max(1, min(int(limit), MAX_PAGE)), max(0, int(offset))
     page = rows[offset: offset + limit]
     after = offset + len(page)
     out = {"report": report_id, "total": len(rows), "offset": offset, "returned": len(page),
            "next_offset": after if after < len(rows) else None,
            "filters": {k: v for k, v in (("category", category), ("bound_by", bound_by), ("rule", rule)) if v},
-           "sort": sort or "the report's order (measured or predicted time per step, biggest first)",
+           "sort": sort or _time_column(data),
            "ops": [_pick(o, OP_ROW) for o in page]}
     if not rows:  # say what the filters could have been
         out["categories"] = sorted({o["category"] for o in ops if o["category"]})

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import CPU_SAMPLE, report_data
+from conftest import CPU_SAMPLE, SAMPLES, report_data
 from xladiag import mcp_views as views
 from xladiag.cli import main
 from xladiag.errors import InputError, UsageError
@@ -100,3 +100,14 @@ def test_without_the_sdk_the_command_says_what_to_install(monkeypatch, capsys):
         main(["mcp"])
     assert exit_.value.code == 2
     assert "pip install 'xladiag[mcp]'" in capsys.readouterr().err
+
+
+def test_without_a_trace_the_ops_rank_by_predicted_time():
+    static = report_data(hlo_dir=SAMPLES / "hlo_rules_matmul_memory_bound", chip="v6e")
+    predicted = sorted((o["predicted_s_per_step"] for o in static["ops"]), reverse=True)
+    assert [o["predicted_s_per_step"] for o in static["ops"]] != predicted  # the report's own order differs
+    top = views.summary("r1", static)["top_ops"]
+    assert [o["predicted_s_per_step"] for o in top] == predicted[:views.TOP_OPS]
+    page = views.ops_page("r1", static, {}, limit=100)
+    assert page["sort"] == "predicted_s_per_step"
+    assert [o["predicted_s_per_step"] for o in page["ops"]] == predicted[:100]
