@@ -107,13 +107,15 @@ def _report_tools(tool, cache: Diagnoses) -> None:
 
     @tool
     def ops(report: str | None = None, category: str | None = None, bound_by: str | None = None,
-            rule: str | None = None, sort: str | None = None, limit: int = 20, offset: int = 0) -> str:
+            rule: str | None = None, program: str | None = None, sort: str | None = None, limit: int = 20,
+            offset: int = 0) -> str:
         """A page of the op table (one row per HLO op). Filters: category (e.g. 'loop fusion', 'all-gather'),
-        bound_by ('compute', 'hbm', 'ici', 'latency'...), rule (the ops that rule's findings count). sort: a
-        column (measured_s_per_step, predicted_s_per_step, efficiency, share_of_step, ...), biggest first;
-        '+column' smallest first. limit (at most 100) rows from offset; next_offset pages on."""
+        bound_by ('compute', 'hbm', 'ici', 'latency'...), rule (the ops that rule's findings count), program
+        (module or program id). sort: a column (measured_s_per_step, predicted_s_per_step, efficiency,
+        share_of_step, ...), biggest first; '+column' smallest first; default the time that ranks the ops.
+        limit (at most 100) rows from offset; next_offset pages on. No match lists the values there are."""
         entry = cache.find(report)
-        filters = {"category": category, "bound_by": bound_by, "rule": rule}
+        filters = {"category": category, "bound_by": bound_by, "rule": rule, "program": program}
         return _json(views.ops_page(entry.id, entry.data, filters, entry.claimed, sort, limit, offset))
 
     @tool

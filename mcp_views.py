@@ -104,13 +104,15 @@ def _sort_key(column: str, descending: bool):
 
 def ops_page(report_id: str, data: dict, filters: dict, claimed: dict[str, set] | None = None,
              sort: str | None = None, limit: int = 20, offset: int = 0) -> dict:
-    """A page of the op table: filtered (``filters``: category, bound_by, and rule: the ops that rule's findings
-    count, ``claimed`` mapping rule ids to (module, program_id, name) keys), sorted by a column (numbers biggest
-    first; '+column' for smallest first; default: the time that ranks the ops), ``limit`` rows from ``offset``."""
+    """A page of the op table: filtered (``filters``: category, bound_by, program (module or program id), and
+    rule: the ops that rule's findings count, ``claimed`` mapping rule ids to (module, program_id, name) keys),
+    sorted by a column (numbers biggest first; '+column' smallest first; default: the time that ranks the ops),
+    ``limit`` rows from ``offset``."""
     ops = data["ops"]
-    category, bound_by, rule = (filters.get(k) for k in ("category", "bound_by", "rule"))
+    category, bound_by, rule, program = (filters.get(k) for k in ("category", "bound_by", "rule", "program"))
     rows = [o for o in ops if (category is None or o["category"] == category)
-            and (bound_by is None or o["bound_by"] == bound_by)]
+            and (bound_by is None or o["bound_by"] == bound_by)
+            and (program is None or program in (o["module"], o["program_id"]))]
     if rule is not None:
         ops_of_rule = (claimed or {}).get(rule, set())
         rows = [o for o in rows if (o["module"], o["program_id"], o["name"]) in ops_of_rule]
@@ -127,13 +129,14 @@ def ops_page(report_id: str, data: dict, filters: dict, claimed: dict[str, set] 
     after = offset + len(page)
     out = {"report": report_id, "total": len(rows), "offset": offset, "returned": len(page),
            "next_offset": after if after < len(rows) else None,
-           "filters": {k: v for k, v in (("category", category), ("bound_by", bound_by), ("rule", rule)) if v},
+           "filters": {k: v for k, v in filters.items() if v is not None},
            "sort": sort or _time_column(data),
            "ops": [_pick(o, OP_ROW) for o in page]}
     if not rows:  # say what the filters could have been
         out["categories"] = sorted({o["category"] for o in ops if o["category"]})
         out["bound_by_values"] = sorted({o["bound_by"] for o in ops if o["bound_by"]})
         out["rules_with_ops"] = sorted(r for r, keys in (claimed or {}).items() if keys)
+        out["programs"] = sorted({o["module"] for o in ops if o["module"]})
     return out
 
 

@@ -85,7 +85,7 @@ def answers(expected, saved_json) -> dict:
         ("gathers", "ops", {"report": CPU, "category": "all-gather", "sort": "+measured_s_per_step", "limit": 3,
                             "offset": 1}),
         ("by_rule_ops", "ops", {"report": "r1", "rule": "exposed-collective", "bound_by": "latency",
-                                "limit": 100}),
+                                "program": expected["ops"][0]["module"], "limit": 100}),
         ("none", "ops", {"report": "r1", "category": "no such category"}),
         ("op", "op", {"name": top, "report": "r1"}),
         ("no_op", "op", {"name": top + "x", "report": "r1"}),
@@ -156,6 +156,7 @@ def test_ops_pages_filters_and_sorts(answers, expected):
     assert rows and {o["name"] for o in rows} <= named and all(o["bound_by"] == "latency" for o in rows)
     none = answers["none"]
     assert none["total"] == 0 and "all-gather" in none["categories"] and "exposed-collective" in none["rules_with_ops"]
+    assert none["programs"] == sorted({o["module"] for o in expected["ops"]})
 
 
 def test_op_is_the_json_op_with_the_findings_that_count_it(answers, expected):
