@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import sys
+import traceback
 
 import click
 
@@ -67,7 +69,8 @@ def _refusals(tool):
             return tool(*args, **kwargs)
         except XladiagError as exc:
             raise ToolError(str(exc)) from exc
-        except Exception as exc:  # a bug: still one line the agent can report
+        except Exception as exc:  # a bug: one line the agent can report, the traceback in the server's log
+            traceback.print_exc(file=sys.stderr)
             detail = " ".join(str(exc).split())
             detail = detail if len(detail) <= 300 else detail[:299] + "…"
             raise ToolError(f"internal error: {type(exc).__name__}: {detail}") from exc
