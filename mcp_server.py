@@ -146,7 +146,8 @@ def _other_tools(tool, cache: Diagnoses) -> None:
     def section(field: str, report: str | None = None, offset: int = 0, limit: int = 20) -> str:
         """One field of the JSON report as written (docs/json_schema.md: steps, host_steps, chip, run, devices,
         selection, choices, gates, warnings, ...): a list a page at a time (limit at most 100 from offset;
-        next_offset pages on), anything else whole. An unknown field is refused with the fields there are."""
+        next_offset pages on), an object whole but for lists longer than a page (paged alike, said in 'paged').
+        An unknown field is refused with the fields there are."""
         entry = cache.find(report)
         return _json(views.section(entry.id, entry.data, field, offset, limit))
 

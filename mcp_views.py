@@ -183,19 +183,31 @@ def comparison(data: dict) -> dict:
     }
 
 
+def _page(items: list, offset: int, limit: int) -> tuple[list, dict]:
+    page = items[offset: offset + limit]
+    after = offset + len(page)
+    return page, {"total": len(items), "offset": offset, "returned": len(page),
+                  "next_offset": after if after < len(items) else None}
+
+
 def section(report_id: str, data: dict, field: str, offset: int = 0, limit: int = 20) -> dict:
-    """One top-level field of the JSON report as written (docs/json_schema.md): a list a page at a time, anything
-    else whole. Fields added to the report later are served as they land."""
+    """One top-level field of the JSON report as written (docs/json_schema.md): a list a page at a time, an
+    object whole but for its lists longer than a page (each paged alike, said in ``paged``), a value as is.
+    Fields added to the report later are served as they land."""
     if field not in data:
         raise UsageError(f"report {report_id} has no field {field!r}; fields: {', '.join(data)}")
     value = data[field]
-    if not isinstance(value, list):
-        return {"report": report_id, "field": field, "value": value}
     limit, offset = max(1, min(int(limit), MAX_PAGE)), max(0, int(offset))
-    page = value[offset: offset + limit]
-    after = offset + len(page)
-    return {"report": report_id, "field": field, "total": len(value), "offset": offset, "returned": len(page),
-            "next_offset": after if after < len(value) else None, "items": page}
+    if isinstance(value, list):
+        page, where = _page(value, offset, limit)
+        return {"report": report_id, "field": field, **where, "items": page}
+    if not isinstance(value, dict):
+        return {"report": report_id, "field": field, "value": value}
+    out, paged = dict(value), {}
+    for key, inner in value.items():
+        if isinstance(inner, list) and len(inner) > limit:
+            out[key], paged[key] = _page(inner, offset, limit)
+    return {"report": report_id, "field": field, "value": out, **({"paged": paged} if paged else {})}
 
 
 def rule_text(rule: str | None, catalog: list[dict]) -> dict:

@@ -111,3 +111,16 @@ def test_without_a_trace_the_ops_rank_by_predicted_time():
     page = views.ops_page("r1", static, {}, limit=100)
     assert page["sort"] == "predicted_s_per_step"
     assert [o["predicted_s_per_step"] for o in page["ops"]] == predicted[:100]
+
+
+def test_a_sections_long_lists_come_a_page_at_a_time(data):
+    many = copy.deepcopy(data)
+    many["run"]["xplane_files"] = [f"plugins/profile/run/host{i}.xplane.pb" for i in range(250)]
+    first = views.section("r1", many, "run", limit=100)
+    assert first["value"]["xplane_files"] == many["run"]["xplane_files"][:100]
+    assert first["paged"] == {"xplane_files": {"total": 250, "offset": 0, "returned": 100, "next_offset": 100}}
+    assert first["value"]["name"] == many["run"]["name"]  # the rest whole
+    last = views.section("r1", many, "run", offset=200, limit=100)
+    assert last["paged"]["xplane_files"]["next_offset"] is None and len(last["value"]["xplane_files"]) == 50
+    assert "paged" not in views.section("r1", data, "run")  # nothing long: as written
+    assert views.section("r1", data, "step_s") == {"report": "r1", "field": "step_s", "value": data["step_s"]}
