@@ -87,14 +87,14 @@ def _report_tools(tool, cache: Diagnoses) -> None:
     """diagnose, and the tools that read one report."""
     @tool
     def diagnose(path: str | None = None, chip: str | None = None, hlo_dir: str | None = None,
-                 program: str | None = None, steps: str | None = None, select: str | None = None,
-                 ignore: str | None = None, refresh: bool = False) -> str:
+                 program: str | None = None, steps: str | None = None, select: str | list[str] | None = None,
+                 ignore: str | list[str] | None = None, refresh: bool = False) -> str:
         """Diagnose a profile: path is a jax.profiler.trace log dir, a run folder or one .xplane.pb (or give
         only hlo_dir, an XLA dump, for a static diagnosis). chip overrides detection (v6e, h100, cpu, v5p-128);
         program the step program (or the dump module); steps 'A:B' the step numbers measured; select/ignore
-        comma lists of rule ids. Returns the report id, headline, verdict numbers (step_s, mfu, breakdown,
-        recoverable), findings (key, saving per step), the top 10 ops. Cached until the files change;
-        refresh=true diagnoses again."""
+        rule ids (a list, or one comma-separated string). Returns the report id, headline, verdict numbers
+        (step_s, mfu, breakdown, recoverable), findings (key, saving per step), the top 10 ops. Cached until
+        the files change; refresh=true diagnoses again."""
         options = cache.options(path, chip=chip, hlo_dir=hlo_dir, program=program, steps=steps, select=select,
                                 ignore=ignore)
         entry = cache.entry(options, refresh=refresh)
@@ -134,7 +134,7 @@ def _other_tools(tool, cache: Diagnoses) -> None:
     """compare (two reports) and explain_rule (no report)."""
     @tool
     def compare(base: str, new: str, chip: str | None = None, program: str | None = None, steps: str | None = None,
-                select: str | None = None, ignore: str | None = None) -> str:
+                select: str | list[str] | None = None, ignore: str | list[str] | None = None) -> str:
         """Before/after: base and new are each a capture (log dir, run folder, .xplane.pb), a JSON report
         from diagnose --format json, or a report id from diagnose (its capture, with the options given here).
         Returns the headline, the step change with its noise test verdict, MFU, the biggest op changes and the

@@ -77,6 +77,7 @@ def answers(expected, saved_json) -> dict:
         ("diagnose", "diagnose", {"path": CPU}),
         ("again", "diagnose", {"path": CPU}),
         ("selected", "diagnose", {"path": CPU, "select": "exposed-collective"}),
+        ("as_list", "diagnose", {"path": CPU, "select": ["exposed-collective"]}),
         ("finding", "finding", {"key": first_key, "report": "r1"}),
         ("by_rule", "finding", {"key": "remat-overhead", "report": "r1"}),
         ("no_finding", "finding", {"key": "no-such-rule::", "report": "r1"}),
@@ -126,7 +127,7 @@ def test_diagnose_answers_the_reports_numbers(answers, expected):
 def test_the_analysis_is_cached_and_a_selection_is_its_own_report(answers, expected):
     assert answers["again"] == answers["diagnose"]  # same id: the cached report
     selected = answers["selected"]
-    assert selected["report"] == "r2"
+    assert selected["report"] == "r2" and answers["as_list"] == selected  # ids as a list: the same selection
     assert {f["rule"] for f in selected["findings"]} == {"exposed-collective"}
     assert selected["findings_left_out"] == sum(f["rule"] != "exposed-collective" for f in expected["findings"])
     assert selected["verdict"]["step_s"] == expected["step_s"]
