@@ -4,6 +4,7 @@ declare (compare applies them to both sides), and the steps after the report is 
 
 from __future__ import annotations
 
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -30,8 +31,10 @@ class OneLineErrors(click.Command):
         except click.ClickException as exc:
             hint = " (see diagnose --help)" if isinstance(exc, click.UsageError) else ""
             fail(exc.format_message() + hint, EXIT_USAGE)
-        except click.Abort:
+        except click.Abort as exc:
             say("diagnose: aborted")
+            if isinstance(exc.__context__, KeyboardInterrupt):  # SIGINT: 128 + 2, as a shell reports it
+                sys.exit(128 + signal.SIGINT)
             sys.exit(EXIT_INPUT)
         except XladiagError as exc:
             if debug:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .errors import InputError, UsageError
 from .options import RuleChoice
+from .parsers.input_files import read_input_text
 from .rules.registry import RULE_IDS
 from .rules.selection import Selection, parse_rule_list
 from .text_safety import check_nesting
@@ -60,7 +61,7 @@ def load_project_config(start: Path | str | None = None) -> ProjectConfig:
     if path is None:
         return ProjectConfig()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input_text(path)
         check_nesting(text, f"{path} {TABLE}", "toml")  # tomllib recurses per level
         data = tomllib.loads(text)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -89,7 +90,7 @@ def read_baseline(path: Path | str) -> frozenset[str]:
     """The finding keys a baseline file accepts (see the module docstring for the formats)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input_text(path)
     except FileNotFoundError:
         raise InputError(f"{path}: no such baseline file") from None
     except (OSError, UnicodeDecodeError) as exc:

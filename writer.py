@@ -147,7 +147,11 @@ def _signals_cleanup():
         os.kill(os.getpid(), signum)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.signal(sig, handler)
+        old = signal.getsignal(sig)
+        # An ignored signal (nohup, a CI runner) stays ignored: a handler would turn it into a failed write.
+        if old is not signal.SIG_IGN and old is not None:
+            previous[sig] = old
+            signal.signal(sig, handler)
     try:
         yield
     finally:

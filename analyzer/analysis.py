@@ -27,13 +27,15 @@ from .hlo.control_flow import keep_costliest_branches
 from .hlo.dump import HloDumpError, read_dump
 from .hlo.dump_facts import DumpFacts, dump_facts
 from .hlo.facts import attach_hlo_facts
+from .hlo.framework import detect_framework
 from .inputs import AnalysisError, Progress, Read, read_dump_only, read_trace
 from .models.collective_pricing import price_collectives
 from .models.roofline import predict_ops, step_roofline
 from .models.topology import parse_topology
-from .steps.choice import choices, step_choice
+from .steps.choice import choices, program_share_note, step_choice
 from .steps.command_buffers import command_buffer_note
 from .steps.occurrences import with_occurrences
+from .steps.schedule import attach_schedule
 from .steps.stability import unstable_note
 from .steps.transfers import Transfers, attach_transfers
 from .steps.windows import Steps
@@ -46,7 +48,7 @@ CONTAINER_OPCODES = ("while", "conditional")  # ops whose measured event spans o
 # Columns the stages before the ops table compute on the way (op_stats, hlo_facts, roofline): not in it.
 _WORKING_COLUMNS = ("runs", "branches", "runs_note", "total_s", "measured_s", "fusion_kind", "peak_flops_per_s",
                     "t_compute_s", "t_memory_s", "t_host_s", "collective_payload", "replica_groups",
-                    "source_target_pairs")
+                    "source_target_pairs", "static_exposed_s_per_step")
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ class Analysis:
     unstable_steps: bool = False  # the measured steps spread too much for seconds to repeat (steps/stability.py)
     # program / steps / hosts: {"value", "source": "given" | "inferred"} (step_choice.choices)
     choices: dict = field(default_factory=dict)
+    # {"name": jax | pytorch_xla | tensorflow | unknown, "libraries": [...], "evidence"} (hlo/framework.py)
+    framework: dict = field(default_factory=lambda: {"name": "unknown", "libraries": [], "evidence": ""})
 
     @property
     def mfu_is_lower_bound(self) -> bool:
@@ -176,14 +180,17 @@ def analyze(source: Options | Path | str | None = None, *, progress: Progress | 
         raise AnalysisError("no chip to predict with: pass --chip NAME")
     ops, transfers = _priced_ops(read, the_chip, hardware.topology, notes)
     _command_buffer_warning(ops, read, notes)
+    _step_time_note(read.steps, notes)
     unstable = unstable_note(read.device_steps) if read.steps is not None else None
     notes.extend([unstable] if unstable else [])
+    share_note = program_share_note(read.steps)
+    notes.extend([share_note] if share_note else [])
     steps, match = read.steps, read.match
     return Analysis(
         files=files, platform=read.platform, hosts=read.hosts, devices=read.devices, chip=the_chip,
         chip_note=chip_note, steps=steps, step_ops=read.step_ops, device_steps=read.device_steps, ops=ops,
         async_spans=read.async_spans, transfers=transfers, hlo_modules=tuple(dm.module for dm in dump),
-        unstable_steps=unstable is not None,
+        unstable_steps=unstable is not None, framework=detect_framework(ops, read.platform != "hlo"),
         **_per_step(ops, read, the_chip, notes), warnings=tuple(notes), dump=dump_facts(match, ops),
         choices=choices(program_given=capture.program is not None, range_text=capture.steps, host=capture.host,
                         steps=steps, hosts=files.hosts,
@@ -209,6 +216,7 @@ def _priced_ops(read: Read, chip: chip_catalog.Chip, topology: str | None, notes
     # A *-done op measures only the wait for its transfer, not the transfer: no roofline efficiency.
     ops.loc[ops["is_async_done"], "efficiency"] = np.nan
     ops["time_class"] = _time_class(ops)
+    ops = attach_schedule(ops, read.match.by_program if read.match is not None else {}, read.platform != "hlo")
     ops, transfers = attach_transfers(ops, read.step_ops, read.steps, read.async_spans, read.platform, read.totals)
     return OPS.coerce(ops.drop(columns=list(_WORKING_COLUMNS), errors="ignore")), transfers
 
@@ -227,6 +235,8 @@ def _per_step(ops: pd.DataFrame, read: Read, chip: chip_catalog.Chip, notes: lis
     has_prediction = blocking["predicted_s"].notna().any()
     ideal = (step_roofline(1.0, 1.0, ops=blocking, count_column="occurrences_per_step").ideal_step_s
              if has_prediction else None)
+    if steps is None and has_prediction:  # no trace: the schedule's timeline, waits for transfers included
+        ideal = float(_static_time(in_step).sum())
     step_s = steps.mean_s if steps is not None else (ideal or float("nan"))
     op_time = _op_time(blocking, steps is not None, chip)
     return {"model_flops_per_step": model_flops_per_step, "ideal_step_s": ideal,
@@ -277,19 +287,45 @@ def _share_of_time(time: pd.Series, where: pd.Series) -> float | None:
 IMPOSSIBLE_EFFICIENCY = 1.5
 
 
+# (bound, columns dropped, what they count, the peak's name): an op bound by one resource that beat its roofline
+# by IMPOSSIBLE_EFFICIENCY moved more FLOPs or HBM bytes per second than the chip can.
+_IMPOSSIBLE = (("compute", ["flops", "model_flops"], "FLOPs", "peak"),
+               ("hbm", ["bytes_accessed", "hbm_bytes"], "HBM bytes", "HBM bandwidth"))
+
+
 def _drop_impossible_flops(ops: pd.DataFrame, chip, notes: list[str]) -> pd.DataFrame:
-    """FLOPs that the measured time makes impossible on this chip become unknown, with a note and a warning."""
-    bad = (ops["bound_by"] == "compute") & (ops["efficiency"] > IMPOSSIBLE_EFFICIENCY)
-    if not bad.any():
-        return ops
-    worst = float(ops.loc[bad, "efficiency"].max())
-    ops = ops.copy()
-    ops.loc[bad, ["flops", "model_flops"]] = np.nan
-    why = "FLOPs dropped: more than the chip's peak allows in the measured time"
-    ops.loc[bad, "cost_note"] = [f"{n}; {why}" if isinstance(n, str) and n else why for n in ops.loc[bad, "cost_note"]]
-    notes.append(f"{int(bad.sum())} ops report more FLOPs than the {chip.name} can do in their measured time (up to "
-                 f"{worst:.3g}x its peak): their FLOPs are treated as unknown (damaged counts, or the wrong --chip?)")
-    return predict_ops(ops, chip)
+    """FLOPs or HBM bytes that the measured time makes impossible on this chip become unknown, with a note and a
+    warning. Async starts and dones are exempt: their bytes move while other ops run."""
+    dropped = False
+    for bound, columns, what, peak in _IMPOSSIBLE:
+        bad = (ops["bound_by"] == bound) & (ops["efficiency"] > IMPOSSIBLE_EFFICIENCY)
+        if bound == "hbm":
+            bad &= ~(ops["is_async_start"].fillna(False).astype(bool) | ops["is_async_done"].fillna(False).astype(bool))
+        if not bad.any():
+            continue
+        worst = float(ops.loc[bad, "efficiency"].max())
+        ops = ops.copy()
+        ops.loc[bad, [c for c in columns if c in ops]] = np.nan
+        why = f"{what} dropped: more than the chip's {peak} allows in the measured time"
+        ops.loc[bad, "cost_note"] = [f"{n}; {why}" if isinstance(n, str) and n else why
+                                     for n in ops.loc[bad, "cost_note"]]
+        notes.append(f"{int(bad.sum())} ops report more {what} than the {chip.name} allows in their measured time "
+                     f"(up to {worst:.3g}x its {peak}): their {what} are treated as unknown (damaged counts, or the "
+                     "wrong --chip?)")
+        dropped = True
+    return predict_ops(ops, chip) if dropped else ops
+
+
+# A step this long is a damaged or rescaled clock, not a training step (the longest real ones take minutes).
+ABSURD_STEP_S = 3600.0
+
+
+def _step_time_note(steps, notes: list[str]) -> None:
+    step_s = steps.mean_s if steps is not None else float("nan")
+    if math.isfinite(step_s) and step_s > ABSURD_STEP_S:
+        notes.append(f"capture: the measured step lasts {step_s:,.0f} s ({step_s / 86400:.2g} days): no training "
+                     "step takes that long; the capture's clock is likely damaged or rescaled, and every time in "
+                     "this report is as implausible")
 
 
 def _time_class(ops: pd.DataFrame) -> pd.Series:
@@ -302,10 +338,18 @@ def _time_class(ops: pd.DataFrame) -> pd.Series:
     return cls
 
 
+def _static_time(ops: pd.DataFrame) -> pd.Series:
+    """Without a trace, each op's share of the predicted step: a transfer's predicted wait (analyzer/hlo/schedule.py:
+    what no work beside it hides), a done op without one nothing, any other op its predicted time."""
+    waits = ops["exposed_s_per_step"].notna()
+    own = ops["predicted_s_per_step"].where(~ops["is_async_done"], 0.0).fillna(0.0)
+    return ops["exposed_s_per_step"].where(waits, own).fillna(0.0)
+
+
 def _predicted_breakdown(ops: pd.DataFrame) -> dict[str, float]:
-    """Without a trace: the ideal step's split (async transfers hidden, as in ``ideal_step_s``)."""
+    """Without a trace: the ideal step's split (transfers by their predicted waits, as in ``ideal_step_s``)."""
     out = {c: 0.0 for c in BREAKDOWN_CATEGORIES}
-    blocking = ops[~ops["is_async_done"]]
-    for name, value in blocking.groupby(blocking["time_class"], observed=True)["predicted_s_per_step"].sum().items():
+    in_step = ops[ops["in_step"]]
+    for name, value in _static_time(in_step).groupby(in_step["time_class"], observed=True).sum().items():
         out[str(name)] = float(value)
     return out

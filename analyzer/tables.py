@@ -214,6 +214,9 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
          "copy / transpose / fusion whose result holds its largest operand's elements moved: `layout`, "
          "`tiling`, `transpose` or `relayout` (null: no such change)"),
     _col("is_data_movement", "bool", "", "a copy, a transpose, or a fusion of only data movement with one of them"),
+    _col("layout_needed_by", "category", "",
+         "for a layout change: the consumer whose semantics need it (`fft`, `all-to-all`, `dot`; "
+         "analyzer/hlo/layout_needs.py); null when layout-only as far as the dump tells"),
     _col("is_recomputed", "bool", "",
          "recomputation: an XLA `.remat` clone or `rematted_computation` in its JAX op path"),
     # The matmul an op is or fuses (dot / convolution), logical sizes; NaN for other ops (hlo_costs.matmul_dims).
@@ -236,6 +239,13 @@ OPS = Table("ops", "one HLO op (module, program, op name): the step program's op
          "the same wait over the device-steps that recorded in-flight time (TPU: the span devices)"),
     _col("in_flight_s_per_step", "float64", "s", "start-to-done seconds per step; NaN when not recorded"),
     _col("hidden_fraction", "float64", "fraction", "1 - exposed / in flight; NaN without in-flight time"),
+    # The schedule (analyzer/steps/schedule.py), from the op's dump module; defaults where there is none.
+    _col("transfer_is_sync", "bool", "", "an async pair XLA runs synchronously (backend_config is_sync: true)"),
+    _col("hlo_computation", "text", "", "the computation of the op's dump module it sits in; null without a dump"),
+    _col("schedule_independent_s_per_step", "float64", "s",
+         "for a transfer's wait (and its start): seconds per step of the other work in its schedule window "
+         "(producer to first consumer) outside start..done, which a better schedule could place beside it; "
+         "NaN without a dump"),
     # One representative occurrence per op (analyzer/steps/occurrences.py): where to find it in the trace.
     _col("occurrence_device", "int64", "", "device of the op's representative occurrence; -1 when it has none"),
     _col("occurrence_step", "int64", "", "its step: the device's median-duration measured step; -1 without"),

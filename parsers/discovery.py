@@ -17,6 +17,7 @@ from pathlib import Path
 from ..errors import InputError, UsageError
 from ..text_safety import clean_text
 from .hlo_text import find_hlo_dumps
+from .input_files import checked_size
 from .storage import as_path
 
 XPLANE_SUFFIX = ".xplane.pb"
@@ -122,6 +123,11 @@ def _discover(path, run, hlo_dir) -> CaptureFiles:
     path = as_path(path)
     if not path.exists():
         raise DiscoveryError(f"{path}: no such file or directory")
+    if isinstance(path, Path) and not path.is_file() and not path.is_dir():  # a device, FIFO: never opened
+        try:
+            checked_size(path)
+        except OSError as exc:
+            raise DiscoveryError(f"{path}: {exc.strerror}") from None
     if path.is_file():
         if run is not None:
             raise DiscoveryError(f"{path}: --run needs a profile directory, not a file")

@@ -3,7 +3,8 @@
 :func:`xevent_columns.read_line_events` hands us, per wanted stat, each event's value kind, its integer
 (or ref id, or double bits) and an index into the line's distinct strings. Here those become the values
 upb would give (``_stat_value`` in ``xplane``): every conversion to Python objects is done once per
-distinct value, then spread over the events by a numpy take.
+distinct value, then spread over the events by a numpy take. :func:`metadata_value` types an op metadata
+stat for its column the same lenient way.
 """
 
 from __future__ import annotations
@@ -70,3 +71,15 @@ def int_column(parts: list[tuple[np.ndarray, np.ndarray]]) -> pd.Series:
     values = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
     present = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, bool)
     return pd.Series(pd.arrays.IntegerArray(values.copy(), ~present))
+
+
+def metadata_value(key: str, value, numeric: bool):
+    """One op metadata stat as its column holds it: a count (``numeric``) as a number or text the table coerces,
+    program_id as a string, a name as text; a value of another type (a damaged file) is None, not a crash later."""
+    if isinstance(value, bytes):
+        value = _text(value)
+    if numeric:
+        return value if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
+    if key == "program_id":
+        return None if value is None else str(value)
+    return value if isinstance(value, str) else None

@@ -15,6 +15,7 @@ from google.protobuf.message import DecodeError
 
 from .hlo_proto_schema import HloProto
 from .hlo_text import HloModule, HloParseError, parse_hlo_module
+from .input_files import read_input_bytes
 from .storage import as_path
 
 # xla.PrimitiveType numbers -> the names HLO text uses (xla/xla_data.proto).
@@ -262,7 +263,7 @@ def parse_hlo_proto(data: bytes, source: str = "<HloProto>") -> HloModule:
 def parse_hlo_proto_file(path) -> HloModule:
     """A ``<module>(<id>).hlo_proto.pb`` file; one-line HloParseError if it cannot be read or decoded."""
     try:
-        data = as_path(path).read_bytes()
+        data = read_input_bytes(as_path(path))
     except OSError as exc:
         raise HloParseError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return parse_hlo_proto(data, str(path))

@@ -28,6 +28,7 @@ from .hlo_replica_groups import (
 )
 from .hlo_shapes import Shape, parse_shape
 from .hlo_tokens import Brackets, HloParseError, closing_attrs, split_top, unquote
+from .input_files import read_input_bytes
 from .storage import as_path
 
 # Lines that start a statement: a continuation line (string or constant rows) never looks so.
@@ -317,8 +318,7 @@ def parse_hlo_module(text: str, source: str = "<string>", strict: bool = False) 
 
 def parse_hlo_file(path, strict: bool = False) -> HloModule:
     """Parse a dump file; a byte that is not UTF-8 is an HloParseError naming its line."""
-    path = as_path(path)
-    data = path.read_bytes()
+    data = read_input_bytes(path := as_path(path))  # a regular file within the read limit
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

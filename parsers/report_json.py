@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..text_safety import check_nesting, clean_text
+from .input_files import read_input_text
 
 # A "\\ud800"-style escape: the only way a lone surrogate (unwritable in any report) gets into decoded JSON.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -55,8 +56,7 @@ def looks_like_json(path: Path) -> bool:
 def read_report_json(path: Path, schema_version: int) -> dict:
     """The report dict; ``InputError`` (one line) for anything but a report of ``schema_version``."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = load_json(fh.read(), str(path))
+        data = load_json(read_input_text(path), str(path))
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

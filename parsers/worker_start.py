@@ -1,16 +1,31 @@
-"""How local worker processes start: ``fork`` where it is safe, a clean ``forkserver`` (else ``spawn``) where not.
+"""How local worker processes start, how many, and how they end.
 
-Fork copies this process as it is, modules already imported, so workers start in milliseconds. It is unsafe
-once the process runs other threads (JAX's runtime, a Dask client, a training loop calling
-``xladiag.profile``): a child can inherit a lock held by a thread that does not exist in it, and wait forever.
+Start: ``fork`` where it is safe, a clean ``forkserver`` (else ``spawn``) where not. Fork copies this process
+as it is, modules already imported, so workers start in milliseconds. It is unsafe once the process runs other
+threads (JAX's runtime, a Dask client, a training loop calling ``xladiag.profile``): a child can inherit a lock
+held by a thread that does not exist in it, and wait forever.
+
+How many: never more than the cores this process may use, nor than the pieces of work (host files, planes).
+
+End: workers die with their parent. A SIGTERM or SIGINT of the parent kills them before the parent dies of
+that signal (exit 128+signum; a SIGINT the caller left to Python is a KeyboardInterrupt); a parent killed
+outright (SIGKILL) takes them along through ``PR_SET_PDEATHSIG`` on Linux, a watchdog thread elsewhere.
+Without that a worker, blocked on the pool's queue, would live forever holding the caller's stdout (a CI step
+that never ends). A signal the caller ignores (SIG_IGN: nohup, some CI runners) stays ignored.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
+import signal
 import sys
 import threading
+from concurrent.futures import ProcessPoolExecutor
 from multiprocessing.context import BaseContext
+
+_PR_SET_PDEATHSIG = 1
 
 
 def fork_is_safe() -> bool:
@@ -25,3 +40,104 @@ def worker_context() -> BaseContext:
         return multiprocessing.get_context("fork")
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and taskset narrow)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # not Linux
+        return max(os.cpu_count() or 1, 1)
+
+
+def capped_workers(requested: int | None, work: int) -> int:
+    """Processes worth running for ``work`` independent pieces: what was asked (default: every core), never
+    more than the cores nor the pieces, at least 1 (``--workers 99999`` must not fork 99999 processes)."""
+    return max(1, min(requested or usable_cores(), usable_cores(), work))
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Worker initializer: end when the parent ends, whatever ends it; leave SIGTERM/SIGINT to the parent."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a forked worker inherits the parent's Python handlers
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent ends us
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+                if not _alive(parent_pid):  # it died before the prctl
+                    os._exit(1)
+                return
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _watch_parent(ppid: int) -> None:
+    import time
+
+    while os.getppid() == ppid:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            process.kill()
+
+
+@contextlib.contextmanager
+def _end_workers_on_signal(pool: ProcessPoolExecutor):
+    """While the pool runs: SIGTERM/SIGINT kill its workers, then end this process the way the signal would
+    have (the handler that was there before gets it again). Main thread only, never over SIG_IGN."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+
+    def handler(signum, frame):
+        _kill_workers(pool)
+        old = previous.pop(signum)
+        signal.signal(signum, old)
+        if signum == signal.SIGINT and old is signal.default_int_handler:
+            raise KeyboardInterrupt
+        os.kill(os.getpid(), signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        old = signal.getsignal(sig)
+        if old is not signal.SIG_IGN and old is not None:  # None: set outside Python; left alone
+            previous[sig] = old
+            signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def worker_pool(workers: int, context: BaseContext | None = None):
+    """A ``ProcessPoolExecutor`` of ``workers`` processes that die with this one (see the module doc)."""
+    context = context or worker_context()
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_die_with_parent,
+                               initargs=(os.getpid(),))
+    with _end_workers_on_signal(pool):
+        try:
+            yield pool
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: no wait for running work
+                _kill_workers(pool)
+                pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)

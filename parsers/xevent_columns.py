@@ -15,6 +15,7 @@ any order and repeat (the last one wins for a scalar); unknown fields are skippe
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -23,6 +24,7 @@ from google.protobuf import descriptor_pb2
 
 from . import xspace_schema
 from .proto_descriptors import message_classes
+from .xevent_rows import distinct_payloads, starts
 
 _VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
 # Tags (field number << 3 | wire type) of the XEvent and XStat fields we read (xplane.proto).
@@ -56,7 +58,6 @@ _U = np.uint64
 _SQUEEZE = [(_U(0x007F007F007F007F), _U(0x3F803F803F803F80)), (_U(0x00003FFF00003FFF), _U(0x0FFFC0000FFFC000)),
             (_U(0x000000000FFFFFFF), _U(0x00FFFFFFF0000000))]
 _CHUNK = 1 << 15  # events decoded per pass (see read_line_events)
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _raw_events_classes(*names: str):
@@ -222,7 +223,15 @@ def read_line_events(line_raw_events: Sequence[bytes], timestamp_ns: int,
     (name -> :class:`StatValues`).
     Raises ValueError on a malformed event (stats are decoded, hence checked, only if some are wanted).
     """
-    payloads = list(line_raw_events)  # one pass over upb's container; a list is fast to measure and join
+    return read_lines_events([line_raw_events], [timestamp_ns], wanted_stat_ids, value_stat_ids)
+
+
+def read_lines_events(lines_raw_events: Sequence[Sequence[bytes]], timestamps_ns: Sequence[int],
+                      wanted_stat_ids: dict[str, int], value_stat_ids: dict[str, tuple] | None = None) -> dict:
+    """:func:`read_line_events` of several lines at once, their events one after the other: a plane of many
+    lines of few events (50k threads of one event each) costs numpy's per-call overhead once, not per line."""
+    # One pass over upb's containers; a list is fast to measure and join.
+    payloads = list(itertools.chain.from_iterable(lines_raw_events))
     n = len(payloads)
     lengths = np.fromiter(map(len, payloads), np.int64, n)
     payloads.append(_PAD)
@@ -241,12 +250,13 @@ def read_line_events(line_raw_events: Sequence[bytes], timestamp_ns: int,
         part = slice(first, first + _CHUNK)
         _read_chunk(buf, start[part], end[part], {key: column[part] for key, column in out.items()}, wanted_stat_ids,
                     {name: tuple(c[part] for c in cols) for name, cols in values.items()}, value_stat_ids)
-    start, start_valid = _starts(int(timestamp_ns), out.pop("offset_ps").view(np.int64))
+    counts = np.fromiter(map(len, lines_raw_events), np.int64, len(lines_raw_events))
+    start, start_valid = starts([int(t) for t in timestamps_ns], counts, out.pop("offset_ps").view(np.int64))
     stat_values = {}
     for name, (kind, value, where) in values.items():
         text = np.full(n, -1, np.int64)
         has_text = np.flatnonzero((kind == KIND_STR) | (kind == KIND_BYTES))
-        text[has_text], texts = _distinct_payloads(buf.u8, where[has_text], value[has_text].view(np.int64))
+        text[has_text], texts = distinct_payloads(buf.u8, where[has_text], value[has_text].view(np.int64))
         stat_values[name] = StatValues(kind, value, text, texts)
     return {
         "metadata_id": out.pop("metadata_id").view(np.int64),
@@ -256,36 +266,6 @@ def read_line_events(line_raw_events: Sequence[bytes], timestamp_ns: int,
         **out,
         **({"stat_values": stat_values} if value_stat_ids else {}),
     }
-
-
-def _distinct_payloads(u8: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, list]:
-    """(index of each payload ``u8[start:start + length]`` among the distinct ones, those as bytes).
-
-    Payloads of one length are compared as fixed-size byte records (a strided view, no copy per byte), so
-    the work is per distinct length, not per payload."""
-    codes = np.zeros(len(start), np.int64)
-    texts: list[bytes] = []
-    for size in np.unique(length).tolist():
-        sel = np.flatnonzero(length == size)
-        if size == 0:
-            codes[sel] = len(texts)
-            texts.append(b"")
-            continue
-        records = np.ndarray((u8.size - size + 1,), f"V{size}", u8, 0, (1,))[start[sel]]
-        distinct, inverse = np.unique(records, return_inverse=True)
-        codes[sel] = len(texts) + inverse.reshape(-1)
-        texts.extend(d.tobytes() for d in distinct)
-    return codes, texts
-
-
-def _starts(timestamp_ns: int, offset_ps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``timestamp_ns * 1000 + offset_ps`` and where it fits in int64 (elsewhere it would wrap)."""
-    base = timestamp_ns * 1000  # a Python int: cannot overflow
-    lowest, highest = max(_INT64_MIN, _INT64_MIN - base), min(_INT64_MAX, _INT64_MAX - base)
-    if not _INT64_MIN <= base <= _INT64_MAX or lowest > highest:
-        return offset_ps, np.zeros(offset_ps.size, bool)
-    valid = (offset_ps >= lowest) & (offset_ps <= highest)
-    return offset_ps + np.int64(base), valid  # wraps only where not valid (numpy arrays wrap silently)
 
 
 def _read_chunk(buf: _Buffer, start: np.ndarray, end: np.ndarray, out: dict, wanted_stat_ids: dict,

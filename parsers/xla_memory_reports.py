@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import InputError
+from .input_files import read_input_text
 from .storage import as_path
 
 __all__ = ["MemoryUsageReport", "BufferAssignment", "parse_memory_usage_report", "parse_buffer_assignment",
@@ -125,7 +126,7 @@ def parse_buffer_assignment(text: str, source: str = "<string>") -> BufferAssign
 def _read(path: Path | str) -> str:
     path = as_path(path)
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return read_input_text(path, errors="replace")
     except OSError as exc:
         raise MemoryReportError(f"{path}: cannot read: {exc.strerror or exc}") from None
 

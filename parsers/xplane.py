@@ -15,7 +15,7 @@ Hot-path notes:
 from __future__ import annotations
 
 import mmap
-import os
+import re
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +26,9 @@ import pandas as pd
 from ..errors import InputError
 from ..text_safety import clean_text
 from . import event_stat_values
+from .input_files import open_input, read_input_bytes
 from .storage import RemotePath, as_path
-from .worker_start import fork_is_safe
+from .worker_start import fork_is_safe, usable_cores
 from .xplane_planes import (
     _INT_EVENT_STATS,
     _NUMERIC_METADATA_STATS,
@@ -38,7 +39,7 @@ from .xplane_planes import (
     _text,
     decode_planes,
 )
-from .xspace_wire import WireError, split_space
+from .xspace_wire import PlaneTooLarge, WireError, split_space
 
 
 class XPlaneError(InputError):
@@ -64,7 +65,8 @@ class XSpaceTables:
     # plane: (program_id as text, program name e.g. 'jit_train_step', bytes). Read by parsers.hlo_proto.
     hlo_protos: tuple = ()
     fingerprint: str = ""  # of the planes kept: byte-identical host files share it
-    # What was left out while reading, by kind: oversize_names, duplicate_planes, unrepresentable_starts.
+    # What was left out while reading, by kind: oversize_names, cut_names, duplicate_planes, unrepresentable_starts,
+    # duplicate_lines.
     anomalies: dict = field(default_factory=dict)
 
 
@@ -73,11 +75,16 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>", workers: int =
 
 
 def _parse(buf, path: Path, workers: int = 1) -> XSpaceTables:
-    """Tables of the XSpace in ``buf`` (bytes or a read-only mmap); ``workers`` processes decode its planes."""
+    """Tables of the XSpace in ``buf`` (bytes or a read-only mmap); ``workers`` processes decode its planes
+    (none but this one for a small file, whatever was asked: a pool costs more than it saves)."""
+    if len(buf) < _PARALLEL_BYTES:
+        workers = 1
     try:
         layout = split_space(buf)
     except WireError as exc:
         raise XPlaneError(f"{path}: not a readable XSpace protobuf (truncated or corrupt): {exc}") from None
+    except PlaneTooLarge as exc:
+        raise XPlaneError(f"{path}: {exc}") from None
     if not layout.planes:
         raise XPlaneError(f"{path}: no planes in this file; it is not an xplane capture (or it is empty)")
     decoded = _decode(layout, path, workers)
@@ -101,13 +108,31 @@ def _parse(buf, path: Path, workers: int = 1) -> XSpaceTables:
         event_metadata=_event_metadata(meta_rows),
         hlo_protos=tuple(hlo_protos),
         fingerprint=layout.fingerprint,
-        anomalies={"oversize_names": layout.oversize_names, "duplicate_planes": layout.duplicate_planes,
-                   "unrepresentable_starts": joined.unrepresentable_starts},
+        anomalies={"oversize_names": layout.oversize_names, "cut_names": layout.cut_names,
+                   "duplicate_planes": layout.duplicate_planes,
+                   "unrepresentable_starts": joined.unrepresentable_starts,
+                   "duplicate_lines": joined.duplicate_lines},
     )
+
+
+# A device plane's index (``/device:TPU:<n>``) past this is damage: no host has 2**31 devices, and the index
+# must fit the integer columns that number devices.
+_MAX_DEVICE_INDEX = 2**31 - 1
+_DEVICE_INDEX = re.compile(r"^/device:[^:]*:(\d+)$")
+
+
+def _check_device_names(layout, path: Path) -> None:
+    for name, _ in layout.planes:
+        m = _DEVICE_INDEX.match(name)
+        if m and (len(m.group(1)) > 10 or int(m.group(1)) > _MAX_DEVICE_INDEX):
+            shown = name if len(name) <= 80 else name[:77] + "..."
+            raise XPlaneError(f"{path}: plane name {shown!r}: device index past {_MAX_DEVICE_INDEX} "
+                              "(a damaged file?)")
 
 
 def _decode(layout, path: Path, workers: int) -> list:
     """Every plane of the file decoded (xplane_planes), a failure named with the file."""
+    _check_device_names(layout, path)
     tpu_capture = any(_TPU_DEVICE_PLANE.match(name) for name, _ in layout.planes)
     try:
         return decode_planes(layout.planes, tpu_capture, workers)
@@ -132,6 +157,7 @@ class _JoinedPlanes:
     int_stats: list = field(default_factory=list)
     num_events: int = 0
     unrepresentable_starts: int = 0
+    duplicate_lines: int = 0
 
     @classmethod
     def of(cls, decoded: list) -> _JoinedPlanes:
@@ -147,6 +173,7 @@ class _JoinedPlanes:
                 out.stat_parts.setdefault(name, []).extend(parts)
             out.int_stats += [frame.assign(event=frame["event"] + out.num_events) for frame in plane.int_stats]
             out.unrepresentable_starts += plane.unrepresentable_starts
+            out.duplicate_lines += plane.duplicate_lines
             out.num_events += n
         return out
 
@@ -188,7 +215,7 @@ def _default_workers(size: int) -> int:
 
     if size < _PARALLEL_BYTES or multiprocessing.parent_process() is not None or not fork_is_safe():
         return 1
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return usable_cores()
 
 
 def _hostname_from_path(path: Path) -> str:
@@ -211,13 +238,13 @@ def read_xspace(path: Path | str, workers: int | None = None) -> XSpaceTables:
     path = as_path(path)
     if isinstance(path, RemotePath):
         try:
-            data = path.read_bytes() or _empty(path)
+            data = read_input_bytes(path) or _empty(path)
             return _parse(data, path, _default_workers(len(data)) if workers is None else workers)
         except OSError as exc:
             raise XPlaneError(f"{path}: cannot read: {exc.strerror or exc}") from None
     size = 0
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:  # a regular file within the read limit (input_files)
             try:
                 buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             except ValueError:  # an empty file (mmap refuses those)

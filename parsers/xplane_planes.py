@@ -6,6 +6,7 @@ A plane's result numbers its lines and events from 0; ``xplane`` offsets them wh
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 from dataclasses import dataclass, field
 
@@ -15,7 +16,9 @@ from google.protobuf.message import DecodeError
 
 from ..errors import InputError
 from . import event_stat_values
-from .xevent_columns import parse_plane_raw_events, read_line_events
+from .duplicate_lines import repeats_a_line
+from .worker_start import capped_workers, worker_pool
+from .xevent_columns import parse_plane_raw_events, read_lines_events
 from .xspace_schema import MemoryAccessBreakdown
 
 
@@ -24,16 +27,11 @@ class PlaneError(InputError):
 
 
 # Per-event stats kept as columns (everything else is dropped while decoding).
-EVENT_STAT_NAMES = (
-    "hlo_op",
-    "hlo_module",
-    "program_id",
-    "correlation_id",
-    "run_id",
-    "device_ordinal",
-    "step_num",  # jax.profiler.StepTraceAnnotation: the user's step, on the host thread that ran it
-)
-_INT_EVENT_STATS = {"correlation_id", "run_id", "device_ordinal", "step_num"}
+# step_num: jax.profiler.StepTraceAnnotation, the user's step, on the host thread that ran it; _r, iter_num:
+# TensorFlow's step markers without XLA (analyzer/capture/host_steps.py): a root TraceMe, its iteration.
+EVENT_STAT_NAMES = ("hlo_op", "hlo_module", "program_id", "correlation_id", "run_id", "device_ordinal", "step_num",
+                    "_r", "iter_num")
+_INT_EVENT_STATS = {"correlation_id", "run_id", "device_ordinal", "step_num", "_r", "iter_num"}
 # On TPU captures the host threads' stats are read column-wise, integers only: the user's steps and
 # which program execution each host event launched (run_id, device_ordinal match the XLA Modules line).
 _TPU_HOST_INT_STATS = ("step_num", "run_id", "device_ordinal")
@@ -92,9 +90,10 @@ def _stats_dict(stats, stat_names: dict[int, str]) -> dict:
     return {stat_names.get(s.metadata_id, f"#{s.metadata_id}"): _stat_value(s, stat_names) for s in stats}
 
 
-def _hbm_bytes(breakdown: bytes | None) -> float:
-    """HBM bytes read+written from the ``memory_access_breakdown`` stat; NaN when absent/empty."""
-    if not breakdown:
+def _hbm_bytes(breakdown) -> float:
+    """HBM bytes read+written from the ``memory_access_breakdown`` stat; NaN when absent, empty or not bytes
+    (a damaged file can store any stat as a number or a string)."""
+    if not breakdown or not isinstance(breakdown, bytes):
         return np.nan
     msg = MemoryAccessBreakdown()
     try:
@@ -132,6 +131,7 @@ class PlaneTables:
     stat_parts: dict = field(default_factory=dict)  # per stat name: its values on those rows, line by line
     int_stats: list = field(default_factory=list)  # integer stats read column-wise (TPU host threads)
     unrepresentable_starts: int = 0
+    duplicate_lines: int = 0  # lines whose events repeat an earlier line's of the plane, left out
 
 
 def decode_plane(plane_idx: int, plane_name: str, data: bytes, tpu_capture: bool) -> PlaneTables:
@@ -140,7 +140,7 @@ def decode_plane(plane_idx: int, plane_name: str, data: bytes, tpu_capture: bool
     ``tpu_capture``: on TPU captures op identity lives in the device planes' metadata; the host threads'
     per-event stats are never read (decoding them would be the slowest part of the parse)."""
     try:
-        plane = parse_plane_raw_events(data)
+        plane = parse_plane_raw_events(bytes(data))  # copied out of the file's map now (xspace_wire.PlaneBytes)
     except DecodeError as exc:
         raise PlaneError(f"not a readable XSpace protobuf (truncated or corrupt): {exc}") from None
     del data  # its bytes are in the message now
@@ -167,12 +167,7 @@ def _decode_event_metadata(out: PlaneTables, event_metadata, is_metadata_plane: 
             "hbm_bytes": _hbm_bytes(stats.get("memory_access_breakdown")),
         }
         for key in METADATA_STAT_NAMES:
-            value = stats.get(key)
-            if isinstance(value, bytes):
-                value = _text(value)
-            elif key == "program_id" and value is not None:
-                value = str(value)
-            row[key] = value
+            row[key] = event_stat_values.metadata_value(key, stats.get(key), key in _NUMERIC_METADATA_STATS)
         out.meta_rows.append(row)
 
 
@@ -193,7 +188,8 @@ class _WantedStats:
 
     def for_line(self, line_name: str) -> tuple[bool, dict, dict]:
         """(read device durations, integer stats name -> id, value stats name -> ids) for one line."""
-        want_duration = self.device_duration_id is not None and line_name == "XLA Ops"
+        # A host plane's "XLA Ops" line (a damaged or renamed device plane) is read as a host line.
+        want_duration = self.device_duration_id is not None and line_name == "XLA Ops" and not self.tpu_host
         wanted_ints = {_DEVICE_DURATION_STAT: self.device_duration_id} if want_duration else {}
         if self.tpu_host:
             wanted_ints = {k: v for v, k in self.names.items() if k in _TPU_HOST_INT_STATS}
@@ -207,39 +203,69 @@ class _WantedStats:
 _EVENT_COLUMNS = ("line", "metadata_id", "start_ps", "span_ps", "duration_ps")
 
 
+# Consecutive lines read alike are decoded in one call, up to this many events: a plane of 50k one-event
+# lines (host threads) would otherwise pay numpy's per-call overhead 50k times (18-26 s).
+_BATCH_EVENTS = 1 << 16
+
+
 def _decode_lines(out: PlaneTables, lines, wanted: _WantedStats) -> None:
     """``line_rows`` and the event columns of every line, events numbered in line order."""
     columns: dict[str, list] = {k: [] for k in _EVENT_COLUMNS}
-    num_events = 0
+    num_events, batch, batch_events, batch_key = 0, [], 0, None
+    seen: dict[tuple, list] = {}
     for line in lines:
         line_idx = len(out.line_rows)
         line_name = _text(line.name)
         out.line_rows.append((line_idx, line.id, line_name, _text(line.display_name), line.timestamp_ns))
-        if len(line.events) == 0:  # serialized XEvent payloads (see xevent_columns)
+        n = len(line.events)  # serialized XEvent payloads (see xevent_columns)
+        if n == 0:
             continue
-        num_events += _decode_line_events(out, line, line_idx, line_name, wanted, columns, num_events)
+        if repeats_a_line(line, seen):
+            out.duplicate_lines += 1
+            continue
+        key = wanted.for_line(line_name)
+        if batch and (key != batch_key or batch_events + n > _BATCH_EVENTS):
+            num_events += _decode_line_events(out, batch, wanted, columns, num_events)
+            batch, batch_events = [], 0
+        batch.append((line_idx, line_name, line))
+        batch_events, batch_key = batch_events + n, key
+    if batch:
+        _decode_line_events(out, batch, wanted, columns, num_events)
     out.events = {k: np.concatenate(v) if v else np.zeros(0, np.int32 if k == "line" else np.int64)
                   for k, v in columns.items()}
 
 
-def _decode_line_events(out: PlaneTables, line, line_idx: int, line_name: str, wanted: _WantedStats,
-                        columns: dict, first_event: int) -> int:
-    """Append one line's event columns (and its wanted stats) to ``columns``/``out``; return its kept events."""
-    raw_events = line.events
-    want_duration, wanted_ints, value_ids = wanted.for_line(line_name)
+def _read_events(batch: list, wanted_ints: dict, value_ids: dict) -> dict:
+    """The event columns of the lines in ``batch``; a corrupt event is a PlaneError naming its line."""
     try:
-        cols = read_line_events(raw_events, line.timestamp_ns, wanted_ints, value_ids)
+        return read_lines_events([line.events for *_, line in batch], [line.timestamp_ns for *_, line in batch],
+                                 wanted_ints, value_ids)
     except ValueError as exc:
-        raise PlaneError(f"corrupt event on line {line_name!r}: {exc}") from None
+        for _, name, line in batch:  # which line (only on this error path: one line at a time)
+            try:
+                read_lines_events([line.events], [line.timestamp_ns], wanted_ints, value_ids)
+            except ValueError as line_exc:
+                raise PlaneError(f"corrupt event on line {name!r}: {line_exc}") from None
+        raise PlaneError(f"corrupt event on line {batch[0][1]!r}: {exc}") from None
+
+
+def _decode_line_events(out: PlaneTables, batch: list, wanted: _WantedStats, columns: dict, first_event: int) -> int:
+    """Append the event columns (and wanted stats) of the lines ``batch`` ((index, name, line) of lines read
+    alike) to ``columns``/``out``; return their kept events."""
+    want_duration, wanted_ints, value_ids = wanted.for_line(batch[0][1])
+    cols = _read_events(batch, wanted_ints, value_ids)
+    counts = np.fromiter((len(line.events) for *_, line in batch), np.int64, len(batch))
+    line_column = np.repeat(np.array([idx for idx, *_ in batch], np.int32), counts)
     valid = cols.pop("start_valid")
     values = cols.pop("stat_values", None)
-    kept = np.cumsum(valid) - 1  # each event's row among the kept ones of this line
+    kept = np.cumsum(valid) - 1  # each event's row among the kept ones of these lines
     if not valid.all():  # a start past the int64 range (damaged timestamp or offset): dropped
-        out.unrepresentable_starts += int(len(raw_events) - kept[-1] - 1)
+        out.unrepresentable_starts += int(valid.size - kept[-1] - 1)
         cols = {key: column[valid] for key, column in cols.items()}  # stat values: rows chosen below
+        line_column = line_column[valid]
     span = cols["duration_ps"]
     duration = np.where(cols[_DEVICE_DURATION_STAT] >= 0, cols[_DEVICE_DURATION_STAT], span) if want_duration else span
-    for key, column in (("line", np.full(len(span), line_idx, np.int32)), ("metadata_id", cols["metadata_id"]),
+    for key, column in (("line", line_column), ("metadata_id", cols["metadata_id"]),
                         ("start_ps", cols["start_ps"]), ("span_ps", span), ("duration_ps", duration)):
         columns[key].append(column)
     if wanted.tpu_host and wanted_ints:
@@ -292,11 +318,12 @@ def _decode_inherited(index: int, tpu_capture: bool) -> PlaneTables:
 
 def decode_planes(planes: list[tuple[str, bytes]], tpu_capture: bool, workers: int) -> list[PlaneTables]:
     """Every plane decoded, in order. With ``workers`` > 1 (Linux) forked processes decode the largest planes
-    while this one decodes the rest; the planes' bytes are dropped from ``planes`` once decoded here."""
+    while this one decodes the rest; the planes' bytes are dropped from ``planes`` once decoded here.
+    ``workers`` is capped by the cores and the planes (worker_start.capped_workers)."""
     big = sorted(range(len(planes)), key=lambda i: -len(planes[i][1]))
     results: dict[int, PlaneTables] = {}
-    pool = _pool(workers) if workers > 1 and len(planes) > 1 else None
-    if pool is None:
+    workers = capped_workers(workers, len(planes))
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         for i in range(len(planes)):
             results[i] = decode_plane(i, planes[i][0], planes[i][1], tpu_capture)
             planes[i] = (planes[i][0], b"")
@@ -304,7 +331,8 @@ def decode_planes(planes: list[tuple[str, bytes]], tpu_capture: bool, workers: i
     global _PLANES
     _PLANES = planes
     try:
-        with pool:
+        # workers - 1 forked processes (they die with this one), this process being the last.
+        with worker_pool(workers - 1, multiprocessing.get_context("fork")) as pool:
             # Largest first, alternating: this process takes every ``workers``-th plane, the workers the others.
             mine = big[::workers]
             futures = {i: pool.submit(_decode_inherited, i, tpu_capture) for i in big if i not in mine}
@@ -318,13 +346,3 @@ def decode_planes(planes: list[tuple[str, bytes]], tpu_capture: bool, workers: i
     finally:
         _PLANES = []
     return [results[i] for i in range(len(planes))]
-
-
-def _pool(workers: int):
-    """A pool of ``workers - 1`` forked processes, or None where fork is unavailable."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return None
-    return ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("fork"))

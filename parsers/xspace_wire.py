@@ -9,26 +9,59 @@ damaged length or a garbage field never becomes an allocation:
 - a plane name or hostname over ``MAX_NAME_BYTES`` (real ones are a few dozen bytes): the field is
   left out, never touched, and counted;
 - a plane whose bytes repeat an earlier plane's (a file concatenated with itself), or whose name is
-  already taken: left out and counted, so its devices are not counted twice.
+  already taken: left out and counted, so its devices are not counted twice;
+- an op's name or display name (``XEventMetadata``) over ``MAX_TEXT_BYTES``: cut there, with a marker, before
+  the plane is parsed (a 100 MB name took 1.2 GB), and counted;
+- a plane over protobuf's 2 GiB message limit, or one whose parse would need more memory than there is
+  (``XLADIAG_MEMORY_BUDGET`` bytes, else what the system has available): ``PlaneTooLarge`` (one line), before
+  its bytes are copied.
+
+Planes are copied out of the map one at a time, when decoded (:class:`PlaneBytes`), not all up front.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 
 MAX_NAME_BYTES = 1 << 16
+MAX_TEXT_BYTES = 1 << 20  # as xplane_planes._text: the longest real names are HLO texts of a few KB
+MAX_MESSAGE_BYTES = 2**31 - 1  # upb (and xprof's C++ protobuf) refuse a message past this
+BUDGET_ENV = "XLADIAG_MEMORY_BUDGET"
+# A plane's parse holds its bytes, upb's copy of them and the decoded columns: at least twice the plane.
+_PEAK_PER_PLANE_BYTE = 2
 
 # Field numbers (xplane.proto).
 _SPACE_PLANES, _SPACE_HOSTNAMES = 1, 4
-_PLANE_NAME = 2
+_PLANE_NAME, _PLANE_EVENT_METADATA = 2, 4
+_PLANE_MESSAGES = (3, 4, 5, 6)  # lines, event and stat metadata entries, stats
+_ENTRY_VALUE = 2
+_METADATA_NAMES = (2, 4)  # XEventMetadata name, display_name
 _LEN = 2
 
 
 class WireError(InputError):
     """The bytes are not a well-formed protobuf message; the text says where (the caller adds the file)."""
+
+
+class PlaneTooLarge(InputError):
+    """A plane past protobuf's limit or the memory budget; the text says which (the caller adds the file)."""
+
+
+class PlaneBytes:
+    """A plane's bytes, still in the file's map (or buffer): copied out by ``bytes()`` when it is decoded."""
+
+    def __init__(self, buf, start: int, end: int):
+        self.buf, self.start, self.end = buf, start, end
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def __bytes__(self) -> bytes:
+        return bytes(self.buf[self.start:self.end])
 
 
 def _varint(buf, pos: int, end: int) -> tuple[int, int]:
@@ -82,9 +115,10 @@ def fields(buf, start: int, end: int):
 class SpaceLayout:
     """Where the planes are, what was left out, and a fingerprint of the content kept."""
 
-    planes: list[tuple[str, bytes]] = field(default_factory=list)  # (name, plane bytes to parse)
+    planes: list[tuple[str, bytes | PlaneBytes]] = field(default_factory=list)  # (name, plane bytes to parse)
     hostnames: list[bytes] = field(default_factory=list)
     oversize_names: int = 0
+    cut_names: int = 0
     duplicate_planes: int = 0
     fingerprint: str = ""
 
@@ -104,9 +138,11 @@ def split_space(buf) -> SpaceLayout:
             else:
                 layout.hostnames.append(bytes(buf[start:end]))
         elif number == _SPACE_PLANES:
-            name, data, dropped = _plane_bytes(buf, start, end)
+            name, data, dropped, cut = _plane_bytes(buf, start, end)
+            _check_size(name, len(data))
             layout.oversize_names += dropped
-            digest = hashlib.sha256(data).digest()[:16]  # SHA-256 has CPU instructions: twice blake2b's speed
+            layout.cut_names += cut
+            digest = _digest(data)
             if digest in seen_digests or (name and name in seen_names):
                 layout.duplicate_planes += 1
                 continue
@@ -118,20 +154,109 @@ def split_space(buf) -> SpaceLayout:
     return layout
 
 
-def _plane_bytes(buf, start: int, end: int) -> tuple[str, bytes, int]:
-    """(name, bytes to parse, oversize names left out) of the plane ``buf[start:end]``."""
-    name, cuts = "", []
+def _digest(data) -> bytes:
+    if isinstance(data, PlaneBytes):  # hashed in place, in slices: nothing the size of the plane is copied
+        sha = hashlib.sha256()
+        with memoryview(data.buf) as view:  # released at once: a map with an exported view cannot be closed
+            for at in range(data.start, data.end, 1 << 24):
+                sha.update(view[at:min(at + (1 << 24), data.end)])
+        return sha.digest()[:16]
+    return hashlib.sha256(data).digest()[:16]  # SHA-256 has CPU instructions: twice blake2b's speed
+
+
+def memory_budget() -> int | None:
+    """Bytes a parse may use: ``$XLADIAG_MEMORY_BUDGET``, else the system's available memory (None: unknown)."""
+    text = os.environ.get(BUDGET_ENV, "").strip()
+    if text:
+        try:
+            return int(text.replace("_", ""))
+        except ValueError:
+            raise UsageError(f"{BUDGET_ENV}={text!r}: expected a number of bytes") from None
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _check_size(name: str, size: int) -> None:
+    """Refuse, before a byte of it is copied, a plane that cannot be parsed or would not fit in memory."""
+    if size > MAX_MESSAGE_BYTES:
+        raise PlaneTooLarge(f"plane {name!r} is {size:,} bytes, past the 2 GiB protobuf's parsers (upb, xprof) "
+                            "take in one message; it cannot be read")
+    budget = memory_budget()
+    if budget is not None and size * _PEAK_PER_PLANE_BYTE > budget:
+        raise PlaneTooLarge(f"plane {name!r} is {size:,} bytes; reading it needs at least "
+                            f"{size * _PEAK_PER_PLANE_BYTE:,} bytes of memory, over the {budget:,} available "
+                            f"(set {BUDGET_ENV} to change the budget)")
+
+
+def _plane_bytes(buf, start: int, end: int) -> tuple[str, bytes | PlaneBytes, int, int]:
+    """(name, bytes to parse, oversize names left out, op names cut) of the plane ``buf[start:end]``."""
+    name, edits, cut = "", [], 0
     for number, wire, tag_at, value_start, value_end in fields(buf, start, end):
-        if number == _PLANE_NAME and wire == _LEN:
+        if wire != _LEN:
+            continue
+        if number in _PLANE_MESSAGES:  # its first field only: zeros (a sparse file's hole) fail here, not
+            next(fields(buf, value_start, value_end), None)  # after the plane is copied and handed to upb
+        if number == _PLANE_NAME:
             if value_end - value_start > MAX_NAME_BYTES:
-                cuts.append((tag_at, value_end))  # the name's bytes are never read
+                edits.append((tag_at, value_end, b""))  # the name's bytes are never read
             else:
                 name = buf[value_start:value_end].decode("utf-8", errors="replace")
-    if not cuts:
-        return name, buf[start:end], 0
+        elif number == _PLANE_EVENT_METADATA and value_end - value_start > MAX_TEXT_BYTES:
+            # A map entry that big may hold an over-long name (or, legitimately, a program's HloProto).
+            entry = _rewritten(buf, value_start, value_end, _ENTRY_VALUE,
+                               lambda s, e: _rewritten(buf, s, e, _METADATA_NAMES,
+                                                               lambda a, b: _cut_text(buf, a, b)))
+            if entry is not None:
+                edits.append((tag_at, value_end, _tagged(number, entry[0])))
+                cut += entry[1]
+    if not edits:
+        return name, PlaneBytes(buf, start, end), 0, 0
     parts, pos = [], start
-    for tag_at, value_end in cuts:
-        parts.append(buf[pos:tag_at])
+    for tag_at, value_end, replacement in edits:
+        parts += [buf[pos:tag_at], replacement]
         pos = value_end
     parts.append(buf[pos:end])
-    return name, b"".join(parts), len(cuts)
+    return name, b"".join(parts), sum(1 for *_, r in edits if not r), cut
+
+
+def _rewritten(buf, start: int, end: int, numbers, edit) -> tuple[bytes, int] | None:
+    """The message ``buf[start:end]`` with each length-delimited field of ``numbers`` replaced by
+    ``edit(value start, value end)`` where that is not None: (bytes, edits made), or None if none was."""
+    parts, pos, made = [], start, 0
+    for number, wire, tag_at, value_start, value_end in fields(buf, start, end):
+        if wire == _LEN and number in ((numbers,) if isinstance(numbers, int) else numbers):
+            new = edit(value_start, value_end)
+            if new is not None:
+                parts += [buf[pos:tag_at], _tagged(number, new[0])]
+                pos, made = value_end, made + new[1]
+    if not made:
+        return None
+    parts.append(buf[pos:end])
+    return b"".join(parts), made
+
+
+def _cut_text(buf, start: int, end: int) -> tuple[bytes, int] | None:
+    if end - start <= MAX_TEXT_BYTES:
+        return None
+    marker = f"... [{end - start:,} bytes, cut]".encode()
+    return bytes(buf[start:start + MAX_TEXT_BYTES - len(marker)]) + marker, 1
+
+
+def _tagged(number: int, payload: bytes) -> bytes:
+    """A length-delimited field: its key, its length, its payload."""
+    return _encode_varint(number << 3 | _LEN) + _encode_varint(len(payload)) + payload
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)

@@ -17,3 +17,11 @@ def choice_rows(choices: dict) -> list[tuple[str, str, str]]:
             given = choices[key]["source"] == "given"
             rows.append((label, shown, f"given ({option})" if given else f"inferred (override with {option})"))
     return rows
+
+
+def program_share_text(steps: dict) -> str:
+    """', 15% of the programs' device time' when the steps are one program's executions among others; ''."""
+    share = steps.get("program_share")
+    if share is None or share >= 1.0 or not steps.get("program"):
+        return ""
+    return f", {share:.0%} of the programs' device time"

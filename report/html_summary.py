@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..units import count, format_percent, format_seconds, format_si
-from .choices import choice_rows
+from .choices import choice_rows, program_share_text
 from .model import mfu_value
 
 # How each number's origin is written in the report (one legend, used everywhere).
@@ -21,7 +21,8 @@ def summary_cards(data: dict, time_word: str) -> list[dict]:
     ideal_known = data["ideal_step_s"] is not None  # None: no op has a prediction (not 'an ideal of 0 s')
     cards = [
         {"label": "Step time", "value": format_seconds(step_s), "source": time_word,
-         "sub": (f"mean of {count(data['steps']['count'], 'step')} per device" if measured
+         "sub": (f"mean of {count(data['steps']['count'], 'step')} per device{program_share_text(data['steps'])}"
+                 if measured
                  else "sum of per-op roofline predictions")},
         {"label": "MFU", "value": mfu_value(data),
          "source": "model FLOPs (trace metadata / HLO dump) ÷ (step × chip peak)",

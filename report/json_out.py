@@ -134,7 +134,18 @@ def steps_dict(analysis) -> dict:
         "busy_s": clean(ds["busy_s"].mean()) if len(ds) else None,
         "idle_s": clean(ds["idle_s"].mean()) if len(ds) else None,
         "per_step_s": per_step_s(ds),
+        # Steps that are a program's executions: its share of the programs' device time, and the others when
+        # it holds under half (null / [] otherwise).
+        "program_share": clean(steps.program_share) if steps.program_share is not None else None,
+        "other_programs": [{"name": n, "program_id": i or None, "share": clean(sh)}
+                           for n, i, sh in steps.other_programs] if _listed(steps) else [],
     }
+
+
+def _listed(steps) -> bool:
+    from ..analyzer.steps.choice import MIN_PROGRAM_SHARE
+
+    return steps.program_share is not None and steps.program_share < MIN_PROGRAM_SHARE
 
 
 def per_step_s(device_steps: pd.DataFrame) -> list[float]:
@@ -296,6 +307,7 @@ def report_to_dict(report) -> dict:
             "findings": [finding_dict(f, finding_occurrences(f, index)) for f in report.findings],
             "selection": selection_dict(report),
             "choices": a.choices,
+            "framework": dict(a.framework),  # who built the program: the fixes name its levers
             "ops": ops_records(a.ops),
             "warnings": list(a.warnings),
         }

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..analyzer.analysis import BREAKDOWN_CATEGORIES
+from ..analyzer.hlo.framework import FRAMEWORKS, LIBRARIES
 from ..analyzer.models.collectives import BANDWIDTH_BOUNDS, KINDS, TRANSFER_KINDS
 from ..analyzer.tables import OPS
 from ..rules.base import BENEFITS
@@ -168,6 +169,7 @@ def _chip() -> dict:
 
 
 def _steps() -> dict:
+    program = _obj({"name": STRING, "program_id": _null(STRING), "share": FRACTION})
     props = {
         "count": {**INT, "minimum": 0},
         "mean_s": _null(NON_NEG),
@@ -179,8 +181,13 @@ def _steps() -> dict:
         "busy_s": _null(NON_NEG),
         "idle_s": _null(NON_NEG),
         "per_step_s": _list(NON_NEG),  # the measured steps' times, in order (compare's noise test reads them)
+        # Steps that are a program's executions: its share of the programs' device time; the other programs
+        # (most first) when that share is under half.
+        "program_share": _null(FRACTION),
+        "other_programs": _list(program),
     }
-    return _obj(props, required=[k for k in props if k != "per_step_s"], closed=False)
+    optional = ("per_step_s", "program_share", "other_programs")
+    return _obj(props, required=[k for k in props if k not in optional], closed=False)
 
 
 def _host_steps() -> dict:
@@ -239,9 +246,13 @@ def report_schema() -> dict:
         "findings": _list(_finding()),
         "selection": _selection(),
         "choices": _choices(),
+        # Who built the program (analyzer/hlo/framework.py): the fixes name that framework's levers.
+        "framework": _obj({"name": {"enum": list(FRAMEWORKS)}, "libraries": _list({"enum": list(LIBRARIES)}),
+                           "evidence": STRING}),
         "ops": _list(_op_record()),
         "warnings": _list(STRING),
     }, closed=False)
+    top["required"] = [k for k in top["required"] if k != "framework"]  # added in this schema version
     return document("report", SCHEMA_VERSION, f"xladiag report, schema_version {SCHEMA_VERSION}",
                     "diagnose --format json; fields and units in docs/json_schema.md, "
                     "compatibility policy in CHANGELOG.md", top)

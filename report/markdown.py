@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from ..units import count, format_percent, format_ratio, format_seconds, format_si
-from .choices import choice_rows
+from .choices import choice_rows, program_share_text
 from .json_out import report_to_dict
 from .md_blocks import (
     CUT_NOTE,
@@ -87,7 +87,7 @@ def _verdict(data: dict) -> list[str]:
     measured, chip, steps = data["measured"], data["chip"], data["steps"]
     time_word = "measured" if measured else "predicted"
     mfu = mfu_value(data)
-    step_note = (f"{time_word}, mean of {count(steps['count'], 'step')}" if measured
+    step_note = (f"{time_word}, mean of {count(steps['count'], 'step')}{program_share_text(steps)}" if measured
                  else "predicted: sum of per-op rooflines")
     out = ["## Verdict", ""]
     out.append(f"- **Step time:** {format_seconds(data['step_s'])} ({step_note})")

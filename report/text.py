@@ -15,6 +15,7 @@ import unicodedata
 
 from ..text_safety import visible_controls
 from ..units import count, format_percent, format_ratio, format_seconds, format_si
+from .choices import program_share_text
 from .json_out import report_to_dict
 from .model import mfu_value, overlap_counted, unpriced_line
 from .svg import CLASS_LABELS, CLASS_ORDER
@@ -97,7 +98,8 @@ def _verdict(out: _Out, data: dict) -> None:
     measured = data["measured"]
     steps, rec, chip = data["steps"], data["recoverable"], data["chip"]
     out.line("Verdict", "bold")
-    step_note = f"measured, mean of {steps['count']} steps" if measured else "predicted: sum of per-op rooflines"
+    step_note = (f"measured, mean of {steps['count']} steps{program_share_text(steps)}" if measured
+                 else "predicted: sum of per-op rooflines")
     mfu = mfu_value(data)
     share = f", {format_percent(rec['fraction_of_step'])} of the step" if rec["fraction_of_step"] is not None else ""
     rows = [

@@ -170,7 +170,8 @@ def make_finding(rule: str, priced: Priced, *, title: str, evidence: str, fix: s
                  details: dict[str, Any] | None = None) -> Finding:
     """Build a finding with severity and fraction derived the same way for every rule.
 
-    The saving is never more than the cost, nor than the time of the ops claimed (when any are)."""
+    The saving is never more than the cost, nor than the time of the ops claimed (when any are), nor than the
+    step; ``fraction_of_step`` is at most 1."""
     if priced.benefit not in BENEFITS:
         raise ValueError(f"benefit {priced.benefit!r} is not one of {BENEFITS}")
     cost, step_s = priced.time_s_per_step, priced.step_s
@@ -180,6 +181,8 @@ def make_finding(rule: str, priced: Priced, *, title: str, evidence: str, fix: s
     known_step = bool(step_s and step_s > 0 and math.isfinite(step_s))
     # A share of the step, so at most all of it: a cost past the step is a model's hypothetical (padded MXU work
     # of a degenerate dot the roofline step does not hold), not more time than the step has.
+    if known_step:  # no fix saves more than the whole step, however the cost was summed (overlapping lines)
+        savings = min(savings, step_s)
     fraction = min(cost / step_s, 1.0) if known_step else 0.0
     severity = severity_for(savings / step_s if known_step else 0.0)
     if priced.benefit == "throughput" and severity == "high":
@@ -201,10 +204,13 @@ class Target:
 
     platform: str
     chip: Chip
+    framework: str = "unknown"  # jax | pytorch_xla | tensorflow | unknown (read as JAX): whose levers to name
+    libraries: tuple = ()  # flax, maxtext, transformer_engine: found in the program
 
     @classmethod
     def of(cls, analysis: Analysis) -> Target:
-        return cls(analysis.platform, analysis.chip)
+        fw = getattr(analysis, "framework", None) or {}
+        return cls(analysis.platform, analysis.chip, fw.get("name", "unknown"), tuple(fw.get("libraries", ())))
 
 
 @dataclass(frozen=True)

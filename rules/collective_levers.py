@@ -7,6 +7,7 @@ CUDA and ROCm backends share.
 
 from __future__ import annotations
 
+from .base import format_seconds
 from .levers import flag, flags, name
 
 _SNAKE = {"all-gather": "all_gather", "reduce-scatter": "reduce_scatter", "all-reduce": "all_reduce"}
@@ -73,3 +74,25 @@ def gpu_overlap(kind: str, chip) -> str:
 def gpu_combine(largest_bytes: dict[str, int]) -> str:
     """XLA_FLAGS raising each kind's combiner threshold to the given size (NVIDIA and AMD alike)."""
     return " ".join(flag(GPU_COMBINE_FLAG[k], n) for k, n in largest_bytes.items() if k in GPU_COMBINE_FLAG)
+
+
+_EARLIER = {
+    "all-gather": "gather the next layer's weights one layer ahead (inside the layer loop), split the matmul that "
+                  "consumes the gather so each shard's compute overlaps the next shard's transfer (a collective "
+                  "matmul), or shard the weights over fewer devices",
+    "reduce-scatter": "reduce each layer's gradients while the next layer's backward pass runs and use them a layer "
+                      "later, split the matmul that produces them so each chunk's reduction overlaps the next "
+                      "chunk's compute (a collective matmul), or shard over fewer devices",
+}
+
+
+def program_change(kind: str, restructure_s: float, flag_s: float) -> str:
+    """The program change that hides what a scheduler flag cannot (``restructure_s``, an upper bound), when the
+    schedule windows give a flag only ``flag_s`` of independent work."""
+    why = ("their results are consumed at once and nothing independent is scheduled beside them" if flag_s <= 0
+           else f"a scheduler flag can hide only the {format_seconds(flag_s)} of independent work beside them")
+    how = _EARLIER.get("reduce-scatter" if kind == "all-reduce" else kind,
+                       "issue each transfer earlier and use its result later, split it into chunks that overlap the "
+                       "compute between them, or shard over fewer devices")
+    return (f"No flag hides the rest ({format_seconds(restructure_s)} at most, if the step's other compute can be "
+            f"put beside them): {why}, so the program must change: {how}.")

@@ -13,8 +13,9 @@ Why it costs time:
     or lighter remat policy will not fit, whatever other findings suggest.
 How the cost is estimated:
     Headroom = capacity - peak. With recomputed ops in the step (the remat-overhead columns): cost = their
-    time per step, savings = the time of those whose outputs fit in the headroom (most seconds per byte
-    first), counted once with remat-overhead (the same ops; remat-overhead keeps them when both fire).
+    time per step, savings = what remat-overhead's named policy saves with the outputs that fit in the
+    headroom (most seconds per byte first, minus one write of each), counted once with remat-overhead (the
+    same ops; remat-overhead keeps them when both fire).
     Without recomputation the lever is a bigger batch: a throughput lever, not priced (0 s; the profile
     cannot tell which time scales with the batch), with the batch growth the headroom allows when
     activations (the buffer assignment's temp allocations that are not live out) scale with it:
@@ -37,7 +38,7 @@ Details:
     headroom_bytes (bytes): capacity minus peak, 0 when over capacity
     remat_s_per_step (s): seconds per step of the recomputed ops (0 without remat)
     remat_extra_hbm_bytes (bytes): HBM their outputs need to be kept instead
-    remat_s_freed_per_step (s): seconds per step of the recomputed ops whose outputs fit in the headroom
+    remat_s_freed_per_step (s): what the named remat policy saves with the outputs that fit in the headroom
     temp_bytes (bytes or null): the buffer assignment's temp allocations that are not live out (activations and
         scratch); null without a buffer assignment
     batch_growth_limit (count or null): 1 + headroom / temp bytes: how many times the batch could grow if the temp
@@ -51,6 +52,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import framework_levers as fwl
 from .base import (
     OpEvidence,
     Priced,
@@ -63,7 +65,7 @@ from .base import (
     times_are,
 )
 from .levers import name
-from .remat_overhead import REMAT_LADDER, outputs_that_fit, recomputed_ops
+from .remat_overhead import REMAT_LADDER, policy_saving, recomputed_ops
 
 RULE_ID = "hbm-headroom"
 PRECEDENCE = 5  # the same recomputed ops as remat-overhead, which keeps them when both fire
@@ -113,7 +115,7 @@ def _verdict(used: float) -> tuple[str, str]:
     return ("near-full", "near-full") if used >= NEAR_FULL else ("headroom", "headroom")
 
 
-def _priced(analysis, verdict: str, kind: str, remat, fit) -> Priced:
+def _priced(analysis, verdict: str, kind: str, remat, fit, saving_s: float) -> Priced:
     """Warnings cost nothing; headroom buys back the recomputation that fits, or (nothing recomputed) a bigger
     batch, a throughput lever that is not priced."""
     confidence = "high" if verdict != "headroom" else ("medium" if analysis.measured else "low")
@@ -123,7 +125,7 @@ def _priced(analysis, verdict: str, kind: str, remat, fit) -> Priced:
         return Priced(0.0, 0.0, analysis.step_s, confidence, (), kind=kind, benefit="throughput",
                       lever="a bigger per_device_batch_size (more samples per step; not priced)")
     return Priced(
-        float(remat["time_s"].sum()), float(fit["time_s"].sum()), analysis.step_s, confidence,
+        float(remat["time_s"].sum()), saving_s, analysis.step_s, confidence,
         ops=tuple(OpEvidence(str(r.op_name), float(r.time_s), None) for r in
                   remat.sort_values("time_s", ascending=False).head(10).itertuples()),
         claims=op_claims(remat, remat["time_s"]), kind=kind,
@@ -142,17 +144,17 @@ def measure(analysis) -> Numbers | None:
     if NEAR_FULL > used > 1 - LARGE_HEADROOM:
         return None
     remat = recomputed_ops(analysis)
-    fit = outputs_that_fit(remat, headroom)
+    fit, _, _, saving_s, _, _ = policy_saving(analysis, remat, headroom)
     temp = analysis.dump.scratch_bytes
     verdict, kind = _verdict(used)
     return Numbers(
         verdict=verdict, peak_memory_bytes=peak, peak_source=peak_source, hbm_capacity_bytes=float(capacity),
         capacity_source=chip.number_sources.get("hbm_capacity_bytes", "chip table"),
         used_fraction=float(min(used, 1.0)), headroom_bytes=headroom, remat_s_per_step=float(remat["time_s"].sum()),
-        remat_extra_hbm_bytes=float(np.nansum(remat["bytes"])), remat_s_freed_per_step=float(fit["time_s"].sum()),
+        remat_extra_hbm_bytes=float(np.nansum(remat["bytes"])), remat_s_freed_per_step=saving_s,
         temp_bytes=None if temp is None else float(temp),
         batch_growth_limit=1.0 + headroom / temp if temp else None,  # no scratch: the batch does not fill HBM
-        times_are=times_are(analysis), priced=_priced(analysis, verdict, kind, remat, fit), chip=chip.name,
+        times_are=times_are(analysis), priced=_priced(analysis, verdict, kind, remat, fit, saving_s), chip=chip.name,
         remat_ops=len(remat), ops_that_fit=len(fit))
 
 
@@ -199,7 +201,26 @@ def evidence(n: Numbers) -> str:
             "scale with the batch, which one profile cannot separate, so it is not priced.")
 
 
+def _other_fix(n: Numbers, fw: str) -> str:
+    """The same advice for a PyTorch/XLA or TensorFlow program, in its words."""
+    room = (f"shard the weights and optimizer state over more devices "
+            f"({fwl.shard_over(fw, 'their largest dimension')}), {fwl.recompute_more(fw)}, or lower {fwl.batch(fw)}")
+    if n.verdict == "over-capacity":
+        return f"It does not fit on {n.chip} as compiled: {room}."
+    if n.verdict == "near-full":
+        return (f"Do not raise {fwl.batch(fw)} or recompute less as things are: the step would run out of HBM. "
+                f"First {room}.")
+    if n.remat_ops:
+        return (f"Spend the headroom on recomputation first: {fwl.recompute(fw)}, stopping at the first that fits; "
+                f"then raise {fwl.batch(fw)} with what is left and measure the throughput.")
+    growth = n.batch_growth_limit
+    return (f"Raise {fwl.batch(fw)}" + (f" up to ~{growth:.1f}x" if growth else "")
+            + ", keeping the rows a multiple of 128 (else 8), and compare tokens per second per device.")
+
+
 def fix(n: Numbers, target: Target) -> str:
+    if fwl.other(target):
+        return _other_fix(n, fwl.other(target))
     if n.verdict == "over-capacity":
         return (f"It does not fit on {n.chip} as compiled: shard it over more devices (MaxText "
                 f"{name('ici_fsdp_parallelism')}), recompute more ({name('remat_policy')}='{name('full')}') or "

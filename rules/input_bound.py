@@ -24,6 +24,8 @@ Fix:
     per-step Python (logging, `float(loss)`) off the step. To confirm, rerun MaxText with
     `dataset_type=synthetic` or `reuse_example_batch=1`: if the idle time disappears, the input pipeline
     is the cause (keys checked in MaxText's `MaxText/configs/base.yml`, listed in `rules/levers.py`).
+    PyTorch/XLA: `MpDeviceLoader`; TensorFlow: `tf.data.Dataset.prefetch` and `num_parallel_calls`
+    (in words where no lever is verified). A TensorFlow capture without XLA is measured over TF's own step markers.
 Details:
     steps (count): measured annotated steps (warm-up excluded)
     annotation (text): the annotation's name, as the user gave it
@@ -44,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from . import framework_levers as fwl
 from .base import Priced, Target, compose, format_percent, format_seconds
 from .levers import name
 
@@ -127,6 +130,11 @@ def evidence(n: Numbers) -> str:
 
 
 def fix(n: Numbers, target: Target) -> str:
+    fw = fwl.other(target)
+    if fw:
+        return (f"Prefetch the next batch while the device computes: {fwl.loader(fw)}; keep host callbacks and "
+                "per-step Python (logging, reading the loss back every step) off the step. Confirm by feeding one "
+                "cached batch every step: if the idle time goes away, the input pipeline is the cause.")
     return (f"Prefetch the next batch while the device computes and give the loader more workers (MaxText "
             f"{name('grain_worker_count')}); keep host callbacks and per-step Python (logging, float(loss)) off "
             f"the step. Confirm with MaxText {name('dataset_type')}=synthetic or {name('reuse_example_batch')}=1: "

@@ -12,9 +12,12 @@ How the cost is estimated:
     Cost = measured seconds per step of the latency-bound collectives (done and synchronous ops plus the
     start ops that carry time on GPU; predicted time without a trace, confidence low). Savings = cost minus
     the predicted time of one combined collective per (kind, replica group) carrying their summed bytes
-    on the same mesh axes (the members' own collective model), never below zero. Only collectives run as
-    often per step merge (one per loop iteration inside a scan: iterations cannot merge); a lone one saves
-    nothing (its own time stays); with nothing to merge, no finding.
+    on the same mesh axes (the members' own collective model), never below zero, and never more than the
+    (k - 1) fixed costs combining folds away (the members' modelled latency): waiting for slower peers stays.
+    Only collectives of one computation run as often per step merge (one per loop iteration inside a scan:
+    iterations cannot merge; different loop bodies or branches neither); a lone one saves nothing (its own
+    time stays); with nothing to merge, no finding. On a CPU host (threads sharing cores) the placeholder
+    chip's latency says nothing and wait cannot be told from fixed cost: the first bound only, confidence low.
 Fix:
     Combine them: raise XLA's combiner thresholds (GPU `--xla_gpu_all_gather_combine_threshold_bytes`,
     `--xla_gpu_reduce_scatter_combine_threshold_bytes`, `--xla_gpu_all_reduce_combine_threshold_bytes`);
@@ -42,6 +45,7 @@ import pandas as pd
 
 from ..analyzer.models.collective_pricing import network_assumption
 from ..analyzer.models.collectives import KINDS, latency_threshold_bytes, link_label, predict_collective
+from . import framework_levers as fwl
 from .base import (
     OpEvidence,
     Priced,
@@ -78,6 +82,7 @@ class Numbers:
     chip: str = field(metadata={"detail": False})  # the chip's name
     combine_bytes: dict = field(metadata={"detail": False})  # per kind with a GPU combiner flag: largest group
     replicate_below_bytes: int = field(metadata={"detail": False})  # arrays smaller gain nothing from sharding
+    cpu: bool = field(metadata={"detail": False})  # priced on a CPU host (threads sharing its cores)
     # where the network across GPU nodes prices the combined collectives: the assumed per-GPU figure
     network_assumption: str = field(default="", metadata={"detail": False})
 
@@ -95,7 +100,7 @@ def classify_collectives(analysis) -> pd.DataFrame:
                          "collective_bytes", "collective_per_hop_bytes", "collective_bound_by", "collective_model",
                          "collective_predicted_s", "collective_bandwidth_s", "collective_latency_s",
                          "occurrences_per_step", "measured_s_per_step", "predicted_s_per_step", "start_op_id",
-                         "tf_op"]].copy()
+                         "tf_op", "hlo_computation"]].copy()
     threshold = latency_threshold_bytes(analysis.chip)
     per_hop = out["collective_per_hop_bytes"].astype(float)
     out["latency_bound"] = (per_hop < threshold) | (out["collective_bound_by"] == "latency")
@@ -141,40 +146,52 @@ def _combined(group: pd.DataFrame, kind: str, chip):
         return None, total, size
 
 
-def _kept_s(part: pd.DataFrame, kind: str, chip) -> tuple[float, bool]:
-    """Seconds per step left once the group is combined, and whether anything merges. Collectives run as
-    often per step (the step's own, or one loop body's) merge into one per run; runs of a loop body are
-    iterations that cannot merge with each other, and a lone collective has nothing to merge with."""
-    kept, merges = 0.0, False
+def _kept_s(part: pd.DataFrame, kind: str, chip, cpu: bool) -> tuple[float, float, bool]:
+    """Seconds per step left once the group is combined (predicted), what combining saves, and whether anything
+    merges. Collectives of one
+    computation run as often per step (the step's own, or one loop body's) merge into one per run; runs of a
+    loop body are iterations that cannot merge with each other, collectives of different computations (loop
+    bodies, branches) neither, and a lone collective has nothing to merge with. Combining removes the fixed cost
+    of each collective it folds away (launch, synchronisation, hops x latency: the members' modelled latency),
+    not the time spent waiting for slower peers: the saving is at most (k - 1) x that cost. On a CPU host the
+    chip's latency is a placeholder: the measured time less the combined one is kept there (see the evidence)."""
+    kept, saved, merges = 0.0, 0.0, False
     runs = part["occurrences_per_step"].fillna(1.0).round().clip(lower=1.0)
-    for n, same in part.groupby(runs):
+    where = part["hlo_computation"].astype(object).where(part["hlo_computation"].notna(), "")
+    for (n, _), same in part.groupby([runs, where]):
+        time_s = float(same["time_s"].sum())
         if len(same) < 2:
-            kept += float(same["time_s"].sum())
+            kept += time_s
             continue
         pred, _, _ = _combined(same.assign(occurrences_per_step=1.0), kind, chip)
-        kept += n * pred.predicted_s if pred is not None else 0.0
+        left = n * pred.predicted_s if pred is not None else 0.0
+        fixed = same["collective_latency_s"].astype(float).fillna(0.0)
+        folded_s = n * float(fixed.sum() - fixed.max())  # (k - 1) fixed costs per run
+        kept += left
+        saved += max(0.0, time_s - left if cpu else min(time_s - left, folded_s))
         merges = True
-    return kept, merges
+    return kept, saved, merges
 
 
-def _groups(bound: pd.DataFrame, chip) -> tuple[list, float, bool]:
+def _groups(bound: pd.DataFrame, chip, cpu: bool) -> tuple[list, float, float, bool]:
     """Per (kind, replica group), all-gathers first: its numbers; the seconds per step left once each is
-    combined; and whether anything merges at all."""
-    groups, combined_s, mergeable = [], 0.0, False
+    combined; what combining saves; and whether anything merges at all."""
+    groups, combined_s, saved_s, mergeable = [], 0.0, 0.0, False
     rank = {k: i for i, k in enumerate(KINDS)}
     by_group = dict(list(bound.groupby(["collective_kind", "replica_group_size"])))
     for kind, size in sorted(by_group, key=lambda k: (rank.get(k[0], 9), -by_group[k]["time_s"].sum())):
         part = by_group[(kind, size)]
         pred, total, n = _combined(part, kind, chip)
-        one_s, can_merge = _kept_s(part, kind, chip)
+        one_s, saved, can_merge = _kept_s(part, kind, chip, cpu)
         mergeable |= can_merge
+        saved_s += saved
         combined_s += 0.0 if is_nan(one_s) else one_s
         groups.append({"kind": kind, "replica_group_size": n,
                        "count_per_step": float(part["occurrences_per_step"].sum()),
                        "time_s_per_step": float(part["time_s"].sum()), "bytes_per_step": total,
                        "combined_predicted_s": float_or_none(one_s),
                        "combined_bound_by": pred.bound_by if pred is not None else None})
-    return groups, combined_s, mergeable
+    return groups, combined_s, saved_s, mergeable
 
 
 def _combine_bytes(groups: list) -> dict:
@@ -203,13 +220,15 @@ def measure(analysis) -> Numbers | None:
     time_s = float(bound["time_s"].sum())
     if analysis.measured and not (step_s > 0 and time_s / step_s >= MIN_FRACTION):
         return None
-    groups, combined_s, mergeable = _groups(bound, chip)
+    cpu = advice_for(analysis.platform, chip) == "cpu"
+    groups, combined_s, saved_s, mergeable = _groups(bound, chip, cpu)
     if not mergeable:
         return None
     top = bound.sort_values("time_s", ascending=False).head(10)
     priced = Priced(
-        time_s_per_step=time_s, est_savings_s_per_step=max(0.0, time_s - combined_s), step_s=step_s,
-        confidence="low" if not analysis.measured else ("medium" if analysis.platform == "cpu" else "high"),
+        time_s_per_step=time_s, est_savings_s_per_step=saved_s, step_s=step_s,
+        # A CPU host cannot tell a collective's waiting (peers' skew) from its fixed cost: low confidence.
+        confidence="low" if not analysis.measured or cpu else "high",
         ops=tuple(OpEvidence(str(r.op_name), float(r.time_s), float_or_none(r.predicted_s_per_step),
                              f"{r.collective_kind} of {int(r.collective_bytes):,} B over {int(r.replica_group_size)}, "
                              f"{int(r.collective_per_hop_bytes):,} B per hop") for r in top.itertuples()),
@@ -222,7 +241,7 @@ def measure(analysis) -> Numbers | None:
         ops=[{"op": str(r.op_name), "kind": r.collective_kind, "bytes": float(r.collective_bytes),
               "per_hop_bytes": float(r.collective_per_hop_bytes), "s_per_step": float(r.time_s)}
              for r in bound.itertuples()],
-        priced=priced, chip=chip.name, combine_bytes=_combine_bytes(groups),
+        priced=priced, chip=chip.name, combine_bytes=_combine_bytes(groups), cpu=cpu,
         replicate_below_bytes=int(threshold * max(g["replica_group_size"] for g in groups)),
         network_assumption=network_assumption(chip, pd.DataFrame(
             {"collective_bound_by": [g.get("combined_bound_by") for g in groups]})))
@@ -245,7 +264,10 @@ def evidence(n: Numbers) -> str:
             f"{format_seconds(first['combined_predicted_s'])} combined. Of "
             f"{n.classified['latency'] + n.classified['bandwidth']} modelled "
             f"collectives, {n.classified['latency']} are latency-bound."
-            + (f" Combined, they cross nodes: the saving {n.network_assumption}." if n.network_assumption else ""))
+            + (f" Combined, they cross nodes: the saving {n.network_assumption}." if n.network_assumption else "")
+            + (" On a CPU host the collectives are thread rendezvous on shared cores: their time mixes fixed cost "
+               "with waiting for the slowest thread, which the host cannot tell apart, and combining removes only "
+               "the fixed cost: the saving is an upper bound (confidence low)." if n.cpu else ""))
 
 
 def _combine(n: Numbers, target: Target) -> str:
@@ -264,14 +286,18 @@ def _combine(n: Numbers, target: Target) -> str:
 
 
 def fix(n: Numbers, target: Target) -> str:
+    fw = fwl.other(target)
     text = (_combine(n, target) + "gather or reduce the small parameters of a layer as one bucket (e.g. stack norm "
             "scales and biases into one array before sharding, or use one flattened gradient bucket), and inside a "
-            f"scanned layer stack (MaxText {name('scan_layers')}=true) remember that collectives of different layers "
-            "cannot merge.")
+            + ("layer loop compiled as one loop body" if fw
+               else f"scanned layer stack (MaxText {name('scan_layers')}=true)")
+            + " remember that collectives of different layers cannot merge.")
     if target.platform == "cpu":  # the threshold is the placeholder host's: no size advice for the accelerator
         return text + (" On this host each collective is a thread rendezvous, so fewer of them is what saves time "
                        "here; which array sizes are latency-bound on the accelerator depends on its links, which a "
                        "CPU capture cannot show.")
+    how = (fwl.replicate(fw) if fw else
+           f"{name('PartitionSpec')}() / a MaxText {name('logical_axis_rules')} entry mapping their axes to no "
+           "mesh axis")
     return text + (f" Arrays under about {n.replicate_below_bytes:,} bytes gain nothing from sharding over these "
-                   f"groups: replicate them ({name('PartitionSpec')}() / a MaxText {name('logical_axis_rules')} "
-                   "entry mapping their axes to no mesh axis).")
+                   f"groups: replicate them ({how}).")

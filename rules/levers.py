@@ -36,12 +36,25 @@ JAX_CONV = "https://docs.jax.dev/en/latest/_autosummary/jax.lax.conv_general_dil
 JAX_REMAT = "https://docs.jax.dev/en/latest/gradient-checkpointing.html"
 JAX_SHARDING = "https://docs.jax.dev/en/latest/jax.sharding.html"
 JAX_MEMORIES = "https://docs.jax.dev/en/latest/notebooks/host-offloading.html"
+TORCH_XLA_SPMD = "https://docs.pytorch.org/xla/release/r2.8/perf/spmd_basic.html (torch_xla.distributed.spmd as xs)"
+TORCH_XLA_LOADER = ("https://docs.pytorch.org/xla/release/r2.8/_sources/perf/spmd_advanced.md.txt (pl.MpDeviceLoader, "
+                    "torch_xla.distributed.parallel_loader as pl)")
+TORCH_XLA_CKPT = ("pytorch/xla torch_xla/utils/checkpoint.py (pytorch/xla#5766: the XLA-safe replacement of "
+                  "torch.utils.checkpoint.checkpoint)")
+TORCH_XLA_FLASH = ("https://docs.pytorch.org/xla/release/r2.6/features/pallas.html; pytorch/xla PR 7035 "
+                   "test/test_pallas.py: from torch_xla.experimental.custom_kernel import flash_attention (TPU v3+)")
+TE_API = ("https://docs.nvidia.com/deeplearning/transformer-engine-releases/release-0.7.0/user-guide/api/"
+          "framework.html (pyTorch: DotProductAttention, fp8_autocast, checkpoint; Jax: fp8_autocast); "
+          "https://docs.nvidia.com/deeplearning/transformer-engine/user-guide/api/common.html (DelayedScaling)")
+TF_DATA = ("tensorflow/docs site/en/guide/data_performance.ipynb (Better performance with the tf.data API: "
+           "Dataset.prefetch, num_parallel_calls, tf.data.AUTOTUNE)")
 
 
 @dataclass(frozen=True)
 class Lever:
     name: str
-    kind: str  # 'xla_flag' (XLA_FLAGS), 'libtpu_flag' (LIBTPU_INIT_ARGS), 'env', 'maxtext', 'jax'
+    # 'xla_flag' (XLA_FLAGS), 'libtpu_flag' (LIBTPU_INIT_ARGS), 'env', 'maxtext', 'jax', 'torch_xla', 'te', 'tf'
+    kind: str
     applies_to: str  # platforms / chips, in words
     source: str
     meaning: str
@@ -173,6 +186,30 @@ LEVERS: dict[str, Lever] = {lv.name: lv for lv in [
         "dimension_numbers": "conv_general_dilated argument: the layouts of lhs, rhs and output"}),
     *_levers("jax", "JAX on any platform", JAX_SHARDING, {
         "PartitionSpec": "jax.sharding.PartitionSpec; PartitionSpec() replicates"}),
+    # Other frameworks' counterparts, named when the program is theirs (analyzer/hlo/framework.py).
+    *_levers("torch_xla", "PyTorch/XLA", TORCH_XLA_SPMD, {
+        "torch_xla": "PyTorch/XLA, the PyTorch front end of XLA",
+        "torch_xla.distributed.spmd.mark_sharding": "annotate a tensor's sharding over a Mesh with a partition spec",
+        "mark_sharding": "torch_xla.distributed.spmd.mark_sharding",
+        "partition_spec": "mark_sharding argument: the mesh axis of each tensor dimension (None: replicated)"}),
+    *_levers("torch_xla", "PyTorch/XLA", TORCH_XLA_LOADER, {
+        "MpDeviceLoader": "torch_xla.distributed.parallel_loader.MpDeviceLoader: loads the next batches onto the "
+                          "device in background threads",
+        "parallel_loader": "torch_xla.distributed.parallel_loader"}),
+    *_levers("torch_xla", "PyTorch/XLA", TORCH_XLA_CKPT, {
+        "torch_xla.utils.checkpoint.checkpoint": "activation checkpointing (recompute a block in the backward pass)"}),
+    *_levers("torch_xla", "PyTorch/XLA on TPU v3+", TORCH_XLA_FLASH, {
+        "torch_xla.experimental.custom_kernel.flash_attention": "the Pallas flash attention kernel for PyTorch/XLA",
+        "custom_kernel": "torch_xla.experimental.custom_kernel",
+        "flash_attention": "torch_xla.experimental.custom_kernel.flash_attention"}),
+    *_levers("te", "TransformerEngine (PyTorch and JAX), NVIDIA GPUs", TE_API, {
+        "transformer_engine": "NVIDIA TransformerEngine",
+        "fp8_autocast": "context in which TransformerEngine modules run their GEMMs in FP8",
+        "DelayedScaling": "transformer_engine.common.recipe.DelayedScaling: the FP8 scaling recipe",
+        "DotProductAttention": "transformer_engine.pytorch.DotProductAttention: fused (flash / cuDNN) attention"}),
+    *_levers("tf", "TensorFlow", TF_DATA, {
+        "tf.data.Dataset.prefetch": "overlap producing the next batches with the step (buffer tf.data.AUTOTUNE)",
+        "num_parallel_calls": "Dataset.map / interleave argument: parallel preprocessing (tf.data.AUTOTUNE)"}),
 ]}
 
 FLAG_KINDS = ("xla_flag", "libtpu_flag")

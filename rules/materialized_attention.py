@@ -20,6 +20,8 @@ Fix:
     own model. Names checked in MaxText configs/base.yml and the JAX API docs. On TPU, then tune the
     kernel's block sizes, which scoped VMEM bounds: `xla_tpu_scoped_vmem_limit_kib` in `LIBTPU_INIT_ARGS`
     (MaxText's dense 98304 KiB where the chip has it, else the whole VMEM: 65536 on TPU7x as its recipes set).
+    PyTorch/XLA on TPU: `torch_xla.experimental.custom_kernel.flash_attention`; TransformerEngine on GPU:
+    its `DotProductAttention`; elsewhere a fused attention kernel, in words.
 Details:
     chains (count): score -> softmax -> context chains found
     score_bytes (bytes): bytes of the largest score matrix (one occurrence)
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import framework_levers as fwl
 from .base import (
     OpEvidence,
     Priced,
@@ -150,6 +153,8 @@ def fix(n: Numbers, target: Target) -> str:
                f"{name('jax.nn.dot_product_attention')}(..., {name('implementation')}='cudnn')")
     text = (tpu_fix if tpu else gpu_fix if gpu
             else tpu_fix + "; on GPU " + gpu_fix.removeprefix("Use a fused flash kernel: "))
+    if fwl.other(target) or fwl.uses_te(target):  # no MaxText attention value, no cudnn_flash_te for them
+        text = fwl.attention(target, tpu)
     if not n.kernel_runs:
         return ("Nothing to change on this host: no fused attention kernel runs on a CPU (Splash is TPU's, cuDNN "
                 "GPU's), and XLA's own attention is what runs here. On the accelerator: " + text[0].lower()

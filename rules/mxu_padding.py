@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from . import framework_levers as fwl
 from .base import (
     OpEvidence,
     Priced,
@@ -172,6 +173,11 @@ def evidence(n: Numbers) -> str:
 
 def fix(n: Numbers, target: Target) -> str:
     rows = n.largest_rows
+    fw = fwl.other(target)
+    if fw:
+        return (f"Make the matmul widths multiples of {n.multiple}: {fwl.widths(fw, n.multiple)}."
+                + ("" if rows % 128 == 0 else f" The largest one streams {rows:.0f} rows: keep {fwl.batch(fw)} x "
+                   "the sequence length a multiple of 128 (else 8)."))
     batch_text = ("" if rows % 128 == 0 else
                   f" The largest one streams {rows:.0f} rows: keep {name('per_device_batch_size')} x "
                   f"{name('max_target_length')} a multiple of 128 (else 8).")

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from . import framework_levers as fwl
 from .base import (
     OpEvidence,
     Priced,
@@ -157,6 +158,19 @@ def verified(analysis, remat) -> pd.Series:
     return clone | (rank < mine.map(forward).fillna(0))
 
 
+def policy_saving(analysis, remat, headroom: float | None):
+    """What the named policy saves: (kept ops, its candidates, keep cost s, saving s, matmul share, unverified
+    count). hbm-headroom prices the same lever with it."""
+    computed = remat[remat["collective_kind"].isna()]  # what a policy can keep: collectives are re-done anyway
+    matmul_share = _matmul_share(computed, float(computed["time_s"].sum()))
+    candidates, unverified = _policy_keeps(analysis, remat, matmul_share)
+    kept = outputs_that_fit(candidates, headroom)
+    hbm = analysis.chip.hbm_bytes_per_s
+    keep_cost = float(np.nansum(kept["bytes"])) / hbm if hbm else 0.0
+    savings_s = max(float(kept["time_s"].sum()) - keep_cost, 0.0)
+    return kept, candidates, keep_cost, savings_s, matmul_share, unverified
+
+
 def _policy_keeps(analysis, remat, matmul_share: float):
     """The recomputed ops the named policy stops recomputing: verified, no collectives, only matmuls when
     the fix names a dots-saving policy."""
@@ -199,13 +213,7 @@ def measure(analysis) -> Numbers | None:
     peak = peak_memory_bytes(analysis)
     headroom = capacity - peak if capacity and peak is not None else None
     bound = _bound(analysis)
-    computed = remat[remat["collective_kind"].isna()]  # what a policy can keep: collectives are re-done anyway
-    matmul_share = _matmul_share(computed, float(computed["time_s"].sum()))
-    candidates, unverified = _policy_keeps(analysis, remat, matmul_share)
-    kept = outputs_that_fit(candidates, headroom)
-    hbm = analysis.chip.hbm_bytes_per_s
-    keep_cost = float(np.nansum(kept["bytes"])) / hbm if hbm else 0.0
-    savings_s = max(float(kept["time_s"].sum()) - keep_cost, 0.0)
+    kept, candidates, keep_cost, savings_s, matmul_share, unverified = policy_saving(analysis, remat, headroom)
     top = remat.sort_values("time_s", ascending=False).head(10)
     priced = Priced(
         time_s_per_step=time_s, est_savings_s_per_step=savings_s, step_s=analysis.step_s,
@@ -297,6 +305,11 @@ def fix(n: Numbers, target: Target) -> str:
     fsdp = (f" Keep the {n.recomputed_collectives} recomputed collectives out of what the policy saves (leave "
             "all-gathered FSDP weights unnamed): holding gathered weights is what FSDP trades away for memory, and "
             "re-gathering them is cheap beside it." if n.recomputed_collectives else "")
+    fw = fwl.other(target)
+    if fw:
+        return text + (f"Recompute less (needs ~{format_bytes(n.extra_hbm_bytes)} more HBM per device to keep it "
+                       f"all): {fwl.recompute(fw)}, starting with the blocks whose recomputation is mostly matmuls, "
+                       "and stop where HBM runs out." + fsdp)
     if n.hbm_headroom_bytes is None or n.extra_hbm_bytes <= n.hbm_headroom_bytes:
         return text + _lighter_policy(n) + fsdp
     return text + _save_and_offload(n, target.chip.pcie_bytes_per_s) + fsdp

@@ -13,7 +13,10 @@ Why it costs time:
 How the cost is estimated:
     Cost = measured seconds per step of those ops (predicted from their bytes without a trace, confidence
     low). Savings = the cost: a layout XLA may choose, or a producer that writes the consumer's layout,
-    removes the op. Confidence high when the layouts were read from HLO, medium when matched by name.
+    removes the op. Confidence high when the layouts were read from HLO, medium when matched by name. A move
+    the consumer's semantics need is not layout-only and is left out (listed apart): one feeding an FFT along
+    the moved axis, the split / concat dimension of an all-to-all, or a matmul contracting the moved dimension
+    of an array that is also read in another order (analyzer/hlo/layout_needs.py).
 Fix:
     Let XLA choose the layouts of program inputs (`jax.jit(f, in_shardings=Format(Layout.AUTO))` with
     `from jax.experimental.layout import Format, Layout`, then place arguments in `compiled.input_formats`);
@@ -30,6 +33,8 @@ Details:
         `operand_layout`, `result_layout`, `tf_op`, `source`, `relative_to_convolution`
     by_origin (list): seconds per step by source line or JAX op: `origin`, `s_per_step`
     dump_layout_changes (list): up to 50 layout-changing copies / transposes of the dump, fused ones included
+    needed_s_per_step (s): seconds per step of the moves a consumer needs (not counted)
+    needed_ops (list): per such op: `op`, `s_per_step`, `needed_by` (`fft`, `all-to-all` or `dot`)
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from . import framework_levers as fwl
 from .base import (
     OpEvidence,
     Priced,
@@ -71,6 +77,8 @@ class Numbers:
     ops: list  # per layout-only op, most time first
     by_origin: list  # most time first
     dump_layout_changes: list
+    needed_s_per_step: float  # s
+    needed_ops: list
     priced: Priced
     top_convolutions: tuple = field(metadata={"detail": False})  # the three slowest convolutions / matmuls
     dump_count: int = field(metadata={"detail": False})  # layout changes in the dump (the details keep 50)
@@ -88,14 +96,17 @@ def _name_is_relayout(name: str) -> bool:
     return bool(words) and words <= _MOVE_WORDS and bool(words & {"copy", "transpose"})
 
 
-def relayout_ops(analysis) -> pd.DataFrame:
+def relayout_ops(analysis, needed: bool = False) -> pd.DataFrame:
     """The step's layout-only ops: op key, change kind, how it was recognised, time, predicted, origin.
 
     From the ops table's HLO facts: a copy, transpose or data-movement fusion whose layout changes; a
     fusion whose body is unknown (trace text only) counts when its name says relayout. Ops without any
-    HLO: by name alone."""
+    HLO: by name alone. A relayout its consumer's semantics need (``layout_needed_by``: an FFT along the moved
+    axis, an all-to-all's split / concat dimension, a dot's contracting dimension) is not layout-only: left
+    out (``needed``: only those, with ``needed_by``)."""
     ops = analysis.ops
-    ops = ops[ops["in_step"] & ~ops["opcode"].isin(["copy-start", "copy-done"])]
+    ops = ops[ops["in_step"] & ~ops["opcode"].isin(["copy-start", "copy-done"])
+              & (ops["layout_needed_by"].notna() if needed else ops["layout_needed_by"].isna())]
     named = ops["op_name"].astype(str).map(_name_is_relayout).astype(bool)
     body_unknown = (ops["opcode"] == "fusion") & ops["fused_opcodes"].isna()
     by_hlo = ops["layout_change"].notna() & (ops["is_data_movement"] | (body_unknown & named))
@@ -108,6 +119,7 @@ def relayout_ops(analysis) -> pd.DataFrame:
     out["change"] = np.where(hlo, ops.loc[out.index, "layout_change"].to_numpy(), name_change)
     out["recognised_by"] = np.where(hlo, "hlo", "name")
     out["time_s"] = out[time_column(analysis)].fillna(0.0)
+    out["needed_by"] = ops.loc[out.index, "layout_needed_by"].astype(object).to_numpy()
     return out.sort_values("time_s", ascending=False, kind="stable")
 
 
@@ -175,7 +187,7 @@ def _text(v) -> str | None:
 def measure(analysis) -> Numbers | None:
     if analysis.ops.empty:
         return None
-    found = relayout_ops(analysis)
+    found, needed = relayout_ops(analysis), relayout_ops(analysis, needed=True)
     in_dump = analysis.dump.layout_changes
     time_s = float(found["time_s"].sum()) if len(found) else 0.0
     if time_s <= 0 and (analysis.measured or in_dump.empty):
@@ -201,7 +213,10 @@ def measure(analysis) -> Numbers | None:
               "tf_op": _text(r.tf_op), "source": _text(r.source), "relative_to_convolution": where.get(r.Index)}
              for r in found.itertuples()],
         by_origin=[{"origin": str(k), "s_per_step": float(v)} for k, v in by_origin.items()],
-        dump_layout_changes=in_dump.head(50).to_dict("records") if len(in_dump) else [], priced=priced,
+        dump_layout_changes=in_dump.head(50).to_dict("records") if len(in_dump) else [],
+        needed_s_per_step=float(needed["time_s"].sum()),
+        needed_ops=[{"op": str(r.op_name), "s_per_step": float(r.time_s), "needed_by": str(r.needed_by)}
+                    for r in needed.itertuples()], priced=priced,
         top_convolutions=tuple(convs.sort_values(col, ascending=False)["op_name"].astype(str).head(3)),
         dump_count=len(in_dump), dump_example=None if analysis.measured else _dump_example(in_dump),
         around_convolutions=bool(convs["category"].astype(str).str.contains("convolution").any()))
@@ -221,6 +236,10 @@ def evidence(n: Numbers) -> str:
     if conv_s > 0 and time_s > 0:
         text += (f", {time_s / conv_s:.2g}x the {format_seconds(conv_s)} of the convolutions / matmuls they "
                  f"surround ({', '.join(n.top_convolutions)})")
+    if n.needed_ops:
+        by = sorted({o["needed_by"] for o in n.needed_ops})
+        text += (f"; {len(n.needed_ops)} more ({format_seconds(n.needed_s_per_step)} per step) are not counted: "
+                 f"their consumer needs the move ({', '.join(_NEEDED[b] for b in by)})")
     if n.by_origin and n.by_origin[0]["origin"] != "unknown":
         text += f"; most from {n.by_origin[0]['origin']} ({format_seconds(n.by_origin[0]['s_per_step'])})"
     if n.times_are != "measured":
@@ -232,6 +251,10 @@ def evidence(n: Numbers) -> str:
                      f"{e['operand_layout']} -> {e['result_layout']} "
                      f"({format_bytes(e['result_bytes'])}) from {e['origin']}")
     return text + "."
+
+
+_NEEDED = {"fft": "an FFT along the moved axis", "all-to-all": "an all-to-all's split / concat dimension",
+           "dot": "a matmul contracting the moved dimension of an array also read in another order"}
 
 
 def _padding(target: Target) -> str:
@@ -246,6 +269,12 @@ def _padding(target: Target) -> str:
 
 
 def fix(n: Numbers, target: Target) -> str:
+    fw = fwl.other(target)
+    if fw:
+        conv = (" Around convolutions, keep activations channels-last (NHWC / NDHWC) from the input pipeline on, "
+                "as the convolution library wants them." if target.platform == "gpu" and n.around_convolutions
+                else "")
+        return fwl.layouts(fw) + _padding(target) + "." + conv
     text = ("Let XLA pick the layouts of the program's inputs instead of forcing the default: "
             f"from {name('jax.experimental.layout')} import Format, Layout; "
             f"{name('jax.jit')}(f, {name('in_shardings')}=Format(Layout.AUTO)) (then put the arguments in "

@@ -63,6 +63,7 @@ import pandas as pd
 
 from ..analyzer.models.collective_pricing import network_assumption
 from ..analyzer.models.collectives import latency_threshold_bytes
+from . import framework_levers as fwl
 from .base import (
     OpEvidence,
     Priced,
@@ -75,7 +76,7 @@ from .base import (
     op_claims,
     times_are,
 )
-from .levers import name, target
+from .levers import target
 
 RULE_ID = "sharding-intensity"
 PRECEDENCE = 4  # more bytes than the matmuls it feeds can hide; its fix lets any schedule hide it
@@ -272,30 +273,33 @@ def evidence(n: Numbers) -> str:
 
 
 def fix(n: Numbers, t: Target) -> str:
+    fw = fwl.other(t)
     kinds, y = n.kinds, n.group_size
     k = math.ceil(n.shortfall if n.shortfall is not None else float("inf"))
     parts = []
     if any(kd in _FSDP_KINDS for kd in kinds):
         parts.append(
             f"If these gather FSDP-sharded weights (and reduce-scatter their gradients), the compute per byte is "
-            f"the tokens per device: raise {name('per_device_batch_size')} at least {k}x (a throughput lever: each "
+            f"the tokens per device: raise {fwl.key(fw, 'per_device_batch_size')} at least {k}x (a throughput "
+            "lever: each "
             f"step does {k}x the tokens and the transfer hides behind them; the step itself gets longer), or "
-            f"shard the weights over fewer devices: lower {name('ici_fsdp_parallelism')} and raise "
-            f"{name('ici_data_parallelism')} by the same factor where HBM holds the larger shards. For MoE the "
-            f"tokens per device count divided by the sparsity ({name('num_experts')} / "
-            f"{name('num_experts_per_tok')}).")
+            f"shard the weights over fewer devices: lower {fwl.key(fw, 'ici_fsdp_parallelism')} and raise "
+            f"{fwl.key(fw, 'ici_data_parallelism')} by the same factor where HBM holds the larger shards. For MoE the "
+            f"tokens per device count divided by the sparsity ({fwl.key(fw, 'num_experts')} / "
+            f"{fwl.key(fw, 'num_experts_per_tok')}).")
     if "all-reduce" in kinds:
         fewer = max(y // k, 1)
         parts.append(
             f"If these all-reduce a tensor-parallel layer's output (group of {y}), the compute per byte is "
-            f"MLP width / TP: lower {name('ici_tensor_parallelism')} to at most {fewer} (or widen "
-            f"{name('base_mlp_dim')}); if they reduce data-parallel gradients, the per-device batch is the lever: "
-            f"{name('per_device_batch_size')} at least {k}x.")
+            f"MLP width / TP: lower {fwl.key(fw, 'ici_tensor_parallelism')} to at most {fewer} (or widen "
+            f"{fwl.key(fw, 'base_mlp_dim')}); if they reduce data-parallel gradients, the per-device batch is the "
+            "lever: "
+            f"{fwl.key(fw, 'per_device_batch_size')} at least {k}x.")
     if "all-to-all" in kinds:
         parts.append(f"If these all-to-alls dispatch MoE tokens (expert parallelism, compute per byte about "
-                     f"4 x MLP width / EP), lower {name('ici_expert_parallelism')} to at most {max(y // k, 1)}.")
+                     f"4 x MLP width / EP), lower {fwl.key(fw, 'ici_expert_parallelism')} to at most {max(y // k, 1)}.")
     if "collective-permute" in kinds and not parts:
-        parts.append(f"Raise the compute per transfer: {name('per_device_batch_size')} at least {k}x.")
+        parts.append(f"Raise the compute per transfer: {fwl.key(fw, 'per_device_batch_size')} at least {k}x.")
     if target(t.platform, t.chip) == "cpu":
         parts.append("On this host C and W are the placeholder chip's; the compute per byte holds on the "
                      "accelerator: analyse the HLO dump with --hlo-dir DIR --chip NAME to judge it against that "

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..analyzer.hosts.step_times import host_step_times
 from ..units import count
+from . import framework_levers as fwl
 from .base import Priced, Target, compose, format_percent, format_seconds
 from .levers import name
 
@@ -106,10 +107,16 @@ def evidence(n: Numbers) -> str:
 
 def fix(n: Numbers, target: Target) -> str:
     where = "idle" if n.idle_lag_s > n.busy_lag_s else "busy"
-    pipeline = (f"the host feeds its devices late: look at its input pipeline (more loader workers, e.g. MaxText "
-                f"{name('grain_worker_count')}; to confirm, rerun with {name('dataset_type')}=synthetic or "
-                f"{name('reuse_example_batch')}=1 and see the lag go) and at host-side work that runs on that "
-                "host only (Python callbacks, logging, checkpoint writes)")
+    fw = fwl.other(target)
+    if fw:
+        pipeline = (f"the host feeds its devices late: look at its input pipeline ({fwl.loader(fw)}; to confirm, "
+                    "feed one cached batch every step and see the lag go) and at host-side work that runs on that "
+                    "host only (Python callbacks, logging, checkpoint writes)")
+    else:
+        pipeline = (f"the host feeds its devices late: look at its input pipeline (more loader workers, e.g. MaxText "
+                    f"{name('grain_worker_count')}; to confirm, rerun with {name('dataset_type')}=synthetic or "
+                    f"{name('reuse_example_batch')}=1 and see the lag go) and at host-side work that runs on that "
+                    "host only (Python callbacks, logging, checkpoint writes)")
     hardware = ("its devices compute slower than the other hosts' on the same program: check that host's chips "
                 "for thermal throttling, a degraded chip or interconnect link, or other processes using them, "
                 "check it runs the same program and flags as the others, and drain it if it stays slow")

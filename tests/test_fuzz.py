@@ -12,14 +12,18 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import fuzz_inputs  # noqa: E402
 import in_process  # noqa: E402
 import mutators  # noqa: E402
+import structured  # noqa: E402
 
 CI_MUTANTS = 60
 CI_SEED = 2026
+# Structure-aware mutants of the built capture, three mutators each: every mutator once in three diagnoses.
+STRUCTURED_MUTANTS, STRUCTURED_PER_MUTANT = 3, 3
 
 
 @pytest.mark.slow
@@ -44,6 +48,46 @@ def test_process_runner_of_the_long_runs(tmp_path):
     outcome = fuzz_inputs.run_mutant(fuzz_inputs.unmutated(seed), tmp_path)
     assert outcome.code == 0 and outcome.problems == [], outcome.problems
     assert 0 < outcome.rss < fuzz_inputs.RSS_CAP_BYTES
+
+
+def test_structure_aware_mutants_diagnose_cleanly(tmp_path):
+    """Zero and negative durations, huge ids, mixed-type stats, lost stat metadata, repeated lines, a scaled
+    clock and absurd device stats (structured.py): each run exits 0 with a schema-valid, plausible report, or
+    1 with one line; never an internal error or a traceback."""
+    assert STRUCTURED_MUTANTS * STRUCTURED_PER_MUTANT >= len(structured.MUTATORS)
+    outcomes = [in_process.run_mutant(m, tmp_path)
+                for m in structured.mutants(STRUCTURED_MUTANTS, CI_SEED, STRUCTURED_PER_MUTANT)]
+    assert not [o for o in outcomes if o.problems], fuzz_inputs.summary(outcomes)
+    assert Counter(o.code for o in outcomes)[0] >= 2, fuzz_inputs.summary(outcomes)
+
+
+def test_every_structured_mutator_changes_the_capture():
+    from xladiag.parsers.xspace_schema import XSpace
+
+    base = structured.base_capture()
+    for i, mutate in enumerate(structured.MUTATORS):
+        space = XSpace.FromString(base)
+        label = mutate(space, np.random.default_rng(i))
+        assert space.SerializeToString() != base, label
+
+
+def test_checker_validates_reports_against_the_schema(tmp_path):
+    """The fuzz checks validate every report against the JSON Schema (a null device_type passed them)."""
+    from xladiag.api import diagnose
+
+    case = fuzz_inputs.write_case(structured.mutants(1, 0, per_mutant=0)[0], tmp_path)  # the built capture as is
+    report = diagnose(case).to_dict()
+    assert fuzz_inputs.schema_problems(report) == []
+    report["device_list"][0]["device_type"] = None
+    assert fuzz_inputs.schema_problems(report) == ["schema: device_list.device_type: None is not of type 'string'"]
+
+
+def test_absurd_times_pass_only_where_the_report_warns_of_its_clock():
+    report = {"step_s": 5e5, "warnings": [], "findings": []}
+    assert fuzz_inputs.json_problems(report) == ["absurd time step_s"]
+    report["warnings"] = [f"capture: the measured step lasts 500,000 s: ...; {fuzz_inputs.CLOCK_WARNING}"]
+    assert fuzz_inputs._number_problems(report) == ["absurd time step_s"]
+    assert not [p for p in fuzz_inputs.json_problems(report) if p.startswith("absurd")]
 
 
 def test_in_process_runner_sees_what_a_process_would(tmp_path, monkeypatch):

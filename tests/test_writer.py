@@ -111,6 +111,29 @@ def test_signal_mid_write_leaves_no_temp_file_and_the_old_report(tmp_path, signu
     assert target.read_text() == "previous report"
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_ignored_signal_mid_write_stays_ignored(tmp_path, signum):
+    """nohup / CI: the signal is SIG_IGN at start; one arriving mid-write changes nothing, the report is written."""
+    target = tmp_path / "report.html"
+    target.write_text("previous report")
+    code = textwrap.dedent(f"""
+        import os, signal
+        import xladiag.writer as w
+        signal.signal({int(signum)}, signal.SIG_IGN)
+        real_fsync = os.fsync
+        def fsync(fd):
+            real_fsync(fd)
+            os.kill(os.getpid(), {int(signum)})
+        w.os.fsync = fsync
+        w.write_report({str(target)!r}, "new report")
+        assert signal.getsignal({int(signum)}) is signal.SIG_IGN
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT.parent)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+    assert target.read_text() == "new report"
+
+
 @pytest.mark.slow
 def test_cli_output_onto_a_device_and_a_missing_dir(tmp_path, cpu_xplane):
     node = _char_device(tmp_path)

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import xladiag.parsers.xplane as xplane_module
 from xladiag.parsers.xplane import XPlaneError, parse_xspace_bytes, read_xspace
 from xladiag.parsers.xspace_schema import MemoryAccessBreakdown, XPlane, XSpace
 
@@ -175,8 +176,9 @@ FORK_OK = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
 
 @FORK_OK
 @pytest.mark.parametrize("capture", ["tpu_xplane", "gpu_xplane"])
-def test_planes_decoded_in_worker_processes_give_the_same_tables(request, capture):
+def test_planes_decoded_in_worker_processes_give_the_same_tables(request, capture, monkeypatch):
     """Two processes (this one and a forked worker) decode the planes: every table is the one-process one."""
+    monkeypatch.setattr(xplane_module, "_PARALLEL_BYTES", 0)  # a small file is read without a pool otherwise
     path = request.getfixturevalue(capture)
     one, two = read_xspace(path, workers=1), read_xspace(path, workers=2)
     for name in ("planes", "lines", "events", "event_stats", "event_metadata"):
@@ -186,8 +188,9 @@ def test_planes_decoded_in_worker_processes_give_the_same_tables(request, captur
 
 
 @FORK_OK
-def test_a_corrupt_plane_in_a_worker_is_one_line_naming_the_file(tmp_path):
+def test_a_corrupt_plane_in_a_worker_is_one_line_naming_the_file(tmp_path, monkeypatch):
     """A plane whose events are damaged fails the same way whichever process decodes it."""
+    monkeypatch.setattr(xplane_module, "_PARALLEL_BYTES", 0)
     good = XPlane(id=1, name=b"/device:TPU:0")
     bad = XPlane(id=2, name=b"/device:TPU:1")
     bad.lines.add(name=b"XLA Ops").events.add(metadata_id=1, offset_ps=5, duration_ps=3)

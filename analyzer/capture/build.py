@@ -32,7 +32,7 @@ from ...errors import InputError
 from ...parsers.xplane import XSpaceTables
 from ..tables import EVENTS
 from .gpu_cpu_ops import cpu_tables, derived_module_runs, gpu_tables
-from .host_steps import ANNOTATION_COLUMNS, step_annotations
+from .host_steps import ANNOTATION_COLUMNS, step_annotations, tf_step_markers
 from .planes import GPU_PLANE, TPU_PLANE, empty_table
 from .sanity import checked_spaces
 from .tpu_ops import ASYNC_COLUMNS, METADATA_COLUMNS, tpu_tables
@@ -57,6 +57,8 @@ class Capture:
     warnings: tuple[str, ...] = field(default_factory=tuple)
     # One row per (device, annotated step): device, name, step_num, start_ps, end_ps (host_steps).
     step_annotations: pd.DataFrame = field(default_factory=lambda: empty_table(["device", *ANNOTATION_COLUMNS]))
+    # What marked the annotated steps ('' : the user's StepTraceAnnotation; else TensorFlow's host markers).
+    step_marker: str = ""
 
 
 def _platform_of(space: XSpaceTables) -> str:
@@ -137,6 +139,9 @@ def build_capture(spaces: list[XSpaceTables], *, checked: bool = False) -> Captu
         modules, op_metadata, async_spans, steps_line = _derived_program_tables(events, platform, warnings)
         if hosts.op_metadata:  # GPU: each op's kernels
             op_metadata = pd.concat(hosts.op_metadata, ignore_index=True).drop_duplicates(["program_id", "op_name"])
+    annotations, marker = pd.concat(hosts.annotations, ignore_index=True), ""
+    if platform != "tpu" and annotations.empty and modules.empty:  # no XLA program: TensorFlow's own markers
+        annotations, marker = _tf_markers(spaces, hosts.devices)
     return Capture(
         platform=platform,
         hosts=tuple(s.hostname for s in spaces),
@@ -147,8 +152,18 @@ def build_capture(spaces: list[XSpaceTables], *, checked: bool = False) -> Captu
         async_spans=async_spans.reset_index(drop=True),
         steps_line=steps_line.reset_index(drop=True),
         warnings=tuple(warnings),
-        step_annotations=pd.concat(hosts.annotations, ignore_index=True),
+        step_annotations=annotations, step_marker=marker,
     )
+
+
+def _tf_markers(spaces: list[XSpaceTables], devices: list[pd.DataFrame]) -> tuple[pd.DataFrame, str]:
+    """Each host's TensorFlow step markers for every device it drives (host_steps.tf_step_markers)."""
+    frames, kinds = [], []
+    for space, host_devices in zip(spaces, devices):
+        steps, kind = tf_step_markers(space)
+        frames.append(steps.merge(host_devices[["device"]], how="cross")[["device", *ANNOTATION_COLUMNS]])
+        kinds += [kind] if kind else []
+    return pd.concat(frames, ignore_index=True), (kinds[0] if kinds else "")
 
 
 @dataclass

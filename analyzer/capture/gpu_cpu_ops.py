@@ -73,7 +73,7 @@ def gpu_tables(space: XSpaceTables, device_base: int):
         device_type=_gpu_device_type,
         vendor=lambda st: st.get("device_vendor"),
         peak_flops_per_s=lambda st: np.nan,  # GPU planes carry no FLOP/s peak
-        hbm_bytes_per_s=lambda st: scaled_peak(st.get("memory_bandwidth"), 1.0),
+        hbm_bytes_per_s=lambda st: scaled_peak(st.get("memory_bandwidth"), 1.0, "hbm_bytes_per_s"),
         core_count=lambda st: st.get("core_count", np.nan),
     )
     return devices, events, kernel_metadata(per_kernel, events), warnings

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ...parsers.xplane import XSpaceTables
+from ..chips.plausible import plausible
 
 # Device planes, one per accelerator (xplane.md).
 TPU_PLANE = re.compile(r"^/device:TPU:(\d+)$")
@@ -39,6 +40,9 @@ def device_planes(space: XSpaceTables, pattern: re.Pattern, device_base: int):
     return planes, dict(zip(planes["plane"], planes["device"]))
 
 
+_TEXT_COLUMNS = ("device_type", "vendor")
+
+
 def device_table(space: XSpaceTables, planes: pd.DataFrame, **from_stats) -> pd.DataFrame:
     """One row per device plane; each keyword maps the plane's stats to one column."""
     stats = [space.plane_stats[p] for p in planes["plane"]]
@@ -51,18 +55,21 @@ def device_table(space: XSpaceTables, planes: pd.DataFrame, **from_stats) -> pd.
         }
     )
     for column, extract in from_stats.items():
-        devices[column] = [extract(st) for st in stats]
+        values = [extract(st) for st in stats]
+        if column in _TEXT_COLUMNS:  # a stat missing or of another type (a damaged file): unknown, as text
+            values = [v if isinstance(v, str) else "" for v in values]
+        devices[column] = values
     devices["plane_stats"] = stats
     return devices
 
 
-def scaled_peak(value, factor: float) -> float:
-    """A plane stat's peak times ``factor``; NaN when absent, not a number or not positive."""
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
+def scaled_peak(value, factor: float, field: str) -> float:
+    """A plane stat's peak times ``factor``; NaN when absent, not a number, or not a plausible value of the
+    chip number ``field`` (chips/plausible.py)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return np.nan
-    return value * factor if value > 0 else np.nan
+    value = float(value) * factor if value > 0 else np.nan
+    return value if plausible(field, value) else np.nan
 
 
 def events_with_stats(space: XSpaceTables, plane_rows, line_name_or_pred, columns) -> pd.DataFrame:

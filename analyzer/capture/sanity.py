@@ -8,8 +8,9 @@ flow into every number of the report, so they are dropped here, each kind counte
   the capture span (its stated window or its events' extent, at least 1 s) (events are dropped);
 - per-op flops and bytes that imply a rate above ``_PEAK_MARGIN`` times the fastest chip in the catalog
   over the op's measured duration (the number is dropped, the op stays);
+- program executions and steps (``XLA Modules``, ``Steps`` lines) of zero length (events are dropped);
 - host files whose planes are byte-identical to another host's (counted once), plus what the parser
-  already left out (duplicated planes, oversize names, starts past the int64 range).
+  already left out (duplicated planes and lines, oversize names, starts past the int64 range).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ _PS_PER_S = 1e12
 # The shortest span a capture is taken to cover: tiny or single-event captures without a stated window
 # (older captures have no Task Environment plane) keep events of up to twice this.
 _MIN_SPAN_PS = 10**12
+# Lines whose events are program executions or steps (TPU device planes): each must last some time.
+_EXECUTION_LINES = ("XLA Modules", "Steps")
 _MIN_OP_PS = 1_000  # shorter measured durations are clock granularity: rates use at least 1 ns
 # Async starts and dones move bytes while other ops run: their own durations bound no rate.
 _ASYNC_OP = r"-start|-done|^send|^recv|^async"
@@ -39,7 +42,10 @@ _MESSAGES = {
     "duplicate_planes": "{n} plane(s) repeat an earlier plane of the same file (a file concatenated with "
                         "itself?); each counted once",
     "oversize_names": "{n} plane or host name(s) longer than 64 KiB ignored (a damaged file?)",
+    "cut_names": "{n} op name(s) longer than 1 MiB cut there (a damaged file?)",
     "unrepresentable_starts": "{n} event(s) dropped: their start is past the 64-bit picosecond range",
+    "duplicate_lines": "{n} line(s) repeat another line of the same plane event for event; each counted once",
+    "empty_executions": "{n} program execution(s) or step(s) dropped: zero or negative length",
     "far_starts": "{n} event(s) dropped: they start far outside the capture window",
     "impossible_durations": "{n} event(s) dropped: negative duration or longer than twice the capture span",
     "implausible_flops": "{n} op(s) lose their trace FLOPs: the value implies more than "
@@ -102,14 +108,24 @@ def _checked_space(space: XSpaceTables) -> tuple[XSpaceTables, Counter]:
     longest = 2 * max(window, extent, _MIN_SPAN_PS)
     dur, span = ev["duration_ps"].to_numpy(), ev["span_ps"].to_numpy()
     bad = ~far & ((dur < 0) | (span < 0) | (dur > longest) | (span > longest))
+    # A program execution or a step holds ops: one of no length is damage, and a step window of none.
+    empty = ~far & ~bad & (span <= 0) & _on_lines(space, _EXECUTION_LINES)
     found["far_starts"], found["impossible_durations"] = int(far.sum()), int(bad.sum())
-    if far.any() or bad.any():
-        space = _keep_events(space, ~(far | bad))
+    found["empty_executions"] = int(empty.sum())
+    if far.any() or bad.any() or empty.any():
+        space = _keep_events(space, ~(far | bad | empty))
     meta, flops_dropped, bytes_dropped = _plausible_costs(space, max(extent, window, _MIN_SPAN_PS))
     found["implausible_flops"], found["implausible_bytes"] = flops_dropped, bytes_dropped
     if flops_dropped or bytes_dropped:
         space = replace(space, event_metadata=meta)
     return space, found
+
+
+def _on_lines(space: XSpaceTables, names: tuple[str, ...]) -> np.ndarray:
+    """Per event: whether its line is called one of ``names``."""
+    lines = space.lines
+    ids = lines.loc[lines["name"].isin(names), "line"].to_numpy(np.int64)
+    return np.isin(space.events["line"].to_numpy(np.int64), ids)
 
 
 def _keep_events(space: XSpaceTables, keep: np.ndarray) -> XSpaceTables:

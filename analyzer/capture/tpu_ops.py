@@ -150,8 +150,8 @@ def _devices(space: XSpaceTables, planes: pd.DataFrame) -> pd.DataFrame:
         space, planes,
         device_type=lambda st: st.get("device_type_string"),
         vendor=lambda st: "Google",
-        peak_flops_per_s=lambda st: scaled_peak(st.get("peak_teraflops_per_second"), 1e12),
-        hbm_bytes_per_s=lambda st: scaled_peak(st.get("peak_hbm_bw_gigabytes_per_second"), 1e9),
+        peak_flops_per_s=lambda st: scaled_peak(st.get("peak_teraflops_per_second"), 1e12, "peak_bf16_flops_per_s"),
+        hbm_bytes_per_s=lambda st: scaled_peak(st.get("peak_hbm_bw_gigabytes_per_second"), 1e9, "hbm_bytes_per_s"),
         core_count=lambda st: np.nan,
     )
 

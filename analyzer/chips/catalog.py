@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ...parsers.input_files import read_input_text
 from ...text_safety import check_nesting
 from .dtype_peaks import is_bf16_like, peak_kind
+from .plausible import plausible, range_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -177,14 +179,15 @@ class Chip:
         hbm_bytes_per_s: float | None = None,
         hbm_capacity_bytes: float | None = None,
     ) -> Chip:
-        """A copy with the given trace numbers (no plausibility check here; see ``device_detection``)."""
+        """A copy with the given trace numbers, those in their plausible range (chips/plausible.py); how they
+        compare with the table is ``detection``'s business."""
         updates: dict[str, float] = {}
         for name, value in (
             ("peak_bf16_flops_per_s", peak_flops_per_s),
             ("hbm_bytes_per_s", hbm_bytes_per_s),
             ("hbm_capacity_bytes", hbm_capacity_bytes),
         ):
-            if value is not None and math.isfinite(value) and value > 0:
+            if value is not None and plausible(name, value):
                 updates[name] = float(value)
         if not updates:
             return self
@@ -209,6 +212,8 @@ def _field_problem(name: str, value: Any) -> str | None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                 or not (value > 0 if positive else value >= 0):
             return "a finite number > 0" if positive else "a finite number >= 0"
+        if not plausible(name, value):  # 5e-324 bytes of HBM: positive, and a log(0) later
+            return f"a plausible value ({range_text(name)})"
     elif name in INT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             return "an integer >= 0"
@@ -294,7 +299,7 @@ def _build_chip(key: str, fields: dict[str, Any], sources_by_field: dict[str, st
 def _read_user_file(path: Path) -> dict[str, Any]:
     where = f"chips file {path}"
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input_text(path)
         check_nesting(text, where, "toml", error=ChipCatalogError)  # tomllib recurses per level
         return tomllib.loads(text)
     except OSError as exc:

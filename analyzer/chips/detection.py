@@ -26,6 +26,7 @@ import pandas as pd
 from .catalog import Chip, ChipCatalogError
 from .dump_platform import DumpPlatform, default_chip, mismatch_warning
 from .names import find_chip, normalize_name, slice_name_problem
+from .plausible import plausible, range_text
 
 TRACE_TABLE_LIMIT = 1.5
 # A chip sold in variants (V100 16/32 GB, A100 40/80 GB, H100 SXM/NVL) takes the trace's memory size and
@@ -56,11 +57,29 @@ class Detection:
     warnings: tuple[str, ...] = ()
 
 
-def _number(stats: Mapping[str, Any], name: str) -> float | None:
+def _number(stats: Mapping[str, Any], name: str, field: str | None = None, scale: float = 1.0) -> float | None:
+    """The stat as a number in SI units, None when absent, not a number, not positive, or (``field`` given)
+    outside that field's plausible range (chips/plausible.py)."""
     value = stats.get(name)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value) if math.isfinite(value) and value > 0 else None
+    if not (math.isfinite(value) and value > 0):
+        return None
+    value = float(value) * scale
+    return value if field is None or plausible(field, value) else None
+
+
+def implausible_stats(stats: Mapping[str, Any]) -> list[str]:
+    """One warning per device stat present as a number but outside its plausible range (then not used).
+    0 is how a capture says "not known": no warning."""
+    out = []
+    for field, stat, scale, label in _TRACE_NUMBERS + (("core_count", "core_count", 1.0, "core count"),):
+        value = stats.get(stat)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if number and value != 0 and _number(stats, stat, field, scale) is None:  # 0: not known, as xprof writes
+            out.append(f"the trace's {stat} ({value:.4g}) is not a plausible {label} (per device, "
+                       f"{range_text(field)} in SI units): ignored")
+    return out
 
 
 def vendor_of(device_type: str | None, vendor: str | None, stats: Mapping[str, Any]) -> str:
@@ -78,11 +97,15 @@ def vendor_of(device_type: str | None, vendor: str | None, stats: Mapping[str, A
 
 
 def _compute_capability(stats: Mapping[str, Any]) -> str | None:
-    major = stats.get("compute_cap_major")
-    if isinstance(major, bool) or not isinstance(major, (int, float)):
+    major, minor = stats.get("compute_cap_major"), stats.get("compute_cap_minor", 0)
+    if not _small_int(major):
         return None
-    minor = stats.get("compute_cap_minor", 0)
-    return f"{int(major)}.{int(minor) if isinstance(minor, (int, float)) else 0}"
+    return f"{int(major)}.{int(minor) if _small_int(minor) else 0}"
+
+
+def _small_int(value) -> bool:
+    """A version number: a real number from 0 to 1000 (NaN, inf and 1e300 are damage; int() of them fails)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 <= value <= 1000
 
 
 def _stats_from_text(device_type: str | None, stats: Mapping[str, Any]) -> dict[str, Any]:
@@ -125,7 +148,7 @@ def gpu_vendor_from_words(text: str, stats: Mapping[str, Any], chips: Mapping[st
 def _by_counts(vendor: str, stats: Mapping[str, Any], chips: Mapping[str, Chip]) -> tuple[Chip | None, str]:
     """Among a vendor's chips, the one whose compute capability and SM/CU count (per device) match; without a
     core count, the compute capability alone, the memory size telling its chips apart."""
-    cores, cc = _number(stats, "core_count"), _compute_capability(stats)
+    cores, cc = _number(stats, "core_count", "core_count"), _compute_capability(stats)
     if cores is None and cc is None:
         return None, ""
     same = [c for c in chips.values() if c.vendor == vendor and (cores is None or c.core_count == int(cores))
@@ -134,7 +157,7 @@ def _by_counts(vendor: str, stats: Mapping[str, Any], chips: Mapping[str, Chip])
         return None, ""
     how = f"{vendor}" + (f" with {int(cores)} cores" if cores is not None else "") + \
         (f", compute capability {cc}" if cc else "")
-    memory = _number(stats, "memory_size")
+    memory = _number(stats, "memory_size", "hbm_capacity_bytes")
     if len(same) == 1:
         return same[0], how
     if memory is None:
@@ -165,10 +188,9 @@ def _apply_trace_numbers(chip: Chip, stats: Mapping[str, Any], trusted: bool,
     warnings, used = [], []
     sources = dict(chip.number_sources)
     for field, stat, scale, label in _TRACE_NUMBERS:
-        value = _number(stats, stat)
+        value = _number(stats, stat, field, scale)
         if value is None or field in updates or (only is not None and field not in only):
             continue
-        value *= scale
         table = getattr(chip, field)
         ratio = max(value / table, table / value) if table and math.isfinite(table) else 1.0
         variant = bool(chip.variants) and field in _VARIANT_FIELDS and ratio <= VARIANT_LIMIT
@@ -192,7 +214,7 @@ def _unknown_chip(vendor: str, device_type: str | None, stats: Mapping[str, Any]
     sources = {"peak_bf16_flops_per_s": "missing", "hbm_bytes_per_s": "missing"}
     return Chip(key=f"unknown-{vendor}", name=f"unknown {label}", vendor=vendor, peak_bf16_flops_per_s=math.nan,
                 hbm_bytes_per_s=math.nan, interconnect="torus" if vendor == "google" else "switch",
-                core_count=int(stats["core_count"]) if _number(stats, "core_count") else None,
+                core_count=int(stats["core_count"]) if _number(stats, "core_count", "core_count") else None,
                 compute_capability=_compute_capability(stats), number_sources=sources)
 
 
@@ -216,6 +238,7 @@ def chip_for_device(device_type: str | None, vendor: str | None, stats: Mapping[
     if why_vendor:
         how += f"; no device_vendor stat: {why_vendor}"
     chip, used, warnings = _apply_trace_numbers(chip.per_device(), stats, trusted=not known)
+    warnings = implausible_stats(stats) + warnings
     note = f"{chip.name} (from {how})"
     if used:
         note += "; from the trace: " + ", ".join(sorted(used))

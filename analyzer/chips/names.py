@@ -47,7 +47,7 @@ def _by_model_token(wanted: str, chips: Mapping[str, Chip]) -> Chip | None:
     if len(candidates) <= 1:
         return candidates[0][0] if candidates else None
     gb = _GB_TOKEN.search(wanted)
-    if gb:
+    if gb and float(gb.group(1)) > 0:  # a '0GB' token tells nothing (and would divide by 0)
         size = float(gb.group(1)) * 1e9
         return min((c for c, _ in candidates), key=lambda c: abs(math.log((c.hbm_capacity_bytes or 1.0) / size)))
     for chip, hint in candidates:

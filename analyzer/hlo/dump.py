@@ -94,6 +94,22 @@ def read_dump(files: CaptureFiles, progress: Callable[[str], None] | None, notes
         return _read_modules(files, progress, notes)
 
 
+def unoptimized_note(module: HloModule, path: Path) -> str | None:
+    """A warning for a module XLA has not optimized (a before-optimizations dump): unscheduled and unfused, so
+    its ops are not the ones that run and every price describes a program no device executes."""
+    if module.is_scheduled or not module.computations:
+        return None
+    if any(i.opcode == "fusion" for c in module.computations.values() for i in c.instructions):
+        return None
+    name = Path(path).name
+    after = name.replace("before_optimizations", "after_optimizations")
+    where = (f"use {after} beside it" if after != name and (Path(path).parent / after).is_file()
+             else "use the module's *after_optimizations* file of the same dump")
+    return (f"{name}: an unoptimized HLO module (no is_scheduled=true in its HloModule header, no fusions: a "
+            f"before-optimizations dump); the numbers describe ops XLA has not yet fused or scheduled, not the "
+            f"program that runs: {where}")
+
+
 def _read_modules(files: CaptureFiles, progress, notes: list[str]) -> tuple[DumpModule, ...]:
     out = []
     for path in files.hlo_files:
@@ -111,6 +127,7 @@ def _read_modules(files: CaptureFiles, progress, notes: list[str]) -> tuple[Dump
         except OSError as exc:
             raise HloDumpError(f"{path}: cannot read: {exc.strerror or exc}") from None
         notes.extend(f"{path}: {problem}" for problem in loop_warnings(module))
+        notes.extend(n for n in [unoptimized_note(module, path)] if n)
         memory = _report(files.memory_report_of(path), read_memory_usage_report, notes)
         buffers = _report(files.buffer_assignment_of(path), read_buffer_assignment, notes)
         out.append(DumpModule(module, path, dump_module_id(path), memory, buffers))

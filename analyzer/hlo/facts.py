@@ -37,7 +37,8 @@ FACT_COLUMNS = [
     "collective_kind", "collective_payload", "replica_groups", "source_target_pairs",
     "collective_matmuls", "collective_matmul_flops",
     "operand_layout", "result_layout", "result_bytes", "fused_opcodes", "layout_change", "is_data_movement",
-    "is_recomputed", "matmul_m", "matmul_n", "matmul_k", "matmul_batch", "attention_role", "attention_scores_op",
+    "layout_needed_by", "is_recomputed", "matmul_m", "matmul_n", "matmul_k", "matmul_batch", "attention_role",
+    "attention_scores_op",
 ]
 
 
@@ -101,6 +102,8 @@ def _with_trace_metadata(ops: pd.DataFrame, trace_metadata: pd.DataFrame | None)
     """Source 1: the trace's per-op metadata (TPU), joined on program and op name."""
     if trace_metadata is not None and len(trace_metadata):
         md = trace_metadata.assign(program_id=trace_metadata["program_id"].fillna("").astype(str))
+        # One row per op: a program id missing on one plane and empty on another are both "".
+        md = md.drop_duplicates(["program_id", "op_name"])
         ops = ops.merge(md, on=["program_id", "op_name"], how="left")
     else:
         for col in ("hlo_text", "category", "flops", "model_flops", "bytes_accessed", "hbm_bytes", "tf_op", "source",

@@ -13,6 +13,7 @@ import numpy as np
 from ...parsers.hlo_text import HloModule, HloParseError, Instruction, parse_instruction
 from .collective_kinds import KINDS, kind_of
 from .costs import matmul_dims
+from .layout_needs import semantic_need
 from .layouts import fused_opcodes, layout_facts
 from .op_bytes import wrapped_instruction
 from .op_categories import category_from_hlo, category_from_name
@@ -23,6 +24,7 @@ NO_HLO = {"opcode": None, "fusion_kind": None, "hlo_text": None, "is_async_start
           "is_host_transfer": False, "host_bytes": 0.0, "collective_kind": None, "category": None,
           "is_matmul": False, "dtype": None, "operand_layout": None, "result_layout": None,
           "result_bytes": np.nan, "fused_opcodes": None, "layout_change": None, "is_data_movement": False,
+          "layout_needed_by": None,
           "collective_payload": np.nan, "replica_groups": None, "source_target_pairs": None,
           "transfer_kind": None, "start_op": None,
           "matmul_m": np.nan, "matmul_n": np.nan, "matmul_k": np.nan, "matmul_batch": np.nan}
@@ -86,6 +88,7 @@ def _identity_facts(ins: Instruction, module, operand_shapes, op_name: str, cate
         is_matmul=is_matmul,
         dtype=(operand_shapes[0].dtype if is_matmul and operand_shapes else _array_shapes(ins.shape)[0].dtype),
         **layout,
+        layout_needed_by=semantic_need(ins, module) if layout["layout_change"] else None,
     )
     if to_host:
         facts["is_host_transfer"] = True

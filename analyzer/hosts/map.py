@@ -15,9 +15,8 @@ files by their path, so they must see the same files).
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, Future, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import replace
@@ -26,12 +25,12 @@ import pandas as pd
 
 from ...errors import InputError, UsageError
 from ...parsers.discovery import CaptureFiles
-from ...parsers.worker_start import fork_is_safe, worker_context
+from ...parsers.worker_start import capped_workers, fork_is_safe, usable_cores, worker_pool
 from ...parsers.xplane import read_xspace
 from ..capture.build import build_capture
 from ..steps.choice import StepChoice, choose_steps
 from ..steps.op_stats import measure
-from .merge import Measured, merge_hosts
+from .merge import Measured, devices_that_ran, merge_hosts
 from .reduce import HostHlo, HostPart, reduce_host
 
 Progress = Callable[[str], None]
@@ -39,10 +38,7 @@ Progress = Callable[[str], None]
 
 def default_workers() -> int:
     """The cores this process may run on (its CPU affinity, which containers and taskset narrow)."""
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except AttributeError:  # not Linux
-        return max(os.cpu_count() or 1, 1)
+    return usable_cores()
 
 
 class _InProcess(Executor):
@@ -82,7 +78,8 @@ def _executor(workers: int, scheduler: str | None, memory_urls: bool = False):
         yield _InProcess()
     else:
         # Forked workers start with xladiag imported; where fork is unsafe (threads, JAX) they start clean.
-        with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context()) as pool:
+        # They die with this process (worker_start).
+        with worker_pool(workers) as pool:
             yield pool
 
 
@@ -155,9 +152,15 @@ def _single(spaces, progress: Progress | None, choice: StepChoice | None = None)
         progress(f"measuring {len(capture.events):,} op events on {len(capture.devices)} devices")
     steps = choose_steps(capture, choice)
     step_ops, op_table, steps = measure(capture, steps)  # steps now carry their busy times
-    return Measured(platform=capture.platform, hosts=capture.hosts, devices=capture.devices,
-                    warnings=capture.warnings, op_metadata=capture.op_metadata, async_spans=capture.async_spans,
+    devices, warnings = _devices_with_events(capture)
+    return Measured(platform=capture.platform, hosts=capture.hosts, devices=devices,
+                    warnings=warnings, op_metadata=capture.op_metadata, async_spans=capture.async_spans,
                     steps=steps, step_ops=step_ops, op_table=op_table, hlo_sources=tuple(spaces))
+
+
+def _devices_with_events(capture) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    devices, note = devices_that_ran(capture.devices, capture.events["device"])
+    return devices, (*capture.warnings, *([note] if note else []))
 
 
 def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, workers: int | None = None,
@@ -171,7 +174,7 @@ def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, wo
         if progress:
             progress(f"reading {files.xplane_files[0].name} (1/1 hosts)")
         return _single([read_xspace(paths[0], workers=workers)], progress, choice)  # its planes on `workers` cores
-    n = min(workers or default_workers(), len(paths))
+    n = capped_workers(workers, len(paths))  # never more processes than cores or host files
     where = f"Dask at {scheduler}" if scheduler else f"{n} worker{'s' if n != 1 else ''}"
     with _executor(n, scheduler, any(p.startswith("memory://") for p in paths)) as executor:
         programs = _Programs()

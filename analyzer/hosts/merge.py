@@ -63,6 +63,19 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return out
 
 
+def devices_that_ran(devices: pd.DataFrame, event_devices) -> tuple[pd.DataFrame, str | None]:
+    """The devices with an op event: a plane with none (another process's GPU, an idle card) is no device of
+    this run. (devices, a note naming the planes left out, None when none is.)"""
+    ran = devices["device"].isin(pd.unique(np.asarray(event_devices)))
+    if ran.all() or not ran.any():
+        return devices, None
+    idle = devices.loc[~ran, "plane_name"].astype(str).tolist()
+    shown = ", ".join(idle[:4]) + (f" (+{len(idle) - 4} more)" if len(idle) > 4 else "")
+    return devices[ran].reset_index(drop=True), (
+        f"{len(idle)} of {len(devices)} device planes have no op event ({shown}): counted as not part of this run "
+        f"({int(ran.sum())} device{'s' if ran.sum() != 1 else ''})")
+
+
 def _lite_capture(parts: list[HostPart], bases: list[int], hosts: tuple[str, ...], devices: pd.DataFrame) -> Capture:
     """What ``find_steps`` reads of the whole run: annotations, Steps line, module executions, and per device
     two events spanning its first start, last start and last end (the whole-capture fallback)."""
@@ -214,6 +227,9 @@ def merge_hosts(parts: list[HostPart], rerun: Rerun, choice: StepChoice | None =
     totals = HostTotals(span_ps.groupby(level=0).sum(), len(recording))
     metadata = _concat([p.op_metadata for p in kept]).drop_duplicates(["program_id", "op_name"])
     spans = _concat([_shifted(p.spans, b, "device") for p, b in zip(kept, bases)])
-    return Measured(platform="tpu", hosts=hosts, devices=devices, warnings=tuple(check_warnings(counts)),
+    devices, idle = devices_that_ran(devices, _concat([_shifted(p.extents, b, "device")
+                                                       for p, b in zip(kept, bases)])["device"])
+    return Measured(platform="tpu", hosts=hosts, devices=devices,
+                    warnings=(*check_warnings(counts), *([idle] if idle else [])),
                     op_metadata=metadata.reset_index(drop=True), async_spans=spans, steps=steps, step_ops=rep,
                     op_table=op_table, hlo_sources=tuple(p.hlo for p in kept), totals=totals)

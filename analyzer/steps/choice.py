@@ -4,7 +4,8 @@ Inferred, the steps are the user's annotations, a ``Steps`` line, or the executi
 most device time, the first one dropped as warm-up (``steps.find_steps``). Given:
 
 - ``--program NAME`` (``jit_train_step``, ``jit_train_step(103)`` or ``103``): that program's executions are the
-  steps, whatever else the capture has; a name several programs share picks the one with the most device time.
+  steps, whatever else the capture has; a name several programs share is a usage error listing them with their
+  ids and shares of device time (pick one by ``NAME(ID)`` or ``ID``).
 - ``--steps A:B``: only the steps numbered A to B-1 are measured (Python's slice: ``A:`` and ``:B`` too, ``A``
   alone is one step), warm-up or not. Step numbers are the annotations' ``step_num``, else the executions' order
   from 0 (the first execution is step 0).
@@ -21,10 +22,11 @@ import numpy as np
 
 from ...errors import UsageError
 from ..capture.build import Capture
-from .windows import Steps, find_steps, program_steps
+from .windows import Steps, find_steps, program_steps, program_times
 
 _RANGE = re.compile(r"^\s*(-?\d+)?\s*(?:(:)\s*(-?\d+)?)?\s*$")  # an end only after a colon
 MAX_LISTED = 12  # programs named in an error
+MIN_PROGRAM_SHARE = 0.5  # below it, the report lists the programs the step program leaves out
 
 
 @dataclass(frozen=True)
@@ -58,24 +60,39 @@ def step_choice(program: str | None = None, steps: str | None = None) -> StepCho
     return StepChoice(program=program, first=first, stop=stop, range_text=steps.strip() if steps else None)
 
 
-def _programs(capture: Capture):
-    """Device time per (name, program id), most first."""
-    modules = capture.modules
-    named = modules[modules["module"].astype(str) != ""]
-    pid = named["program_id"].astype(object).where(named["program_id"].notna(), "").astype(str)
-    time = named.groupby([named["module"].astype(str), pid])["duration_ps"].sum()
-    return time.sort_values(ascending=False, kind="stable")
+def program_list(programs, limit: int = MAX_LISTED) -> str:
+    """``name(id) 15%, ...`` of (name, id, share) rows, at most ``limit`` (and how many more)."""
+    rows = list(programs)
+    shown = ", ".join(f"{f'{n}({i})' if i else n} {s:.0%}" for n, i, s in rows[:limit])
+    return shown + (f" (+{len(rows) - limit} more)" if len(rows) > limit else "")
 
 
 def _named_program(capture: Capture, wanted: str) -> tuple[str, str]:
-    time = _programs(capture)
+    time = program_times(capture)
     labels = [f"{name}({pid})" if pid else name for name, pid in time.index]
-    for (name, pid), label in zip(time.index, labels):  # most device time first: a shared name takes the biggest
-        if wanted in (label, pid, name):
-            return name, pid
+    exact = [key for key, label in zip(time.index, labels) if wanted in (label, key[1])]
+    by_name = [key for key in time.index if key[0] == wanted]
+    if exact or len(by_name) == 1:
+        return (exact or by_name)[0]
+    if by_name:  # one name, several programs (shapes, recompiles): which one is the user's to say
+        total = float(time.sum()) or 1.0
+        listed = program_list((n, i, float(time[(n, i)]) / total) for n, i in by_name)
+        raise UsageError(f"--program {wanted}: {len(by_name)} programs have this name ({listed} of the device "
+                         f"time); pick one by id: --program {wanted}({by_name[0][1]}) or --program {by_name[0][1]}")
     more = f" (+{len(labels) - MAX_LISTED} more)" if len(labels) > MAX_LISTED else ""
     shown = ", ".join(labels[:MAX_LISTED]) + more
     raise UsageError(f"--program {wanted}: no such program in the capture; programs: {shown or 'none'}")
+
+
+def program_share_note(steps: Steps | None) -> str | None:
+    """A warning when the step program holds under half the programs' device time: the others, by share."""
+    if steps is None or steps.program_share is None or steps.program_share >= MIN_PROGRAM_SHARE \
+            or not steps.other_programs:
+        return None
+    named = f"{steps.program}({steps.program_id})" if steps.program_id else steps.program
+    return (f"the step program {named} holds only {steps.program_share:.0%} of the programs' device time; "
+            f"other programs: {program_list(steps.other_programs)}; per-step numbers describe {named} alone "
+            f"(pick another with --program NAME(ID))")
 
 
 def _only(steps: Steps, choice: StepChoice) -> Steps:

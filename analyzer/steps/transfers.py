@@ -10,7 +10,8 @@ the *exposed* time; the start-to-done time is the time *in flight*:
 * GPU: the communication kernels do the transfer; the part no compute kernel on the same device overlaps
   (any stream) is exposed, and the kernel time is in flight.
 * CPU: collectives are synchronous: all of their time is exposed.
-* HLO only: the predicted transfer time stands in for the exposed time.
+* HLO only: the wait the schedule predicts (analyzer/hlo/schedule.py: what of the transfer no work between its
+  start and done hides; a synchronous one all of it, plus any wait for its link) stands in for the exposed time.
 
 Everything is per step: seconds summed over the measured device-steps (of the devices that recorded
 spans, for in-flight time) and divided by their number.
@@ -75,7 +76,7 @@ def _op_ids(ops: pd.DataFrame, module, program_id, name) -> np.ndarray:
 def _by_op(op_ids: np.ndarray, values: np.ndarray, ops: pd.DataFrame) -> np.ndarray:
     """Sum of ``values`` per op_id, aligned with the rows of ``ops`` (0 for ops without values)."""
     ids = ops["op_id"].to_numpy(np.int64)
-    size = max(int(ids.max(initial=-1)), int(op_ids.max(initial=-1))) + 1
+    size = max(int(ids.max(initial=-1)), int(op_ids.max(initial=-1)), 0) + 1  # >= 1: the take below reads row 0
     sums = np.bincount(op_ids[op_ids >= 0], weights=values[op_ids >= 0], minlength=size)
     return np.where(ids >= 0, sums[np.maximum(ids, 0)], 0.0)
 
@@ -236,8 +237,10 @@ def attach_transfers(ops: pd.DataFrame, step_ops: pd.DataFrame | None, steps: St
     plain = kind.isna().to_numpy() & ~o.is_async
     spans, recording, busy = TRANSFER_SPANS.empty(), 0, {}
     if platform == "hlo" or steps is None:
-        exposed = ops["predicted_s_per_step"].fillna(0.0).to_numpy(float)
-        in_flight, exposed_where = np.full(len(ops), np.nan), exposed
+        # The schedule's predicted wait (steps/schedule.py), else the whole predicted transfer time.
+        exposed = ops["static_exposed_s_per_step"].fillna(ops["predicted_s_per_step"]).fillna(0.0).to_numpy(float)
+        in_flight = np.where(o.is_async & o.waits, ops["predicted_s_per_step"].to_numpy(float), np.nan)
+        exposed_where = exposed
         non_transfer = float(ops.loc[plain, "predicted_s_per_step"].sum())
     else:
         n = max(len(steps.after_warmup), 1)

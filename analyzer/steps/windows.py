@@ -41,6 +41,10 @@ class Steps:
     # Per measured step (the distinct values of after_warmup["step"], in order): time at least one device is
     # busy. With annotated steps, duration minus this is time every device waits for the host.
     busy_any_ps: np.ndarray | None = None
+    # Steps that are a program's executions: its share of the capture's program device time, and every other
+    # program as (name, id, share), most first (a small share means the "step" may not be the training step).
+    program_share: float | None = None
+    other_programs: tuple = ()
 
     def __repr__(self) -> str:
         return f"<Steps {self.count} measured of {self.mean_s:.6g} s mean ({self.source})>"
@@ -122,21 +126,29 @@ def _annotated_steps(capture: Capture) -> Steps | None:
                           "duration_ps": (ann["end_ps"] - ann["start_ps"]).astype("int64")})
     table = _number(frame)
     n = int(table["step"].max()) + 1
-    source = f"{n} annotated step{'s' if n != 1 else ''} '{ann['name'].iloc[0]}' (StepTraceAnnotation on the host)"
+    marker = capture.step_marker or "StepTraceAnnotation on the host"
+    source = f"{n} annotated step{'s' if n != 1 else ''} '{ann['name'].iloc[0]}' ({marker})"
     return Steps(table, "", source, bool(table["is_warmup"].any()), by_launch=True,
                  annotation=str(ann["name"].iloc[0]))
 
 
-def dominant_program(capture: Capture) -> tuple[str, str]:
-    """(name, program id) of the program with the most device time: by id, since one name can be
-    several programs (a function jitted for several shapes, a recompile)."""
+def program_times(capture: Capture) -> pd.Series:
+    """Device time (ps) of each program's executions, all devices, by (name, program id), most first: by id,
+    since one name can be several programs (a function jitted for several shapes, a recompile)."""
     modules = capture.modules
     named = modules[modules["module"].astype(str) != ""]
-    if named.empty:
-        return "", ""
     pid = named["program_id"].astype(object).where(named["program_id"].notna(), "").astype(str)
-    time = named.groupby([named["module"].astype(str), pid])["duration_ps"].sum()
-    name, program_id = time.idxmax()
+    # Summed as floats: int64 picoseconds wrap past 106 days of device time (a damaged clock gets there).
+    time = named["duration_ps"].astype(np.float64).groupby([named["module"].astype(str), pid]).sum()
+    return time.sort_values(ascending=False, kind="stable")
+
+
+def dominant_program(capture: Capture) -> tuple[str, str]:
+    """(name, program id) of the program with the most device time."""
+    time = program_times(capture)
+    if time.empty:
+        return "", ""
+    name, program_id = time.index[0]
     return str(name), str(program_id)
 
 
@@ -148,8 +160,14 @@ def program_steps(capture: Capture, program: str, program_id: str) -> Steps:
     table = _number(runs.astype({"start_ps": "int64", "duration_ps": "int64"}))
     n = int(table["step"].max()) + 1
     named = f"{program}({program_id})" if program_id else program
-    return Steps(table, program, f"{n} execution{'s' if n != 1 else ''} of {named}", bool(table["is_warmup"].any()),
-                 program_id=program_id)
+    time = program_times(capture)
+    total = float(time.sum())
+    shares = [(str(k[0]), str(k[1]), float(v) / total if total > 0 else 0.0) for k, v in time.items()]
+    share = next((s for name, pid, s in shares if (name, pid) == (program, program_id)), None)
+    others = tuple(p for p in shares if (p[0], p[1]) != (program, program_id))
+    covers = f", {share:.0%} of the programs' device time" if share is not None and others else ""
+    return Steps(table, program, f"{n} execution{'s' if n != 1 else ''} of {named}{covers}",
+                 bool(table["is_warmup"].any()), program_id=program_id, program_share=share, other_programs=others)
 
 
 def find_steps(capture: Capture) -> Steps:

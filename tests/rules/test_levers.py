@@ -84,7 +84,7 @@ def test_the_extractor_sees_the_names_it_must_check():
 
 def test_each_lever_says_where_it_was_checked_and_where_it_applies():
     for lv in levers.LEVERS.values():
-        assert lv.kind in ("xla_flag", "libtpu_flag", "env", "maxtext", "jax"), lv
+        assert lv.kind in ("xla_flag", "libtpu_flag", "env", "maxtext", "jax", "torch_xla", "te", "tf"), lv
         assert ("/" in lv.source) and lv.applies_to and lv.meaning, lv
         if lv.kind in levers.FLAG_KINDS:
             assert lv.name.startswith("xla_"), lv

@@ -82,3 +82,34 @@ def test_measured_matmuls_and_the_ones_remat_keeps(tmp_path):
     # Ranked with every other finding by the time it frees per step.
     savings = [g.est_savings_s_per_step for g in ranked]
     assert savings == sorted(savings, reverse=True)
+
+
+def _matmul_steps(tmp_path, over_rooflines):
+    template = [scenarios.matmul_fusion(f"fusion.{i}", 4096, 4096, 4096, over_roofline=k)
+                for i, k in enumerate(over_rooflines)]
+    template.append(scenarios.loop_fusion("add_fusion", [4096, 4096]))
+    b, _ = scenarios.build_train_steps(template)
+    b.write(tmp_path)
+    return analyze(tmp_path)
+
+
+def test_matmuls_far_from_the_peak_are_told_to_tune_first(tmp_path):
+    """Three bf16 matmuls at 3x their compute roofline (33 % of the bf16 peak, as real captures ran at 25-42 %):
+    no 8-bit recipe, a note that saves nothing and says to tune them first."""
+    f = only(low_precision.check(_matmul_steps(tmp_path, [3.0, 3.0, 3.0])), "low-precision")
+    assert f.details["tune_first"] is True
+    assert f.details["achieved_fraction"] == pytest.approx(1 / 3.0, rel=0.02)
+    assert f.est_savings_s_per_step == 0 and f.severity == "info"
+    assert "tune them before" in f.title and "33" in f.title
+    assert "quantization" not in f.fix and "Tune these matmuls first" in f.fix
+    assert {d["op"] for d in f.details["dots"]} == {"fusion.0", "fusion.1", "fusion.2"}
+
+
+def test_only_matmuls_near_the_peak_get_the_8_bit_recipe(tmp_path):
+    """Two matmuls at 1.3x their roofline (77 % of the peak) and one at 3x: the recipe prices the two alone."""
+    f = only(low_precision.check(_matmul_steps(tmp_path, [1.3, 1.3, 3.0])), "low-precision")
+    assert f.details["tune_first"] is False
+    assert {d["op"] for d in f.details["dots"]} == {"fusion.0", "fusion.1"}
+    assert f.details["achieved_fraction"] == pytest.approx(1 / 1.3, rel=0.02)
+    assert f.est_savings_s_per_step == pytest.approx(0.5 * f.time_s_per_step, rel=1e-9)
+    assert "use_qwix_quantization=true quantization=int8" in f.fix
