@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ from .inputs import AnalysisError, Progress, Read, read_dump_only, read_trace
 from .models.collective_pricing import price_collectives
 from .models.roofline import predict_ops, step_roofline
 from .models.topology import parse_topology
+from .scopes import scopes_of
 from .steps.choice import choices, program_share_note, step_choice
 from .steps.command_buffers import command_buffer_note
 from .steps.occurrences import with_occurrences
@@ -108,6 +110,11 @@ class Analysis:
     @property
     def num_devices(self) -> int:
         return int(len(self.devices))
+
+    @cached_property
+    def scopes(self) -> pd.DataFrame:
+        """Time, FLOPs and bytes per framework scope (JAX name path) of the step's ops: analyzer/scopes.py."""
+        return scopes_of(self)
 
 
 def _detect_chip(read: Read, chip_name: str | None, chip_file) -> tuple[chip_catalog.Chip, str, list[str]]:

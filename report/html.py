@@ -21,6 +21,7 @@ from .html_summary import SRC_MEASURED, SRC_PREDICTED, capture_rows, host_rows, 
 from .json_out import report_to_dict
 from .model import overlap_counted
 from .svg import short_source
+from .svg_icicle import icicle_chart
 from .trace_links import occurrence_label
 
 MAX_HTML_OPS = 1000  # rows in the ops table; the JSON report keeps them all
@@ -233,6 +234,7 @@ def report_context(report) -> dict:
         "roofline_note": roofline_note,
         "timeline_svg": Markup(timeline_svg),
         "timeline_note": timeline_note,
+        "scopes_svg": Markup(icicle_chart(data["scopes"], measured=measured, step_s=share_of)),
         "op_rows": rows,
         "ops_total": len(all_ops),
         "ops_truncated": max(len(all_ops) - MAX_HTML_OPS, 0),

@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..analyzer.tables import OPS
 from ..text_safety import clean_text
+from .scopes_out import scopes_records
 from .trace_links import finding_occurrences, occurrence_index
 
 SCHEMA_VERSION = 2
@@ -309,6 +310,7 @@ def report_to_dict(report) -> dict:
             "choices": a.choices,
             "framework": dict(a.framework),  # who built the program: the fixes name its levers
             "ops": ops_records(a.ops),
+            "scopes": scopes_records(report),  # time per framework scope (analyzer/scopes.py)
             "warnings": list(a.warnings),
         }
     )

@@ -21,6 +21,7 @@ from pathlib import Path
 from ..analyzer.analysis import BREAKDOWN_CATEGORIES
 from ..analyzer.hlo.framework import FRAMEWORKS, LIBRARIES
 from ..analyzer.models.collectives import BANDWIDTH_BOUNDS, KINDS, TRANSFER_KINDS
+from ..analyzer.scopes import SCOPES
 from ..analyzer.tables import OPS
 from ..rules.base import BENEFITS
 from ..rules.hbm_headroom import KINDS as HBM_KINDS
@@ -95,6 +96,14 @@ def _op_record() -> dict:
     for c in OPS.public():
         props[c.json] = {**_op_field(c), "description": c.meaning}
     return _obj(props, doc="One HLO op (docs/json_schema.md#ops)")
+
+
+def _scope_record() -> dict:
+    """One scope of the ops' name paths (analyzer/scopes.py declares the fields)."""
+    kinds = {"text": _null(STRING), "int64": {**INT, "minimum": 0}, "float64": _null(NUMBER)}
+    given = {"string": STRING, "array of string": _list(STRING)}
+    props = {c.json: {**given.get(c.json_type, kinds[c.dtype]), "description": c.meaning} for c in SCOPES.public()}
+    return _obj(props, doc="One scope of the framework name paths (docs/json_schema.md#scopes)")
 
 
 def _occurrence() -> dict:
@@ -250,9 +259,11 @@ def report_schema() -> dict:
         "framework": _obj({"name": {"enum": list(FRAMEWORKS)}, "libraries": _list({"enum": list(LIBRARIES)}),
                            "evidence": STRING}),
         "ops": _list(_op_record()),
+        "scopes": _list(_scope_record()),
         "warnings": _list(STRING),
     }, closed=False)
-    top["required"] = [k for k in top["required"] if k != "framework"]  # added in this schema version
+    # added within schema version 2: reports written before them still validate (compare reads them)
+    top["required"] = [k for k in top["required"] if k not in ("framework", "scopes")]
     return document("report", SCHEMA_VERSION, f"xladiag report, schema_version {SCHEMA_VERSION}",
                     "diagnose --format json; fields and units in docs/json_schema.md, "
                     "compatibility policy in CHANGELOG.md", top)

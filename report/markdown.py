@@ -29,6 +29,7 @@ from .md_blocks import (
 )
 from .md_blocks import table as _table
 from .model import mfu_value, overlap_counted, unpriced_line
+from .scopes_out import markdown_section as _scopes
 from .svg import CLASS_LABELS, CLASS_ORDER, short_source
 from .trace_links import occurrence_label
 
@@ -48,6 +49,7 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
     out += _findings(data, n_findings, cell_limit, n_table)
     out += _left_out(data["selection"], n_table, cell_limit)
     out += _top_ops(data, n_ops)
+    out += _scopes(data, min(n_ops, 12))
     out += _hosts(data.get("host_steps"), n_table)
     out += _capture(data)
     out.append(f"<sub>xladiag {escape_text(data['tool']['version'])} · schema {data['schema_version']}</sub>")

@@ -93,6 +93,14 @@ class Report(Renderable):
     def ops(self) -> pd.DataFrame:
         return self.analysis.ops
 
+    @property
+    def scopes(self) -> pd.DataFrame:
+        """Time, FLOPs and bytes per framework scope (the ops' JAX name paths, wrappers stripped), each with the
+        keys of the findings naming its ops: analyzer/scopes.py, docs/json_schema.md#scopes."""
+        from .scopes_out import scopes_frame
+
+        return scopes_frame(self)
+
     def to_trace(self, path: str | Path | None = None) -> str:
         """The representative step of every device as Chrome Trace Event JSON (opens in Perfetto and
         chrome://tracing), each finding's ops tagged with its key and saving; also written to ``path``."""

@@ -15,6 +15,7 @@ import unicodedata
 
 from ..text_safety import visible_controls
 from ..units import count, format_percent, format_ratio, format_seconds, format_si
+from . import scopes_out
 from .choices import program_share_text
 from .json_out import report_to_dict
 from .model import mfu_value, overlap_counted, unpriced_line
@@ -218,6 +219,26 @@ def _top_ops(out: _Out, data: dict) -> None:
         out.line(f"  … {len(ops) - N_OPS} more ops (--format json or html lists them all)", "dim")
 
 
+def _scopes(out: _Out, data: dict) -> None:
+    """The heaviest scopes of the ops' name paths (JAX wrappers stripped), indented by depth."""
+    measured = data["measured"]
+    shown = scopes_out.top_scopes(data.get("scopes") or [], measured, N_OPS)
+    if not shown:
+        return
+    key, step = scopes_out.time_key(measured), data["step_s"] or 0.0
+    out.line()
+    out.line(f"Where in the model (scopes by {'measured' if measured else 'predicted'} time per step)", "bold")
+    widths = [10, 7, 6]
+    name_w = out.width - 2 - sum(widths) - 2 * len(widths)
+    out.line("  " + out.row(["scope", "time/step", "% step", "ops"], [name_w, *widths], "lrrr"), "dim")
+    for name, s in shown:
+        share = format_percent(s[key] / step if step > 0 else None)
+        cells = [clean_text(name), format_seconds(s[key]), share, str(s["total_ops"])]
+        out.line("  " + out.row(cells, [name_w, *widths], "lrrr"))
+    if scopes_out.unnamed_note(data):
+        out.line(f"  ({scopes_out.unnamed_note(data)})", "dim")
+
+
 def render_text(report, *, color: bool = False, width: int = WIDTH) -> str:
     data = report_to_dict(report)
     out = _Out(color, width)
@@ -236,6 +257,7 @@ def render_text(report, *, color: bool = False, width: int = WIDTH) -> str:
     _left_out(out, data.get("selection"))
     _gates(out, data.get("gates") or [])
     _top_ops(out, data)
+    _scopes(out, data)
     return "\n".join(out.lines) + "\n"
 
 

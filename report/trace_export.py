@@ -3,8 +3,9 @@
 One step is exported: the measured step whose mean length over the devices is the median one, so the
 timeline shows a typical step rather than the warm-up or an outlier. Per device (a trace "process"):
 - each op event is a complete slice (``ph: X``) on its own trace line (a "thread"), with the op's roofline
-  numbers in ``args`` (predicted time, bound, efficiency, FLOPs, bytes) and, for the ops a finding names,
-  the finding's key and saving;
+  numbers in ``args`` (predicted time, bound, efficiency, FLOPs, bytes), its scope (the framework name path the
+  report's ``scopes`` adds it up under, analyzer/scopes.py) and, for the ops a finding names, the finding's key
+  and saving;
 - asynchronous start -> done pairs (TPU collectives and copies) are flow arrows (``ph: s`` / ``ph: f``);
 - a "step" line holds the step's slice and its idle gaps (no op running) longer than 1 % of the step.
 Times are microseconds from the step's first event (the format's unit); names come from the profile and are
@@ -18,6 +19,8 @@ import json
 
 import numpy as np
 import pandas as pd
+
+from ..analyzer.scopes import scope_of
 
 GAP_SHARE = 0.01  # idle gaps shorter than this share of the step stay unmarked: there are thousands
 STEP_LINE = "step"
@@ -42,12 +45,15 @@ def _finding_tags(findings) -> dict[str, list[dict]]:
 
 
 def _op_args(ops: pd.DataFrame) -> dict[int, dict]:
-    """Per op_id: the roofline numbers a slice carries (NaN left out: JSON has no NaN)."""
+    """Per op_id: the roofline numbers a slice carries (NaN left out: JSON has no NaN) and its scope."""
     cols = ["category", "predicted_s", "bound_by", "efficiency", "flops", "bytes_accessed"]  # tables.OPS
+    scopes = {t: "/".join(scope_of(t)) for t in ops["tf_op"].unique()}
     out = {}
-    for op_id, row in zip(ops["op_id"].to_numpy(), ops[cols].to_dict("records")):
+    for op_id, tf_op, row in zip(ops["op_id"].to_numpy(), ops["tf_op"], ops[cols].to_dict("records")):
         out[int(op_id)] = {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()
                            if not (isinstance(v, float) and np.isnan(v)) and v is not None}
+        if scopes[tf_op]:
+            out[int(op_id)]["scope"] = scopes[tf_op]
     return out
 
 

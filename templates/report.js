@@ -56,3 +56,26 @@
   stepOnly.addEventListener("change", apply);
   apply();
 })();
+
+// Click-to-zoom on the scopes icicle: a click spreads the cell's span over the width (its ancestors span it
+// whole, cells outside are hidden); a click on the top row zooms back out. Spans are the cells' data-x0/x1.
+(function () {
+  "use strict";
+  var chart = document.getElementById("scopes-icicle");
+  if (!chart) return;
+  var width = chart.viewBox.baseVal.width;
+  var cells = Array.prototype.slice.call(chart.querySelectorAll("svg.sc"));
+  function num(c, name) { return parseFloat(c.getAttribute(name)); }
+  function zoom(target) {
+    var a = num(target, "data-x0"), b = num(target, "data-x1"), d = num(target, "data-depth");
+    cells.forEach(function (c) {
+      var x0 = num(c, "data-x0"), x1 = num(c, "data-x1"), depth = num(c, "data-depth");
+      var above = depth < d && x0 <= a + 1e-9 && x1 >= b - 1e-9;
+      var n0 = above ? 0 : Math.max((x0 - a) / (b - a), 0), n1 = above ? 1 : Math.min((x1 - a) / (b - a), 1);
+      var shown = n1 > n0 && (depth >= d || above);
+      c.style.display = shown ? "" : "none";
+      if (shown) { c.setAttribute("x", (n0 * width).toFixed(2)); c.setAttribute("width", Math.max((n1 - n0) * width, 0.5).toFixed(2)); }
+    });
+  }
+  cells.forEach(function (c) { c.style.cursor = "pointer"; c.addEventListener("click", function () { zoom(c); }); });
+})();

@@ -2,8 +2,8 @@
 compare -> report -> api -> cli, and rules neither parse nor touch files.
 
 Inside the analyzer the subpackages are layers too: tables -> chips -> capture | hlo -> steps | models ->
-hosts -> inputs -> analysis (tables and working_columns: declarations). Siblings on one level (capture and hlo;
-steps and models) import neither each other.
+hosts -> inputs -> scopes -> analysis (tables and working_columns: declarations). Siblings on one level (capture
+and hlo; steps and models) import neither each other.
 
 Leaf modules (units, errors, writer, version, text_safety, options and the package's ``__version__``) may be
 imported from any layer and import only each other. Imports inside functions count: a lazy import is still a
@@ -22,7 +22,7 @@ LAYERS = {"parsers": 0, "analyzer": 1, "rules": 2, "compare": 2.5, "report": 3, 
 # The analyzer's own levels (a module directly in analyzer/ other than these is refused: put it in a subpackage).
 # working_columns declares names only (tests/test_declared_columns.py reads it) and imports nothing of the package.
 ANALYZER = {"tables": 0, "working_columns": 0, "chips": 1, "capture": 2, "hlo": 2, "steps": 3, "models": 3, "hosts": 4,
-            "inputs": 5, "analysis": 6}
+            "inputs": 5, "scopes": 5.5, "analysis": 6}
 LEAVES = {"units", "errors", "writer", "version", "text_safety", "options"}
 # Standard-library names a rule may not use: file and directory access.
 IO_MODULES = {"os", "glob", "shutil", "pathlib", "io", "tempfile", "fnmatch", "zipfile", "tarfile", "gzip"}

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from conftest import CPU_SAMPLE, SAMPLES, diagnosed
 from xladiag import cli
+from xladiag.analyzer.scopes import scope_of
 from xladiag.report.trace_export import representative_step
 
 TPU_SAMPLE = SAMPLES / "tpu_v6e_host_offload"
@@ -56,6 +57,13 @@ def test_trace_holds_the_representative_step_and_every_finding_op(sample):
                 tagged = [e for e in slices if e["name"] == op.name]
                 assert op.name in names and all(f.key in {t["finding"] for t in e["args"]["findings"]}
                                                 for e in tagged)
+    # each slice names its op's scope, as the report's scopes add it up
+    scope = {int(i): "/".join(scope_of(t)) for i, t in zip(report.ops["op_id"], report.ops["tf_op"])}
+    scoped = [e for e in slices if e["args"].get("scope")]
+    known = set(report.scopes["scope"])
+    assert scoped and all(e["args"]["scope"] in known for e in scoped)
+    by_name = dict(zip(in_step["op_name"].astype(str), in_step["op_id"].astype(int)))
+    assert all(e["args"].get("scope", "") == scope[by_name[e["name"]]] for e in slices)
     # the step slice spans its ops on each device
     for device in in_step["device"].unique():
         step_slice = next(e for e in events if e.get("cat") == "step" and e["pid"] == int(device))
