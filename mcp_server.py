@@ -1,8 +1,8 @@
 """``diagnose mcp``: the diagnoses served to an agent over stdio with the Model Context Protocol.
 
 Tools (answers are compact JSON text, cut from the JSON report by mcp_views.py): ``diagnose`` (a capture or
-HLO dump -> headline, verdict numbers, findings, top ops, and a report id); ``finding``, ``ops``, ``op`` and
-``section`` (any field of the JSON report, paged) of a report by id, or of a path diagnosed with default
+HLO dump -> headline, verdict numbers, findings, top ops, and a report id); ``finding``, ``ops``, ``op``, ``scopes``
+and ``section`` (any field of the JSON report, paged) of a report by id, or of a path diagnosed with default
 options; ``compare`` (two captures or JSON reports); ``explain_rule``. The reports are held by mcp_cache.py.
 
 The MCP SDK (``pip install 'xladiag[mcp]'``) is imported only when the server starts.
@@ -143,6 +143,18 @@ def _other_tools(tool, cache: Diagnoses) -> None:
         return _json(views.comparison(data))
 
     @tool
+    def scopes(report: str | None = None, under: str | None = None, depth: int | None = None,
+               sort: str | None = None, limit: int = 20, offset: int = 0) -> str:
+        """Where in the model the step's time goes: the ops added up by framework name path (JAX name stack,
+        Flax modules; transformation wrappers stripped), one row per scope with its own (self_*) and its
+        subtree's (total_*) time, FLOPs and bytes per step and the keys of findings on its ops. under: a scope
+        path to look inside (default: the whole step); depth: levels below it (1: its children). Depth first,
+        children heaviest first, unless sort names a column (total_measured_s_per_step, ...; '+col' ascending).
+        limit (at most 100) rows from offset; next_offset pages on."""
+        entry = cache.find(report)
+        return _json(views.scopes_page(entry.id, entry.data, under, depth, sort, limit, offset))
+
+    @tool
     def section(field: str, report: str | None = None, offset: int = 0, limit: int = 20) -> str:
         """One field of the JSON report as written (docs/json_schema.md: steps, host_steps, chip, run, devices,
         selection, choices, gates, warnings, ...): a list a page at a time (limit at most 100 from offset;
@@ -159,8 +171,8 @@ def _other_tools(tool, cache: Diagnoses) -> None:
 
         return _json(views.rule_text(rule, rule_catalog()))
 
-    # A new part of the JSON report (time by framework scope, memory at the peak) is served by `section` as it
-    # lands; a tool that filters or pages it its own way goes here, a function of `cache.find(report)` (an
+    # A new part of the JSON report (memory at the peak) is served by `section` as it lands; a tool that
+    # filters or pages it its own way goes here (as `scopes` does), a function of `cache.find(report)` (an
     # Entry: the Report and its JSON dict) shaped in mcp_views.py. A run's history (diagnose history) would be
     # one taking the history's files, as `compare` takes two reports.
 
@@ -169,8 +181,8 @@ def _other_tools(tool, cache: Diagnoses) -> None:
 @click.option("--debug", is_flag=True, help="Show the traceback behind an error at start-up.")
 def mcp_main(debug: bool):
     """Serve xladiag to an AI agent: an MCP server on stdin/stdout (register it with your MCP client as
-    the command `diagnose mcp`; see README "Agents (MCP)"). Tools: diagnose, finding, ops, op, section,
-    compare, explain_rule. Needs the MCP SDK: pip install 'xladiag[mcp]'.
+    the command `diagnose mcp`; see README "Agents (MCP)"). Tools: diagnose, finding, ops, op, scopes,
+    section, compare, explain_rule. Needs the MCP SDK: pip install 'xladiag[mcp]'.
     """
     from .config import load_project_config
 

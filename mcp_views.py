@@ -183,6 +183,36 @@ def comparison(data: dict) -> dict:
     }
 
 
+def scopes_page(report_id: str, data: dict, under: str | None = None, depth: int | None = None,
+                sort: str | None = None, limit: int = 20, offset: int = 0) -> dict:
+    """A page of the report's ``scopes`` (time per framework name path, depth first, children heaviest first):
+    the scope ``under`` and those below it (default: all), at most ``depth`` levels below it, in the report's
+    order or sorted by a column as ``ops_page`` sorts."""
+    if "scopes" not in data:
+        raise UsageError(f"report {report_id} has no scopes (a report of an xladiag without them)")
+    rows, base = data["scopes"], 0
+    under = (under or "").strip("/")
+    if under:
+        known = {r["scope"] for r in rows}
+        if under not in known:
+            close = difflib.get_close_matches(under, sorted(known), n=5)
+            hint = f"; close: {', '.join(close)}" if close else ""
+            raise UsageError(f"no scope {under!r} in report {report_id}{hint}")
+        rows = [r for r in rows if r["scope"] == under or r["scope"].startswith(under + "/")]
+        base = next(r["depth"] for r in rows if r["scope"] == under)
+    if depth is not None:
+        rows = [r for r in rows if r["depth"] - base <= depth]
+    if sort:
+        column, descending = sort.lstrip("+-"), not sort.startswith("+")
+        if rows and column not in rows[0]:
+            raise UsageError(f"sort {sort!r}: no scope column {column!r}; columns: {', '.join(rows[0])}")
+        rows = sorted(rows, key=_sort_key(column, descending))
+    limit, offset = max(1, min(int(limit), MAX_PAGE)), max(0, int(offset))
+    page, where = _page(rows, offset, limit)
+    return {"report": report_id, **where, "sort": sort or "depth first, children heaviest first",
+            "scopes": page}
+
+
 def _page(items: list, offset: int, limit: int) -> tuple[list, dict]:
     page = items[offset: offset + limit]
     after = offset + len(page)

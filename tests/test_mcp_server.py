@@ -25,7 +25,7 @@ from xladiag.rules.registry import RULE_IDS  # noqa: E402
 
 pytestmark = pytest.mark.slow
 CPU = str(CPU_SAMPLE)
-TOOLS = {"diagnose", "finding", "ops", "op", "section", "compare", "explain_rule"}
+TOOLS = {"diagnose", "finding", "ops", "op", "scopes", "section", "compare", "explain_rule"}
 
 
 def _server() -> StdioServerParameters:
@@ -90,6 +90,10 @@ def answers(expected, saved_json) -> dict:
         ("none", "ops", {"report": "r1", "category": "no such category"}),
         ("op", "op", {"name": top, "report": "r1"}),
         ("no_op", "op", {"name": top + "x", "report": "r1"}),
+        ("scopes", "scopes", {"report": "r1", "depth": 1}),
+        ("inside", "scopes", {"report": "r1", "under": expected["scopes"][1]["scope"],
+                              "sort": "total_measured_s_per_step", "limit": 3}),
+        ("no_scope", "scopes", {"report": "r1", "under": expected["scopes"][1]["scope"] + "x"}),
         ("steps", "section", {"field": "steps"}),
         ("devices", "section", {"field": "device_list", "offset": 5, "limit": 2}),
         ("no_field", "section", {"field": "no_such_field"}),
@@ -170,6 +174,18 @@ def test_op_is_the_json_op_with_the_findings_that_count_it(answers, expected):
     assert set(named_by) <= set(got["findings"])
     kind, text = answers["no_op"]
     assert kind == "error" and "close:" in text and expected["ops"][0]["name"] in text
+
+
+def test_scopes_are_the_jsons_scopes_below_a_scope(answers, expected):
+    rows = expected["scopes"]
+    assert answers["scopes"]["scopes"] == [r for r in rows if r["depth"] <= 1][:20]
+    inner = rows[1]["scope"]
+    below = [r for r in rows if r["scope"] == inner or r["scope"].startswith(inner + "/")]
+    heaviest = sorted(below, key=lambda r: -r["total_measured_s_per_step"])
+    got = answers["inside"]
+    assert got["total"] == len(below) > 3 and got["scopes"] == heaviest[:3]
+    kind, text = answers["no_scope"]
+    assert kind == "error" and "close:" in text and inner in text
 
 
 def test_section_is_the_json_field_paged(answers, expected):
