@@ -91,11 +91,19 @@ def _op_field(column) -> dict:
     return _null(STRING)
 
 
+# Fields added within a schema version: optional, so the reports written before them still validate (compare
+# and baselines read earlier reports of the same version).
+ADDED_OP_FIELDS = ("kernels",)
+ADDED_TOP_FIELDS = ("framework", "scopes", "unpriced_share", "mfu_at_least")
+
+
 def _op_record() -> dict:
     props = {}
     for c in OPS.public():
         props[c.json] = {**_op_field(c), "description": c.meaning}
-    return _obj(props, doc="One HLO op (docs/json_schema.md#ops)")
+    record = _obj(props, doc="One HLO op (docs/json_schema.md#ops)")
+    record["required"] = [k for k in record["required"] if k not in ADDED_OP_FIELDS]
+    return record
 
 
 def _scope_record() -> dict:
@@ -262,8 +270,7 @@ def report_schema() -> dict:
         "scopes": _list(_scope_record()),
         "warnings": _list(STRING),
     }, closed=False)
-    # added within schema version 2: reports written before them still validate (compare reads them)
-    top["required"] = [k for k in top["required"] if k not in ("framework", "scopes")]
+    top["required"] = [k for k in top["required"] if k not in ADDED_TOP_FIELDS]
     return document("report", SCHEMA_VERSION, f"xladiag report, schema_version {SCHEMA_VERSION}",
                     "diagnose --format json; fields and units in docs/json_schema.md, "
                     "compatibility policy in CHANGELOG.md", top)

@@ -129,3 +129,20 @@ def test_compare_json_validates_and_mistakes_fail(base, new, tmp_path):
     bad = copy.deepcopy(data)
     bad["base"].pop("per_step_s")
     assert list(check.iter_errors(bad))
+
+
+def test_a_report_written_before_the_fields_added_within_its_version_still_validates():
+    """compare and baselines read earlier reports of the same schema_version: fields added since are optional."""
+    from xladiag.report.json_schema import ADDED_OP_FIELDS, ADDED_TOP_FIELDS
+
+    data = json.loads(diagnosed(SAMPLES / "cpu_jax_train_step").to_json())
+    assert set(ADDED_TOP_FIELDS) <= set(data) and all(set(ADDED_OP_FIELDS) <= set(op) for op in data["ops"])
+    for key in ADDED_TOP_FIELDS:
+        del data[key]
+    for op in data["ops"]:
+        for key in ADDED_OP_FIELDS:
+            del op[key]
+    jsonschema.validate(data, load_schema("report"))
+    data.pop("findings")  # a field of the first schema-2 reports stays required
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, load_schema("report"))
