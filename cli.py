@@ -30,11 +30,12 @@ from .cli_common import (
 from .cli_compare import compare_main
 from .cli_history import history_main
 from .errors import InputError, UsageError
+from .mcp_server import mcp_main
 from .options import Options
 from .report.gates import MEASURES
 from .report.render import FORMATS
 
-__all__ = ["main", "compare_main", "history_main"]
+__all__ = ["main", "compare_main", "history_main", "mcp_main"]
 
 _EPILOG = """\b
 Examples:
@@ -49,6 +50,8 @@ Examples:
   diagnose history runs.db --fail-on-regression 5%
                                           step time, MFU, top ops and findings across runs, with
                                           change points (see diagnose history --help)
+  diagnose mcp                            serve these diagnoses to an AI agent over stdio (MCP;
+                                          pip install 'xladiag[mcp]', see diagnose mcp --help)
 \b
 Formats:
 """ + "\n".join(f"  {name:<10} {f.description}" for name, f in FORMATS.items()) + """
@@ -66,8 +69,8 @@ each high finding a ::warning:: line (on stdout; on stderr when the report goes 
 
 
 class _Diagnose(OneLineErrors):
-    """``diagnose compare BASE NEW`` is the compare command (a folder named compare: ./compare); ``diagnose
-    history RUN...`` the history command."""
+    """``diagnose compare BASE NEW`` is the compare command, ``diagnose history RUN...`` the history command,
+    ``diagnose mcp`` the MCP server (a folder of one of those names: ./compare)."""
 
     def main(self, args=None, **kwargs):
         args = sys.argv[1:] if args is None else list(args)
@@ -75,6 +78,8 @@ class _Diagnose(OneLineErrors):
             return compare_main.main(args[1:], prog_name="diagnose compare", **kwargs)
         if args[:1] == ["history"]:
             return history_main.main(args[1:], **{**kwargs, "prog_name": "diagnose history"})
+        if args[:1] == ["mcp"]:
+            return mcp_main.main(args[1:], prog_name="diagnose mcp", **kwargs)
         return super().main(args, **kwargs)
 
 
