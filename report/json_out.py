@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..analyzer.tables import OPS
 from ..text_safety import clean_text
+from .memory_json import memory_at_peak_dict
 from .trace_links import finding_occurrences, occurrence_index
 
 SCHEMA_VERSION = 2
@@ -295,6 +296,7 @@ def report_to_dict(report) -> dict:
             "selection": selection_dict(report),
             "choices": a.choices,
             "ops": ops_records(a.ops),
+            "memory_at_peak": memory_at_peak_dict(a.dump.memory_at_peak),
             "warnings": list(a.warnings),
         }
     )

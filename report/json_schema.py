@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..analyzer.analysis import BREAKDOWN_CATEGORIES
+from ..analyzer.hlo.memory_at_peak import KINDS as PEAK_KINDS
 from ..analyzer.models.collectives import BANDWIDTH_BOUNDS, KINDS, TRANSFER_KINDS
 from ..analyzer.tables import OPS
 from ..rules.base import BENEFITS
@@ -206,6 +207,19 @@ def _choices() -> dict:
                 required=["program"])
 
 
+def _memory_at_peak() -> dict:
+    """The buffers in device memory at the analysed program's peak (analyzer/hlo/memory_at_peak.py); null
+    without a buffer assignment in the dump."""
+    buffer = _obj({"buffer": STRING, "kind": {"enum": list(PEAK_KINDS)}, "size_bytes": {**INT, "minimum": 0},
+                   "shape": STRING, "dtype": STRING, "instruction": STRING, "opcode": STRING, "op_name": STRING,
+                   "source_file": STRING, "source_line": _null(INT), "allocation": INT,
+                   "offset_bytes": {**INT, "minimum": 0}})
+    count = {**INT, "minimum": 0}
+    return _null(_obj({"module": STRING, "peak_bytes": count, "peak_source": STRING, "buffer_assignment": STRING,
+                       "peak_instruction": _null(STRING), "bytes_by_kind": _obj({k: count for k in PEAK_KINDS}),
+                       "buffers": _list(buffer), "buffers_left_out": count, "bytes_left_out": count}))
+
+
 def report_schema() -> dict:
     """The schema of ``diagnose --format json`` (``report_to_dict``) at :data:`SCHEMA_VERSION`."""
     top = _obj({
@@ -238,8 +252,10 @@ def report_schema() -> dict:
         "selection": _selection(),
         "choices": _choices(),
         "ops": _list(_op_record()),
+        "memory_at_peak": _memory_at_peak(),
         "warnings": _list(STRING),
     }, closed=False)
+    top["required"].remove("memory_at_peak")  # newer than schema version 2's first reports: those still compare
     return document("report", SCHEMA_VERSION, f"xladiag report, schema_version {SCHEMA_VERSION}",
                     "diagnose --format json; fields and units in docs/json_schema.md, "
                     "compatibility policy in CHANGELOG.md", top)

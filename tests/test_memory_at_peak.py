@@ -152,3 +152,21 @@ def test_a_result_computed_early_is_an_output_at_the_peak(fresh_dump):
     assert "tuple" in outputs["dtype"].tolist()  # the result tuple's table of pointers
     assert (peak.table["kind"] != "activation").all()  # no backward pass: nothing kept for one
     assert int(peak.table["size_bytes"].sum()) == peak.peak_bytes
+
+
+def test_json_section_adds_up_and_matches_the_schema():
+    from conftest import report_data
+    from xladiag.report.json_schema import load_schema
+    from xladiag.report.memory_json import MAX_BUFFERS, memory_at_peak
+    from xladiag.report.schema_check import check
+
+    data = report_data(CPU_SAMPLE)
+    check(data, load_schema("report"), "cpu sample", "report")
+    section = data["memory_at_peak"]
+    assert section["module"] == "jit_train_step (module_0000)" and len(section["buffers"]) <= MAX_BUFFERS
+    listed = sum(b["size_bytes"] for b in section["buffers"])
+    assert listed + section["bytes_left_out"] == section["peak_bytes"] == sum(section["bytes_by_kind"].values())
+    everything = memory_at_peak(CPU_SAMPLE / "hlo")  # the plain function: HLO only, every buffer listed
+    assert everything["buffers_left_out"] == 0 and everything["buffers"][:5] == section["buffers"][:5]
+    without = {k: v for k, v in data.items() if k != "memory_at_peak"}  # a report written before the field
+    check(without, load_schema("report"), "older report", "report")

@@ -1,0 +1,53 @@
+"""The JSON ``memory_at_peak`` section: the buffers in device memory at the analysed program's peak.
+
+``memory_at_peak_dict`` is what ``report_to_dict`` writes; ``memory_at_peak`` is the same dict from a path,
+for callers that want the table alone (an MCP tool, a notebook) without a report around it.
+"""
+
+from __future__ import annotations
+
+from ..analyzer.hlo.memory_at_peak import MemoryAtPeak
+
+MAX_BUFFERS = 100  # the rest is summed in buffers_left_out / bytes_left_out: the rows still add up to the peak
+_TEXT = ("buffer", "kind", "shape", "dtype", "instruction", "opcode", "op_name", "source_file")
+_INTS = ("size_bytes", "allocation", "offset_bytes")
+
+
+def buffer_records(peak: MemoryAtPeak, limit: int | None = MAX_BUFFERS) -> list[dict]:
+    """The table's rows, largest first, as plain dicts (``source_line`` null when unknown)."""
+    rows = peak.table if limit is None else peak.table.head(limit)
+    out = []
+    for r in rows.itertuples(index=False):
+        rec = {k: str(getattr(r, k)) for k in _TEXT}
+        rec.update({k: int(getattr(r, k)) for k in _INTS})
+        rec["source_line"] = int(r.source_line) or None
+        out.append(rec)
+    return out
+
+
+def memory_at_peak_dict(peak: MemoryAtPeak | None, limit: int | None = MAX_BUFFERS) -> dict | None:
+    """The JSON object of ``peak`` (null without a buffer assignment)."""
+    if peak is None:
+        return None
+    shown = buffer_records(peak, limit)
+    left = peak.table.iloc[len(shown):]
+    return {
+        "module": peak.module,
+        "peak_bytes": int(peak.peak_bytes),
+        "peak_source": peak.peak_source,
+        "buffer_assignment": peak.buffer_assignment_file,
+        "peak_instruction": peak.peak_instruction or None,
+        "bytes_by_kind": {k: int(v) for k, v in peak.bytes_by_kind.items()},
+        "buffers": shown,
+        "buffers_left_out": int(len(left)),
+        "bytes_left_out": int(left["size_bytes"].sum()),
+    }
+
+
+def memory_at_peak(source, **options) -> dict | None:
+    """``memory_at_peak_dict`` of the program ``analyze(source, **options)`` analyses, every buffer listed
+    (``limit``: none); None when its dump has no buffer assignment. ``source`` and ``options`` as for
+    :func:`xladiag.analyzer.analysis.analyze` (a capture, or an HLO dump folder alone)."""
+    from ..analyzer.analysis import analyze
+
+    return memory_at_peak_dict(analyze(source, **options).dump.memory_at_peak, limit=None)
