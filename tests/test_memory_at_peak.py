@@ -170,3 +170,19 @@ def test_json_section_adds_up_and_matches_the_schema():
     assert everything["buffers_left_out"] == 0 and everything["buffers"][:5] == section["buffers"][:5]
     without = {k: v for k, v in data.items() if k != "memory_at_peak"}  # a report written before the field
     check(without, load_schema("report"), "older report", "report")
+
+
+def test_memory_findings_name_the_largest_buffers():
+    """hbm-headroom and remat-overhead point at memory_at_peak: one sentence naming its largest buffers."""
+    from conftest import report_data
+
+    data = report_data(SAMPLES / "hlo_rules_hbm_remat", chip="v6e")
+    largest = [b for b in data["memory_at_peak"]["buffers"] if b["kind"] != "unused"][:3]
+    by_rule = {f["rule"]: f["evidence"] for f in data["findings"]}
+    for rule in ("hbm-headroom", "remat-overhead"):
+        sentence = by_rule[rule].split("The largest buffers at the peak")[1]
+        assert all(f"{b['buffer']} ({b['shape']}," in sentence for b in largest), rule
+        assert "(memory_at_peak)." in sentence
+    cpu = report_data(SAMPLES / "jax_scan_rnn")  # its dump kept no buffer assignment: no sentence, no section
+    assert cpu["memory_at_peak"] is None
+    assert not any("largest buffers" in f["evidence"] for f in cpu["findings"])
