@@ -28,6 +28,7 @@ from .md_blocks import (
     wrap,
 )
 from .md_blocks import table as _table
+from .memory_sections import markdown_section
 from .model import overlap_counted
 from .svg import CLASS_LABELS, CLASS_ORDER, short_source
 from .trace_links import occurrence_label
@@ -48,6 +49,7 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
     out += _findings(data, n_findings, cell_limit, n_table)
     out += _left_out(data["selection"], n_table, cell_limit)
     out += _top_ops(data, n_ops)
+    out += markdown_section(data.get("memory_at_peak"), min(n_ops, 8))
     out += _hosts(data.get("host_steps"), n_table)
     out += _capture(data)
     out.append(f"<sub>xladiag {escape_text(data['tool']['version'])} · schema {data['schema_version']}</sub>")

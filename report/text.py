@@ -16,6 +16,7 @@ import unicodedata
 from ..text_safety import visible_controls
 from ..units import count, format_percent, format_ratio, format_seconds, format_si
 from .json_out import report_to_dict
+from .memory_sections import text_section
 from .model import overlap_counted
 from .svg import CLASS_LABELS, CLASS_ORDER
 from .trace_links import occurrence_label
@@ -234,6 +235,7 @@ def render_text(report, *, color: bool = False, width: int = WIDTH) -> str:
     _left_out(out, data.get("selection"))
     _gates(out, data.get("gates") or [])
     _top_ops(out, data)
+    text_section(out, data.get("memory_at_peak"), clean_text)
     return "\n".join(out.lines) + "\n"
 
 

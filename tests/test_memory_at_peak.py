@@ -12,11 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CPU_SAMPLE, SAMPLES
+from conftest import CPU_SAMPLE, SAMPLES, diagnosed, report_data
 from xladiag.analyzer.analysis import analyze
 from xladiag.analyzer.hlo.memory_at_peak import KINDS, memory_at_peak
 from xladiag.parsers.hlo_text import parse_hlo_file
 from xladiag.parsers.xla_memory_reports import parse_buffer_assignment, read_buffer_assignment, read_memory_usage_report
+from xladiag.report.json_schema import load_schema
+from xladiag.report.memory_json import MAX_BUFFERS
+from xladiag.report.memory_json import memory_at_peak as memory_at_peak_json
+from xladiag.report.schema_check import check
+from xladiag.report.svg_memory import html_view
 
 REMAT = SAMPLES / "hlo_rules_hbm_remat" / "hlo" / "module_0000.jit_train_step.cpu_after_optimizations"
 _BA = "-buffer-assignment.txt"
@@ -156,9 +161,6 @@ def test_a_result_computed_early_is_an_output_at_the_peak(fresh_dump):
 
 def test_json_section_adds_up_and_matches_the_schema():
     from conftest import report_data
-    from xladiag.report.json_schema import load_schema
-    from xladiag.report.memory_json import MAX_BUFFERS, memory_at_peak
-    from xladiag.report.schema_check import check
 
     data = report_data(CPU_SAMPLE)
     check(data, load_schema("report"), "cpu sample", "report")
@@ -166,7 +168,7 @@ def test_json_section_adds_up_and_matches_the_schema():
     assert section["module"] == "jit_train_step (module_0000)" and len(section["buffers"]) <= MAX_BUFFERS
     listed = sum(b["size_bytes"] for b in section["buffers"])
     assert listed + section["bytes_left_out"] == section["peak_bytes"] == sum(section["bytes_by_kind"].values())
-    everything = memory_at_peak(CPU_SAMPLE / "hlo")  # the plain function: HLO only, every buffer listed
+    everything = memory_at_peak_json(CPU_SAMPLE / "hlo")  # the plain function: HLO only, every buffer listed
     assert everything["buffers_left_out"] == 0 and everything["buffers"][:5] == section["buffers"][:5]
     without = {k: v for k, v in data.items() if k != "memory_at_peak"}  # a report written before the field
     check(without, load_schema("report"), "older report", "report")
@@ -174,8 +176,6 @@ def test_json_section_adds_up_and_matches_the_schema():
 
 def test_memory_findings_name_the_largest_buffers():
     """hbm-headroom and remat-overhead point at memory_at_peak: one sentence naming its largest buffers."""
-    from conftest import report_data
-
     data = report_data(SAMPLES / "hlo_rules_hbm_remat", chip="v6e")
     largest = [b for b in data["memory_at_peak"]["buffers"] if b["kind"] != "unused"][:3]
     by_rule = {f["rule"]: f["evidence"] for f in data["findings"]}
@@ -186,3 +186,24 @@ def test_memory_findings_name_the_largest_buffers():
     cpu = report_data(SAMPLES / "jax_scan_rnn")  # its dump kept no buffer assignment: no sentence, no section
     assert cpu["memory_at_peak"] is None
     assert not any("largest buffers" in f["evidence"] for f in cpu["findings"])
+
+
+def test_reports_show_what_fills_hbm():
+    report = diagnosed(SAMPLES / "hlo_rules_hbm_remat", chip="v6e")
+    top = [b for b in report.to_dict()["memory_at_peak"]["buffers"] if b["kind"] == "activation"][0]
+    markdown = report.to_markdown()
+    section = markdown[markdown.index("## Memory at the peak"):]
+    assert "713 MB at the peak of jit\\_train\\_step" in section and top["buffer"].replace("_", "\\_") in section
+    text = report.to_text()
+    assert "Memory at the peak" in text and "activation dot_general.29 f32[2048,4096]" in text
+    html = report.to_html()
+    chart = html[html.index('<svg id="memory-chart"'):]
+    chart = chart[: chart.index("</svg>")]
+    assert chart.count('class="mem-activation"') >= 2 and "http" not in chart
+    hostile = {"module": "m", "peak_bytes": 10, "peak_source": "s", "buffer_assignment": "b", "peak_instruction": None,
+               "bytes_by_kind": {"temporary": 10}, "buffers_left_out": 0, "bytes_left_out": 0,
+               "buffers": [{"buffer": "<script>x", "kind": "temporary", "size_bytes": 10, "shape": "f32[]",
+                            "dtype": "f32", "instruction": "i", "opcode": "o", "op_name": "</svg>", "source_file": "",
+                            "source_line": None, "allocation": 0, "offset_bytes": 0}]}
+    svg = html_view(hostile)["svg"]
+    assert "<script>" not in svg and "&lt;script&gt;x" in svg and svg.count("</svg>") == 1
