@@ -45,9 +45,12 @@ def memory_at_peak_dict(peak: MemoryAtPeak | None, limit: int | None = MAX_BUFFE
 
 
 def memory_at_peak(source, **options) -> dict | None:
-    """``memory_at_peak_dict`` of the program ``analyze(source, **options)`` analyses, every buffer listed
-    (``limit``: none); None when its dump has no buffer assignment. ``source`` and ``options`` as for
-    :func:`xladiag.analyzer.analysis.analyze` (a capture, or an HLO dump folder alone)."""
-    from ..analyzer.analysis import analyze
+    """``memory_at_peak_dict`` with every buffer listed (no ``limit``), None when the dump has no buffer
+    assignment. ``source``: a Report or an Analysis already built (no options then), or what
+    :func:`xladiag.analyzer.analysis.analyze` takes (a capture, or an HLO dump folder alone) with its options."""
+    analysis = getattr(source, "analysis", source)  # a Report carries its Analysis
+    if not hasattr(analysis, "dump"):
+        from ..analyzer.analysis import analyze
 
-    return memory_at_peak_dict(analyze(source, **options).dump.memory_at_peak, limit=None)
+        analysis = analyze(source, **options)
+    return memory_at_peak_dict(analysis.dump.memory_at_peak, limit=None)

@@ -170,6 +170,7 @@ def test_json_section_adds_up_and_matches_the_schema():
     assert listed + section["bytes_left_out"] == section["peak_bytes"] == sum(section["bytes_by_kind"].values())
     everything = memory_at_peak_json(CPU_SAMPLE / "hlo")  # the plain function: HLO only, every buffer listed
     assert everything["buffers_left_out"] == 0 and everything["buffers"][:5] == section["buffers"][:5]
+    assert memory_at_peak_json(diagnosed(CPU_SAMPLE)) == everything  # from a Report already built: the same
     without = {k: v for k, v in data.items() if k != "memory_at_peak"}  # a report written before the field
     check(without, load_schema("report"), "older report", "report")
 
