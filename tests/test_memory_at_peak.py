@@ -105,15 +105,20 @@ def loss(w, x):
 def two_results(w, x):
     y = x @ w
     return y, jnp.sum(jnp.tanh(y @ w.T) @ w)
+def scan_loss(ws, x):
+    h, _ = jax.lax.scan(lambda h, w: (jnp.tanh(h @ w), None), x, ws)
+    return jnp.sum(h)
 w, x = jnp.ones((256, 256)), jnp.ones((128, 256))
 jax.block_until_ready(jax.jit(jax.grad(loss))(w, x))
 jax.block_until_ready(jax.jit(two_results)(w, x))
+jax.block_until_ready(jax.jit(jax.grad(scan_loss))(jnp.ones((6, 256, 256)), x))
 """
 
 
 @pytest.fixture(scope="module")
 def fresh_dump(tmp_path_factory) -> Path:
-    """A grad step and a two-result program compiled by JAX on CPU, dumped with XLA's live-range report."""
+    """A grad step, a two-result program and the grad of a 6-layer scan compiled by JAX on CPU, dumped with
+    XLA's live-range report."""
     pytest.importorskip("jax")
     out = tmp_path_factory.mktemp("dump")
     env = {**os.environ, "XLA_FLAGS": f"--xla_dump_to={out}", "JAX_PLATFORMS": "cpu"}
@@ -208,3 +213,16 @@ def test_reports_show_what_fills_hbm():
                             "source_line": None, "allocation": 0, "offset_bytes": 0}]}
     svg = html_view(hostile)["svg"]
     assert "<script>" not in svg and "&lt;script&gt;x" in svg and svg.count("</svg>") == 1
+
+
+def test_a_scans_stacked_residuals_are_activations(fresh_dump):
+    """The forward scan (a while loop) stacks what its backward loop reads, one f32[6,128,256] per saved
+    residual: defined inside the loop body, they are kept because the loop's result is read by the backward
+    pass. The peak moment is the loop itself (its body's schedule is one position here)."""
+    peak = _peak_of(_fresh(fresh_dump, "jit_scan_loss"))
+    t = peak.table
+    assert int(t["size_bytes"].sum()) == peak.peak_bytes
+    stacked = t[t["shape"] == "f32[6,128,256]"]
+    assert len(stacked) >= 2 and (stacked["kind"] == "activation").all()
+    assert (stacked["op_name"].str.contains("/jvp()/", regex=False)).all()  # the forward loop's body made them
+    assert set(t.loc[t["kind"] == "parameter", "shape"]) == {"f32[6,256,256]", "f32[128,256]"}

@@ -10,7 +10,7 @@ caller's position: the whole loop is one moment here, where XLA's flattened sche
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,15 +28,23 @@ class Schedule:
     backward_use: frozenset  # instructions some backward-pass instruction reads (through aliases)
     live_out: frozenset  # instructions whose result leaves the program (the root, its tuple elements)
     length: int  # instructions in the entry schedule: the 'end of program' position
+    # Instructions of called computations (loop bodies...) -> the entry instruction that runs them, for those
+    # whose result leaves their computation (its root, or an element of its root tuple): a scan's stacked
+    # outputs are the loop's result, kept or not as the loop's result is.
+    carried_by: dict = field(default_factory=dict)
 
 
 def schedule_of(module: HloModule) -> Schedule:
     entry = module.computations.get(module.entry)
     seq = entry.instructions if entry is not None else ()
     position = {ins.name: k for k, ins in enumerate(seq)}
+    carried_by: dict[str, str] = {}
     for k, ins in enumerate(seq):
         for name in _called_instructions(module, ins):
             position.setdefault(name, k)
+        for comp in _called_computations(module, ins):
+            for name in _result_of(module, comp):
+                carried_by.setdefault(name, ins.name)
     last_use: dict[str, int] = {}
     backward: set[str] = set()
     for k in range(len(seq) - 1, -1, -1):  # reverse: an alias's users are known before its operands
@@ -47,15 +55,22 @@ def schedule_of(module: HloModule) -> Schedule:
             last_use[op] = max(last_use.get(op, -1), last_use.get(ins.name, k) if passes else k)
             if reads_back:
                 backward.add(op)
-    live_out = set()
-    root = entry.root if entry is not None else None
-    stack = [root] if root is not None else []
+    live_out = _result_of(module, entry) if entry is not None else set()
+    return Schedule(position, last_use, frozenset(backward), frozenset(live_out), len(seq), carried_by)
+
+
+def _result_of(module: HloModule, comp) -> set[str]:
+    """The instructions whose values are ``comp``'s result: its root, through tuples and other aliases."""
+    out: set[str] = set()
+    stack = [comp.root] if comp.root is not None else []
     while stack:
         ins = stack.pop()
-        live_out.add(ins.name)
+        if ins.name in out:
+            continue
+        out.add(ins.name)
         if ins.opcode in ALIASING:
             stack.extend(_known(module, ins.operand_names))
-    return Schedule(position, last_use, frozenset(backward), frozenset(live_out), len(seq))
+    return out
 
 
 def _known(module: HloModule, names) -> list:
@@ -68,7 +83,8 @@ def _known(module: HloModule, names) -> list:
     return out
 
 
-def _called_instructions(module: HloModule, ins) -> list[str]:
+def _called_computations(module: HloModule, ins) -> list:
+    """Every computation ``ins`` runs, nested calls included (each once)."""
     out, seen, todo = [], set(), list(ins.called_computations())
     while todo:
         name = todo.pop()
@@ -76,10 +92,14 @@ def _called_instructions(module: HloModule, ins) -> list[str]:
         if comp is None or name in seen:
             continue
         seen.add(name)
+        out.append(comp)
         for inner in comp.instructions:
-            out.append(inner.name)
             todo.extend(inner.called_computations())
     return out
+
+
+def _called_instructions(module: HloModule, ins) -> list[str]:
+    return [inner.name for comp in _called_computations(module, ins) for inner in comp.instructions]
 
 
 def live_ranges(values, schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:

@@ -128,8 +128,9 @@ def _kind(value, allocation_kind: str, module: HloModule, schedule) -> str:
     name = value["instruction"]
     if name in schedule.live_out:
         return "output"
-    op_name = _instruction(module, name).op_name if _instruction(module, name) is not None else ""
-    if name in schedule.backward_use and BACKWARD_MARK not in op_name:
+    name = schedule.carried_by.get(name, name)  # a loop's stacked result is kept if the loop's result is
+    ins = _instruction(module, name)
+    if name in schedule.backward_use and BACKWARD_MARK not in (ins.op_name if ins is not None else ""):
         return "activation"
     return "temporary"
 
