@@ -20,6 +20,9 @@ when not in the default memory space), then the values assigned to it, one a lin
 
 (value id, defining instruction, ``{i}`` tuple index, position; bytes and offset inside the allocation; shape),
 and in some versions ``Total bytes used: N``.
+
+Live-range report (``*-live-range.txt``, dropped by our recordings): ``InstructionSequence:`` (``9:dot``),
+``BufferLiveRange:`` (``dot{}:9-10``) and ``Live ranges at 9 (peak):``.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ import pandas as pd
 from ..errors import InputError
 from .storage import as_path
 
-__all__ = ["VALUE_COLUMNS", "MemoryUsageReport", "BufferAssignment", "parse_memory_usage_report",
-           "parse_buffer_assignment", "read_memory_usage_report", "read_buffer_assignment", "MemoryReportError"]
+__all__ = ["VALUE_COLUMNS", "LIVE_RANGE_SUFFIX", "MemoryUsageReport", "BufferAssignment", "LiveRanges",
+           "parse_memory_usage_report", "parse_buffer_assignment", "parse_live_ranges", "read_live_ranges",
+           "read_memory_usage_report", "read_buffer_assignment", "MemoryReportError"]
 
 _SPACE = re.compile(r"^Memory Space:\s*(\S+)\s*\(color=(\d+)\)", re.M)
 _TOTAL = re.compile(r"^Total bytes(?: used)?:\s*(\d+)", re.M)
@@ -148,6 +152,38 @@ def _values(text: str, headers: list, indices: list[int], source: str) -> pd.Dat
                          _size(v.group(4), source, what.replace("size", "offset")), v.group(5)))
     return pd.DataFrame(rows, columns=VALUE_COLUMNS).astype(
         {"allocation": "int64", "size_bytes": "int64", "offset_bytes": "int64"})
+
+
+LIVE_RANGE_SUFFIX = "-live-range.txt"
+_SEQUENCE = re.compile(r"^\s+(\d{1,9}):(\S+)\s*$", re.M)
+_RANGE = re.compile(r"^\s+(\S+?\{[\d,]*\}):(\d{1,9})-(\d{1,9})\s*$", re.M)
+_PEAK_AT = re.compile(r"^\s*Live ranges at (\d{1,9}) \(peak\)", re.M)
+
+
+@dataclass(frozen=True)
+class LiveRanges:
+    """XLA's ``*-live-range.txt`` (HloLiveRange): the flattened schedule (loop bodies inlined), each value's
+    inclusive live range in it, keyed ``instruction{tuple index}`` as printed, and the position of the peak."""
+
+    source: str
+    sequence: tuple  # instruction names by schedule position
+    ranges: dict  # "dot.3{}" -> (start, end)
+    peak_position: int | None
+
+
+def parse_live_ranges(text: str, source: str = "<string>") -> LiveRanges:
+    head, _, rest = text.partition("BufferLiveRange:")
+    if not rest:
+        raise MemoryReportError(f"{source}: no 'BufferLiveRange:' section (not an XLA live-range report?)")
+    body = rest.split("Live ranges at", 1)[0]
+    peak = _PEAK_AT.search(rest)
+    return LiveRanges(source, tuple(m.group(2) for m in _SEQUENCE.finditer(head)),
+                      {m.group(1): (int(m.group(2)), int(m.group(3))) for m in _RANGE.finditer(body)},
+                      int(peak.group(1)) if peak else None)
+
+
+def read_live_ranges(path: Path | str) -> LiveRanges:
+    return parse_live_ranges(_read(path), str(path))
 
 
 def _read(path: Path | str) -> str:

@@ -16,7 +16,12 @@ from conftest import CPU_SAMPLE, SAMPLES, diagnosed, report_data
 from xladiag.analyzer.analysis import analyze
 from xladiag.analyzer.hlo.memory_at_peak import KINDS, memory_at_peak
 from xladiag.parsers.hlo_text import parse_hlo_file
-from xladiag.parsers.xla_memory_reports import parse_buffer_assignment, read_buffer_assignment, read_memory_usage_report
+from xladiag.parsers.xla_memory_reports import (
+    parse_buffer_assignment,
+    read_buffer_assignment,
+    read_live_ranges,
+    read_memory_usage_report,
+)
 from xladiag.report.json_schema import load_schema
 from xladiag.report.memory_json import MAX_BUFFERS
 from xladiag.report.memory_json import memory_at_peak as memory_at_peak_json
@@ -226,3 +231,24 @@ def test_a_scans_stacked_residuals_are_activations(fresh_dump):
     assert len(stacked) >= 2 and (stacked["kind"] == "activation").all()
     assert (stacked["op_name"].str.contains("/jvp()/", regex=False)).all()  # the forward loop's body made them
     assert set(t.loc[t["kind"] == "parameter", "shape"]) == {"f32[6,256,256]", "f32[128,256]"}
+
+
+@pytest.mark.parametrize("name", ["jit_loss", "jit_scan_loss"])
+def test_xlas_own_live_ranges_when_the_dump_kept_them(fresh_dump, name):
+    """A dump that kept ``*-live-range.txt`` (ours drop it): the peak moment and ranges are XLA's, loop bodies
+    included; the analysis reads the file by itself."""
+    base = _fresh(fresh_dump, name)
+    xla = read_live_ranges(f"{base}-live-range.txt")
+    peak = memory_at_peak(parse_hlo_file(f"{base}.txt"), read_buffer_assignment(f"{base}{_BA}"),
+                          read_memory_usage_report(f"{base}-memory-usage-report.txt"), xla_live=xla)
+    listed = Path(f"{base}-live-range.txt").read_text().split("(peak):\n", 1)[1].split("Stack trace", 1)[0]
+    xla_live = {line.strip().split(":")[0] for line in listed.splitlines() if line.strip()}
+    allocations = read_buffer_assignment(f"{base}{_BA}").allocations
+    always = allocations.loc[allocations["kind"].isin(["thread-local", "constant"]), "index"]
+    held = peak.table[(peak.table["kind"] != "unused") & ~peak.table["allocation"].isin(always)]
+    ours = {b if "{" in b else b + "{}" for b in held["buffer"]}
+    assert ours == {v for v in xla_live if not v.startswith("constant")}
+    assert peak.peak_instruction == xla.sequence[xla.peak_position]
+    assert int(peak.table["size_bytes"].sum()) == peak.peak_bytes
+    whole = analyze(base.parent, program=name).dump.memory_at_peak  # read_dump finds the file beside the HLO
+    assert whole.peak_instruction == peak.peak_instruction and whole.table.equals(peak.table)

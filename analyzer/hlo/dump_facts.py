@@ -87,4 +87,4 @@ def peak_buffers(modules) -> MemoryAtPeak | None:
     if not with_buffers:
         return None
     dm = max(with_buffers, key=footprint)
-    return memory_at_peak(dm.module, dm.buffers, dm.memory, dm.label)
+    return memory_at_peak(dm.module, dm.buffers, dm.memory, dm.label, dm.live_ranges)

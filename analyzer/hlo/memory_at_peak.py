@@ -3,7 +3,8 @@
 XLA reserves every allocation of its buffer assignment for the whole program (the memory-usage report's
 ``Total bytes`` of the default memory space is their sum: what HBM must hold). Inside an allocation values
 take turns: the temp allocation is a heap where a buffer's bytes are reused once it is dead. The peak moment
-is the schedule position where the most bytes are live (buffer_liveness.py); each allocation's bytes are then
+is the schedule position where the most bytes are live: XLA's own live-range report when the dump kept it,
+else rebuilt from the scheduled HLO (buffer_liveness.py); each allocation's bytes are then
 the values live there, largest first, and what no live value covers ("unused": reserved, free at that moment,
 what XLA's packing could not reuse). The rows therefore add up to the report's total.
 
@@ -23,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ...parsers.hlo_text import HloModule
-from ...parsers.xla_memory_reports import BufferAssignment, MemoryUsageReport
+from ...parsers.xla_memory_reports import BufferAssignment, LiveRanges, MemoryUsageReport
 from ...units import format_bytes
 from ..tables import Table, _col
 from .buffer_liveness import BACKWARD_MARK, live_ranges, peak_position, schedule_of
@@ -79,16 +80,22 @@ class MemoryAtPeak:
 
 
 def memory_at_peak(module: HloModule, buffers: BufferAssignment, memory: MemoryUsageReport | None = None,
-                   label: str = "") -> MemoryAtPeak:
-    """The buffers in the default memory space (HBM) at ``module``'s peak, from its buffer assignment."""
+                   label: str = "", xla_live: LiveRanges | None = None) -> MemoryAtPeak:
+    """The buffers in the default memory space (HBM) at ``module``'s peak, from its buffer assignment; the
+    live ranges and peak moment are XLA's own (``xla_live``) when the dump kept them, else rebuilt."""
     allocs = buffers.allocations[buffers.allocations["color"] == 0]
     values = buffers.values[buffers.values["allocation"].isin(allocs["index"])].reset_index(drop=True)
     schedule = schedule_of(module)
-    start, end = live_ranges(values, schedule)
+    start, end, length, sequence = *live_ranges(values, schedule), schedule.length, None
+    if xla_live is not None and xla_live.sequence:
+        start, end, length, sequence = *_xla_ranges(values, xla_live, start, end), len(xla_live.sequence), \
+            xla_live.sequence
     alloc_kind = values["allocation"].map(dict(zip(allocs["index"], allocs["kind"])))
     always = alloc_kind.isin(list(_ALWAYS_LIVE)).to_numpy()
-    start, end = np.where(always, 0, start), np.where(always, schedule.length, end)
-    t = peak_position(start, end, values["size_bytes"].to_numpy(np.float64), schedule.length)
+    start, end = np.where(always, 0, start), np.where(always, length, end)
+    t = peak_position(start, end, values["size_bytes"].to_numpy(np.float64), length)
+    if sequence is not None and xla_live.peak_position is not None and xla_live.peak_position < length:
+        t = xla_live.peak_position
     live = values[(start <= t) & (t <= end)].assign(_start=start[(start <= t) & (t <= end)])
     rows = [_row(v, _kind(v, alloc_kind[i], module, schedule), module) for i, v in _occupants(live).iterrows()]
     total = int(allocs["size_bytes"].sum())
@@ -101,11 +108,26 @@ def memory_at_peak(module: HloModule, buffers: BufferAssignment, memory: MemoryU
     table = PEAK_BUFFERS.coerce(table.sort_values(["size_bytes", "buffer"], ascending=[False, True],
                                                   kind="stable").reset_index(drop=True))
     entry = module.computations.get(module.entry)
-    at = entry.instructions[t].name if entry is not None and t < len(entry.instructions) else ""
+    order = sequence if sequence is not None else [i.name for i in entry.instructions] if entry is not None else []
+    at = order[t] if t < len(order) else ""
     source = (f"memory-usage report {Path(memory.source).name}" if memory is not None
               else f"buffer assignment {Path(buffers.source).name}")
     peak = memory.peak_bytes if memory is not None else total
     return MemoryAtPeak(label or module.name, int(peak), source, Path(buffers.source).name, at, table)
+
+
+def _xla_ranges(values: pd.DataFrame, xla_live: LiveRanges, start, end) -> tuple[np.ndarray, np.ndarray]:
+    """Each value's range from XLA's report (``name{index}``); a value it does not list keeps the rebuilt one
+    mapped onto the flattened schedule by its instruction's position there."""
+    where = {name: k for k, name in enumerate(xla_live.sequence)}
+    keys = values["instruction"] + values["shape_index"].replace("", "{}")
+    s, e = start.copy(), end.copy()
+    for j, key in enumerate(keys):
+        if key in xla_live.ranges:
+            s[j], e[j] = xla_live.ranges[key]
+        else:
+            s[j] = e[j] = where.get(values["instruction"].iat[j], 0)
+    return s, e
 
 
 def _occupants(live: pd.DataFrame) -> pd.DataFrame:
