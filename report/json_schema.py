@@ -212,7 +212,7 @@ def _memory_at_peak() -> dict:
     without a buffer assignment in the dump."""
     buffer = _obj({"buffer": STRING, "kind": {"enum": list(PEAK_KINDS)}, "size_bytes": {**INT, "minimum": 0},
                    "shape": STRING, "dtype": STRING, "instruction": STRING, "opcode": STRING, "op_name": STRING,
-                   "source_file": STRING, "source_line": _null(INT), "allocation": INT,
+                   "source_file": STRING, "source_line": _null(INT), "allocation": _null({**INT, "minimum": 0}),
                    "offset_bytes": {**INT, "minimum": 0}})
     count = {**INT, "minimum": 0}
     return _null(_obj({"module": STRING, "peak_bytes": count, "peak_source": STRING, "buffer_assignment": STRING,

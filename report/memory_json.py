@@ -14,12 +14,14 @@ _INTS = ("size_bytes", "allocation", "offset_bytes")
 
 
 def buffer_records(peak: MemoryAtPeak, limit: int | None = MAX_BUFFERS) -> list[dict]:
-    """The table's rows, largest first, as plain dicts (``source_line`` null when unknown)."""
+    """The table's rows, largest first, as plain dicts (``source_line`` null when unknown, ``allocation`` null
+    for the unused bytes)."""
     rows = peak.table if limit is None else peak.table.head(limit)
     out = []
     for r in rows.itertuples(index=False):
         rec = {k: str(getattr(r, k)) for k in _TEXT}
         rec.update({k: int(getattr(r, k)) for k in _INTS})
+        rec["allocation"] = rec["allocation"] if rec["allocation"] >= 0 else None  # unused bytes: no one allocation
         rec["source_line"] = int(r.source_line) or None
         out.append(rec)
     return out
