@@ -117,8 +117,8 @@ def memory_at_peak(module: HloModule, buffers: BufferAssignment, memory: MemoryU
 
 
 def _xla_ranges(values: pd.DataFrame, xla_live: LiveRanges, start, end) -> tuple[np.ndarray, np.ndarray]:
-    """Each value's range from XLA's report (``name{index}``); a value it does not list keeps the rebuilt one
-    mapped onto the flattened schedule by its instruction's position there."""
+    """Each value's range from XLA's report (``name{index}``); a value it does not list is live only at its
+    instruction's position in XLA's flattened schedule (0 when not there)."""
     where = {name: k for k, name in enumerate(xla_live.sequence)}
     keys = values["instruction"] + values["shape_index"].replace("", "{}")
     s, e = start.copy(), end.copy()
