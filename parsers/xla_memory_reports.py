@@ -13,14 +13,22 @@ Memory-usage report, two printed forms:
 The total of memory space ``default`` (color 0, device HBM) is what a module needs at its peak: XLA
 packs every allocation of the module into it.
 
-Buffer assignment: ``allocation 7: size 24, output shape is |…|, maybe-live-out:`` headers (then the
-values assigned to it), and in some versions ``Total bytes used: N``.
+Buffer assignment: ``allocation 7: size 24, output shape is |…|, maybe-live-out:`` headers (``, color N``
+when not in the default memory space), then the values assigned to it, one a line::
+
+     value: <403 dot_general.44 @0> (size=8388608,offset=0): f32[2048,1024]{1,0}
+
+(value id, defining instruction, ``{i}`` tuple index, position; bytes and offset inside the allocation; shape),
+and in some versions ``Total bytes used: N``.
+
+Live-range report (``*-live-range.txt``, dropped by our recordings): ``InstructionSequence:`` (``9:dot``),
+``BufferLiveRange:`` (``dot{}:9-10``) and ``Live ranges at 9 (peak):``.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -29,13 +37,17 @@ from ..errors import InputError
 from .input_files import read_input_text
 from .storage import as_path
 
-__all__ = ["MemoryUsageReport", "BufferAssignment", "parse_memory_usage_report", "parse_buffer_assignment",
+__all__ = ["VALUE_COLUMNS", "LIVE_RANGE_SUFFIX", "MemoryUsageReport", "BufferAssignment", "LiveRanges",
+           "parse_memory_usage_report", "parse_buffer_assignment", "parse_live_ranges", "read_live_ranges",
            "read_memory_usage_report", "read_buffer_assignment", "MemoryReportError"]
 
 _SPACE = re.compile(r"^Memory Space:\s*(\S+)\s*\(color=(\d+)\)", re.M)
 _TOTAL = re.compile(r"^Total bytes(?: used)?:\s*(\d+)", re.M)
 _ALLOCATION = re.compile(r"^allocation (\d+): size (\d+)(.*?):?\s*$", re.M)
 _PARAMETER = re.compile(r"parameter (\d+)")
+_COLOR = re.compile(r"\bcolor (\d{1,9})\b")
+_VALUE = re.compile(r"^\s*value: <\d+ ([^\s{>]+)(\{[\d,]*\})?[^>]*> \(size=(\d+),offset=(\d+)\): (.*?)\s*$", re.M)
+VALUE_COLUMNS = ["allocation", "instruction", "shape_index", "size_bytes", "offset_bytes", "shape"]
 # No accelerator holds 2^50 bytes (1 PiB) in one module; a larger size is damage, and its report is unknown.
 MAX_PLAUSIBLE_BYTES = 2**50
 
@@ -60,10 +72,14 @@ class MemoryUsageReport:
 @dataclass(frozen=True)
 class BufferAssignment:
     """One row per allocation: index, size_bytes, kind (parameter / constant / output / thread-local /
-    temp), parameter_number (-1 when not a parameter), maybe_live_out."""
+    temp), parameter_number (-1 when not a parameter), maybe_live_out, color (memory space, 0 = device HBM).
+    ``values``: one row per value assigned to an allocation (VALUE_COLUMNS: the allocation's index, the
+    defining instruction, its tuple index text such as ``{1}`` or '', bytes, offset in the allocation, shape
+    text as printed)."""
 
     source: str
     allocations: pd.DataFrame
+    values: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=VALUE_COLUMNS))
 
     def bytes_of(self, kind: str) -> int:
         a = self.allocations
@@ -106,21 +122,69 @@ def _allocation_kind(flags: str) -> str:
 
 
 def parse_buffer_assignment(text: str, source: str = "<string>") -> BufferAssignment:
-    rows = []
-    for m in _ALLOCATION.finditer(text):
+    rows, headers = [], list(_ALLOCATION.finditer(text))
+    for m in headers:
         flags = m.group(3)
         param = _PARAMETER.search(flags)
+        color = _COLOR.search(flags)
         if len(m.group(1)) > 19 or param and len(param.group(1)) > 19:  # past int64; int() refuses 4300 digits
             raise MemoryReportError(f"{source}: an allocation number past 64 bits (a damaged buffer assignment?)")
         rows.append((int(m.group(1)), _size(m.group(2), source, f"the size of allocation {m.group(1)}"),
-                     _allocation_kind(flags), int(param.group(1)) if param else -1, "maybe-live-out" in flags))
+                     _allocation_kind(flags), int(param.group(1)) if param else -1, "maybe-live-out" in flags,
+                     int(color.group(1)) if color else 0))
     if not rows:
         raise MemoryReportError(f"{source}: no 'allocation N: size S' line (not an XLA buffer assignment?)")
     if any(max(r[0], r[1], r[3]) > 2**63 - 1 for r in rows):  # would overflow the int64 columns below
         raise MemoryReportError(f"{source}: an allocation number past 64 bits (a damaged buffer assignment?)")
-    frame = pd.DataFrame(rows, columns=["index", "size_bytes", "kind", "parameter_number", "maybe_live_out"])
-    return BufferAssignment(source, frame.astype({"index": "int64", "size_bytes": "int64",
-                                                  "parameter_number": "int64", "maybe_live_out": bool}))
+    frame = pd.DataFrame(rows, columns=["index", "size_bytes", "kind", "parameter_number", "maybe_live_out", "color"])
+    return BufferAssignment(source, frame.astype({"index": "int64", "size_bytes": "int64", "color": "int64",
+                                                  "parameter_number": "int64", "maybe_live_out": bool}),
+                            _values(text, headers, [r[0] for r in rows], source))
+
+
+def _values(text: str, headers: list, indices: list[int], source: str) -> pd.DataFrame:
+    """The ``value:`` lines under each allocation header (those before the first header belong to none)."""
+    rows = []
+    for i, (header, index) in enumerate(zip(headers, indices)):
+        end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
+        for v in _VALUE.finditer(text, header.end(), end):
+            what = f"the size of value {v.group(1)[:60]} in allocation {index}"
+            rows.append((index, v.group(1), v.group(2) or "", _size(v.group(3), source, what),
+                         _size(v.group(4), source, what.replace("size", "offset")), v.group(5)))
+    return pd.DataFrame(rows, columns=VALUE_COLUMNS).astype(
+        {"allocation": "int64", "size_bytes": "int64", "offset_bytes": "int64"})
+
+
+LIVE_RANGE_SUFFIX = "-live-range.txt"
+_SEQUENCE = re.compile(r"^\s+(\d{1,9}):(\S+)\s*$", re.M)
+_RANGE = re.compile(r"^\s+(\S+?\{[\d,]*\}):(\d{1,9})-(\d{1,9})\s*$", re.M)
+_PEAK_AT = re.compile(r"^\s*Live ranges at (\d{1,9}) \(peak\)", re.M)
+
+
+@dataclass(frozen=True)
+class LiveRanges:
+    """XLA's ``*-live-range.txt`` (HloLiveRange): the flattened schedule (loop bodies inlined), each value's
+    inclusive live range in it, keyed ``instruction{tuple index}`` as printed, and the position of the peak."""
+
+    source: str
+    sequence: tuple  # instruction names by schedule position
+    ranges: dict  # "dot.3{}" -> (start, end)
+    peak_position: int | None
+
+
+def parse_live_ranges(text: str, source: str = "<string>") -> LiveRanges:
+    head, _, rest = text.partition("BufferLiveRange:")
+    if not rest:
+        raise MemoryReportError(f"{source}: no 'BufferLiveRange:' section (not an XLA live-range report?)")
+    body = rest.split("Live ranges at", 1)[0]
+    peak = _PEAK_AT.search(rest)
+    return LiveRanges(source, tuple(m.group(2) for m in _SEQUENCE.finditer(head)),
+                      {m.group(1): (int(m.group(2)), int(m.group(3))) for m in _RANGE.finditer(body)},
+                      int(peak.group(1)) if peak else None)
+
+
+def read_live_ranges(path: Path | str) -> LiveRanges:
+    return parse_live_ranges(_read(path), str(path))
 
 
 def _read(path: Path | str) -> str:

@@ -15,7 +15,7 @@ from markupsafe import Markup
 
 from ..units import finite_or_none as _num
 from ..units import format_bytes, format_percent, format_ratio, format_seconds, format_si
-from . import svg
+from . import svg, svg_memory
 from .chart_data import representative_step_events, roofline_points
 from .html_summary import SRC_MEASURED, SRC_PREDICTED, capture_rows, host_rows, summary_cards
 from .json_out import report_to_dict
@@ -228,6 +228,7 @@ def report_context(report) -> dict:
         "notes": notes,
         "capture_rows": capture_rows(data, a),
         "hosts": host_rows(data.get("host_steps")),
+        "memory": svg_memory.html_view(data.get("memory_at_peak"), Markup),
         "left_out": {"findings": data["selection"]["ignored_findings"],
                      "rules": [(r["rule"], r["why"]) for r in data["selection"]["rules_left_out"]]},
         "roofline_svg": Markup(roofline_svg),

@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..analyzer.tables import OPS
 from ..text_safety import clean_text
+from .memory_json import memory_at_peak_dict
 from .scopes_out import scopes_records
 from .trace_links import finding_occurrences, occurrence_index
 
@@ -311,6 +312,7 @@ def report_to_dict(report) -> dict:
             "framework": dict(a.framework),  # who built the program: the fixes name its levers
             "ops": ops_records(a.ops),
             "scopes": scopes_records(report),  # time per framework scope (analyzer/scopes.py)
+            "memory_at_peak": memory_at_peak_dict(a.dump.memory_at_peak),
             "warnings": list(a.warnings),
         }
     )

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..analyzer.analysis import BREAKDOWN_CATEGORIES
 from ..analyzer.hlo.framework import FRAMEWORKS, LIBRARIES
+from ..analyzer.hlo.memory_at_peak import KINDS as PEAK_KINDS
 from ..analyzer.models.collectives import BANDWIDTH_BOUNDS, KINDS, TRANSFER_KINDS
 from ..analyzer.scopes import SCOPES
 from ..analyzer.tables import OPS
@@ -95,7 +96,7 @@ def _op_field(column) -> dict:
 # Fields added within a schema version: optional, so the reports written before them still validate (compare
 # and baselines read earlier reports of the same version).
 ADDED_OP_FIELDS = ("kernels",)
-ADDED_TOP_FIELDS = ("framework", "scopes", "unpriced_share", "mfu_at_least")
+ADDED_TOP_FIELDS = ("framework", "scopes", "unpriced_share", "mfu_at_least", "memory_at_peak")
 
 
 def _op_record() -> dict:
@@ -231,6 +232,19 @@ def _choices() -> dict:
                 required=["program"])
 
 
+def _memory_at_peak() -> dict:
+    """The buffers in device memory at the analysed program's peak (analyzer/hlo/memory_at_peak.py); null
+    without a buffer assignment in the dump."""
+    buffer = _obj({"buffer": STRING, "kind": {"enum": list(PEAK_KINDS)}, "size_bytes": {**INT, "minimum": 0},
+                   "shape": STRING, "dtype": STRING, "instruction": STRING, "opcode": STRING, "op_name": STRING,
+                   "source_file": STRING, "source_line": _null(INT), "allocation": _null({**INT, "minimum": 0}),
+                   "offset_bytes": {**INT, "minimum": 0}})
+    count = {**INT, "minimum": 0}
+    return _null(_obj({"module": STRING, "peak_bytes": count, "peak_source": STRING, "buffer_assignment": STRING,
+                       "peak_instruction": _null(STRING), "bytes_by_kind": _obj({k: count for k in PEAK_KINDS}),
+                       "buffers": _list(buffer), "buffers_left_out": count, "bytes_left_out": count}))
+
+
 def report_schema() -> dict:
     """The schema of ``diagnose --format json`` (``report_to_dict``) at :data:`SCHEMA_VERSION`."""
     top = _obj({
@@ -269,6 +283,7 @@ def report_schema() -> dict:
                            "evidence": STRING}),
         "ops": _list(_op_record()),
         "scopes": _list(_scope_record()),
+        "memory_at_peak": _memory_at_peak(),
         "warnings": _list(STRING),
     }, closed=False)
     top["required"] = [k for k in top["required"] if k not in ADDED_TOP_FIELDS]

@@ -28,6 +28,7 @@ from .md_blocks import (
     wrap,
 )
 from .md_blocks import table as _table
+from .memory_sections import markdown_section
 from .model import mfu_value, overlap_counted, unpriced_line
 from .scopes_out import markdown_section as _scopes
 from .svg import CLASS_LABELS, CLASS_ORDER, short_source
@@ -50,6 +51,7 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
     out += _left_out(data["selection"], n_table, cell_limit)
     out += _top_ops(data, n_ops)
     out += _scopes(data, min(n_ops, 12))
+    out += markdown_section(data.get("memory_at_peak"), min(n_ops, 8))
     out += _hosts(data.get("host_steps"), n_table)
     out += _capture(data)
     out.append(f"<sub>xladiag {escape_text(data['tool']['version'])} · schema {data['schema_version']}</sub>")

@@ -18,6 +18,7 @@ from ..units import count, format_percent, format_ratio, format_seconds, format_
 from . import scopes_out
 from .choices import program_share_text
 from .json_out import report_to_dict
+from .memory_sections import text_section
 from .model import mfu_value, overlap_counted, unpriced_line
 from .svg import CLASS_LABELS, CLASS_ORDER
 from .trace_links import occurrence_label
@@ -258,6 +259,7 @@ def render_text(report, *, color: bool = False, width: int = WIDTH) -> str:
     _gates(out, data.get("gates") or [])
     _top_ops(out, data)
     _scopes(out, data)
+    text_section(out, data.get("memory_at_peak"), clean_text)
     return "\n".join(out.lines) + "\n"
 
 

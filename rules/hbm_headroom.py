@@ -65,7 +65,7 @@ from .base import (
     times_are,
 )
 from .levers import name
-from .remat_overhead import REMAT_LADDER, policy_saving, recomputed_ops
+from .remat_overhead import REMAT_LADDER, largest_buffers, policy_saving, recomputed_ops
 
 RULE_ID = "hbm-headroom"
 PRECEDENCE = 5  # the same recomputed ops as remat-overhead, which keeps them when both fire
@@ -93,6 +93,8 @@ class Numbers:
     chip: str = field(metadata={"detail": False})  # the chip's name
     remat_ops: int = field(metadata={"detail": False})  # recomputed ops in the step
     ops_that_fit: int = field(metadata={"detail": False})  # those whose outputs fit in the headroom
+    # One sentence naming the largest buffers at the memory peak (memory_at_peak); '' without a buffer assignment.
+    largest_buffers: str = field(default="", metadata={"detail": False})
 
 
 def check(analysis) -> list:
@@ -155,7 +157,7 @@ def measure(analysis) -> Numbers | None:
         temp_bytes=None if temp is None else float(temp),
         batch_growth_limit=1.0 + headroom / temp if temp else None,  # no scratch: the batch does not fill HBM
         times_are=times_are(analysis), priced=_priced(analysis, verdict, kind, remat, fit, saving_s), chip=chip.name,
-        remat_ops=len(remat), ops_that_fit=len(fit))
+        remat_ops=len(remat), ops_that_fit=len(fit), largest_buffers=largest_buffers(analysis))
 
 
 def _used(n: Numbers) -> float:
@@ -179,6 +181,11 @@ def title(n: Numbers) -> str:
 
 
 def evidence(n: Numbers) -> str:
+    """The evidence, then what fills HBM at the peak (the JSON's memory_at_peak) when the dump says it."""
+    return _evidence(n) + (f" {n.largest_buffers}" if n.largest_buffers else "")
+
+
+def _evidence(n: Numbers) -> str:
     peak, capacity, headroom = n.peak_memory_bytes, n.hbm_capacity_bytes, n.headroom_bytes
     if n.verdict == "over-capacity":
         return (f"The program's peak is {format_bytes(peak)} per device ({n.peak_source}), {_used(n):.0%} of "

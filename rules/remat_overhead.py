@@ -97,10 +97,18 @@ class Numbers:
     priced: Priced
     kept_bytes: float = field(metadata={"detail": False})  # output bytes of the ops that fit
     recomputed_collectives: int = field(metadata={"detail": False})  # e.g. FSDP all-gathers done again
+    # One sentence naming the largest buffers at the memory peak (memory_at_peak); '' without a buffer assignment.
+    largest_buffers: str = field(default="", metadata={"detail": False})
 
 
 def check(analysis) -> list:
     return compose(RULE_ID, measure, title, evidence, fix, analysis)
+
+
+def largest_buffers(analysis) -> str:
+    """The sentence naming the largest buffers at the analysed program's memory peak ('' without one)."""
+    peak = analysis.dump.memory_at_peak
+    return peak.sentence() if peak is not None else ""
 
 
 def peak_memory_bytes(analysis) -> float | None:
@@ -230,7 +238,8 @@ def measure(analysis) -> Numbers | None:
         hbm_headroom_bytes=headroom, step_bound_by=bound, matmul_share_of_remat=matmul_share,
         ops_that_fit=[str(n) for n in kept["op_name"]], times_are=times_are(analysis), unverified_ops=unverified,
         keep_cost_s_per_step=keep_cost, priced=priced,
-        kept_bytes=float(np.nansum(kept["bytes"])), recomputed_collectives=int(remat["collective_kind"].notna().sum()))
+        kept_bytes=float(np.nansum(kept["bytes"])), recomputed_collectives=int(remat["collective_kind"].notna().sum()),
+        largest_buffers=largest_buffers(analysis))
 
 
 def _share(n: Numbers) -> float:
@@ -247,6 +256,11 @@ def title(n: Numbers) -> str:
 
 
 def evidence(n: Numbers) -> str:
+    """The evidence, then what fills HBM at the peak (the JSON's memory_at_peak) when the dump says it."""
+    return _evidence(n) + (f" {n.largest_buffers}" if n.largest_buffers else "")
+
+
+def _evidence(n: Numbers) -> str:
     time_s, extra, headroom = n.remat_s_per_step, n.extra_flops_fraction, n.hbm_headroom_bytes
     flop_text = (f"; they are {extra:.0%} extra FLOPs on top of the rest of the step (a full policy costs "
                  f"{FULL_POLICY_EXTRA_FLOPS[0]:.0%}-{FULL_POLICY_EXTRA_FLOPS[1]:.0%})" if extra is not None else "")

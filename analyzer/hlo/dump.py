@@ -21,10 +21,13 @@ from ...parsers.discovery import CaptureFiles, dump_module_id
 from ...parsers.hlo_text import HloModule, HloParseError, parse_hlo_file
 from ...parsers.storage import prefetched
 from ...parsers.xla_memory_reports import (
+    LIVE_RANGE_SUFFIX,
     BufferAssignment,
+    LiveRanges,
     MemoryReportError,
     MemoryUsageReport,
     read_buffer_assignment,
+    read_live_ranges,
     read_memory_usage_report,
 )
 from .control_flow import loop_warnings
@@ -47,6 +50,7 @@ class DumpModule:
     memory: MemoryUsageReport | None = None
     buffers: BufferAssignment | None = None
     origin: str = "dump"  # "dump": a --xla_dump_to file; "capture": the HLO the xplane capture carries
+    live_ranges: LiveRanges | None = None  # XLA's *-live-range.txt beside the HLO file, when the dump kept it
 
     @property
     def name(self) -> str:
@@ -130,8 +134,19 @@ def _read_modules(files: CaptureFiles, progress, notes: list[str]) -> tuple[Dump
         notes.extend(n for n in [unoptimized_note(module, path)] if n)
         memory = _report(files.memory_report_of(path), read_memory_usage_report, notes)
         buffers = _report(files.buffer_assignment_of(path), read_buffer_assignment, notes)
-        out.append(DumpModule(module, path, dump_module_id(path), memory, buffers))
+        out.append(DumpModule(module, path, dump_module_id(path), memory, buffers,
+                              live_ranges=_live_ranges(path, notes) if buffers is not None else None))
     return tuple(out)
+
+
+def _live_ranges(hlo_file: Path, notes: list[str]) -> LiveRanges | None:
+    """XLA's live ranges of the module, read only when the file is there (recordings drop it)."""
+    path = hlo_file.with_name(hlo_file.name.removesuffix(".txt") + LIVE_RANGE_SUFFIX)
+    try:
+        return read_live_ranges(path) if path.is_file() else None
+    except (MemoryReportError, OSError) as exc:
+        notes.append(f"{exc}; the memory peak's buffers come from the HLO schedule instead")
+        return None
 
 
 def _report(path: Path | None, read, notes: list[str]):

@@ -12,6 +12,7 @@ import pandas as pd
 
 from .dump_matching import DumpMatch
 from .layouts import LAYOUT_CHANGE_COLUMNS, dump_layout_changes, recomputed_instructions
+from .memory_at_peak import MemoryAtPeak, memory_at_peak
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,9 @@ class DumpFacts:
     # Temp allocations that are not live out (a tuple result's elements are maybe-live-out temps): the
     # activations and scratch, what grows with the batch; None without a buffer assignment.
     scratch_bytes: int | None = None
+    # The buffers at the peak of the analysed module with the largest footprint that has a buffer assignment
+    # (memory_at_peak.py); None without one.
+    memory_at_peak: MemoryAtPeak | None = None
 
     def __repr__(self) -> str:
         return (f"<DumpFacts {len(self.modules)} dump modules, analysed {list(self.analysed)}, "
@@ -70,4 +74,17 @@ def dump_facts(match: DumpMatch | None, ops: pd.DataFrame) -> DumpFacts:
         peak_memory_file=Path(peak_report.source).name if peak_report is not None else "",
         buffer_assignment_file=Path(assignments[0].source).name if assignments else "",
         scratch_bytes=max(scratch) if scratch else None,
+        memory_at_peak=peak_buffers(chosen),
     )
+
+
+def peak_buffers(modules) -> MemoryAtPeak | None:
+    """memory_at_peak of the module (among ``modules``, DumpModules) that needs the most device memory, among
+    those with a buffer assignment."""
+    def footprint(dm) -> int:
+        return dm.memory.peak_bytes if dm.memory is not None else int(dm.buffers.allocations["size_bytes"].sum())
+    with_buffers = [dm for dm in modules if dm.buffers is not None and dm.has_program]
+    if not with_buffers:
+        return None
+    dm = max(with_buffers, key=footprint)
+    return memory_at_peak(dm.module, dm.buffers, dm.memory, dm.label, dm.live_ranges)
