@@ -186,38 +186,52 @@ def _time_axis(axis_y: float, ml: float, pw: float, span: float, caption: str) -
 
 # ------------------------------------------------------------------ evidence bars
 
+MEASURED_COLOUR, PREDICTED_COLOUR = "#e15759", "#4e79a7"
 
-def bar_chart(rows: list[tuple[str, float, float | None]], *, width: int = 640, value_label: str = "measured",
+
+def bar_chart(rows: list[tuple[str, float, float | None]], *, width: int = 480, value_label: str = "measured",
               element_id: str | None = None, css_class: str = "evidence-chart") -> str:
-    """Horizontal bars of seconds per step per op (``(label, measured_s, predicted_s or None)``).
+    """One bar pair per op: measured over predicted (roofline) seconds per step, on one scale.
 
-    The predicted time, when known, is a thin dark bar under the measured one: the gap between
-    the two is what the op loses against its roofline.
+    Drawn at the body's font size (14 px at its natural width): the op name on its own line, then the two bars
+    with their values. The gap between the bars is what the table's two numbers cannot show at a glance. A bar
+    is at least 3 px wide so a near-zero prediction stays visible beside its legend swatch.
     """
     rows = [(str(lbl), float(m) if _finite(m) else 0.0, float(p) if _finite(p) else None) for lbl, m, p in rows]
-    ml, mr = 210, 90
-    bar_h, gap, mt = 14, 8, 6
-    height = mt + len(rows) * (bar_h + gap) + 22
-    pw = width - ml - mr
+    has_pred = any(p is not None for _, _, p in rows)
+    font, bar_h, mr = 14, 11, 130
+    block = font + 6 + bar_h * (2 if has_pred else 1) + 2 + 10
+    top = font + 14  # the legend line
+    height = top + len(rows) * block
+    pw = width - mr
     vmax = max([m for _, m, _ in rows] + [p for _, _, p in rows if p is not None] + [1e-30])
-    parts = [_svg_open(width, height, f"chart {css_class}", f"{value_label} time per step per op", element_id)]
+    parts = [_svg_open(width, height, f"chart {css_class}", f"{value_label} and predicted time per step per op",
+                       element_id)]
+    parts += _bar_legend(font, [(MEASURED_COLOUR, f"{value_label} per step")]
+                         + ([(PREDICTED_COLOUR, "predicted (roofline) per step")] if has_pred else []))
     for i, (label, m, p) in enumerate(rows):
-        y = mt + i * (bar_h + gap)
-        w = pw * m / vmax
-        parts.append(f'<text x="{ml - 6}" y="{y + bar_h - 3}" font-size="11" text-anchor="end" fill="#333">'
-                     f'{_e(shorten(label, 34))}<title>{_e(label)}</title></text>')
-        parts.append(f'<rect x="{ml}" y="{y}" width="{max(w, 0.5):.1f}" height="{bar_h - 4}" fill="#e15759">'
-                     f'<title>{_e(f"{label}: {value_label} {format_seconds(m)} per step")}</title></rect>')
-        if p is not None:
-            wp = pw * p / vmax
-            parts.append(f'<rect x="{ml}" y="{y + bar_h - 4}" width="{max(wp, 0.5):.1f}" height="3" fill="#222">'
-                         f'<title>{_e(f"{label}: predicted {format_seconds(p)} per step")}</title></rect>')
-        parts.append(f'<text x="{ml + max(w, 0.5) + 4:.1f}" y="{y + bar_h - 4}" font-size="11" fill="#333">'
-                     f'{_e(format_seconds(m))}</text>')
-    ly = mt + len(rows) * (bar_h + gap) + 8
-    parts.append(f'<rect x="{ml}" y="{ly}" width="10" height="8" fill="#e15759"/>'
-                 f'<text x="{ml + 14}" y="{ly + 8}" font-size="11" fill="#333">{_e(value_label)} per step</text>')
-    parts.append(f'<rect x="{ml + 150}" y="{ly + 3}" width="10" height="3" fill="#222"/>'
-                 f'<text x="{ml + 164}" y="{ly + 8}" font-size="11" fill="#333">predicted (roofline) per step</text>')
+        y = top + i * block
+        parts.append(f'<text x="0" y="{y + font}" font-size="{font}" fill="#1d1d1f">{_e(shorten(label, 56))}'
+                     f'<title>{_e(label)}</title></text>')
+        y += font + 6
+        for value, colour, word in ((m, MEASURED_COLOUR, value_label), (p, PREDICTED_COLOUR, "predicted")):
+            if value is None:
+                continue
+            w = max(pw * value / vmax, 3.0)
+            parts.append(f'<rect class="bar" x="0" y="{y}" width="{w:.1f}" height="{bar_h - 1}" fill="{colour}">'
+                         f'<title>{_e(f"{label}: {word} {format_seconds(value)} per step")}</title></rect>')
+            parts.append(f'<text x="{w + 5:.1f}" y="{y + bar_h - 1}" font-size="12" fill="#333">'
+                         f'{_e(format_seconds(value))}</text>')
+            y += bar_h
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _bar_legend(font: int, series: list[tuple[str, str]]) -> list[str]:
+    """One swatch per drawn series (class 'swatch', the fill of its bars)."""
+    parts, x = [], 0.0
+    for colour, label in series:
+        parts.append(f'<rect class="swatch" x="{x:.0f}" y="4" width="12" height="12" fill="{colour}"/>'
+                     f'<text x="{x + 17:.0f}" y="15" font-size="12" fill="#333">{_e(label)}</text>')
+        x += 30 + 7.0 * len(label)
+    return parts

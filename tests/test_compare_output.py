@@ -89,6 +89,11 @@ def test_html_renders_in_chromium_offline(hostile_pair, tmp_path):
     assert test_browser.page_requests(log) == []
     for chart in ("breakdown-base", "breakdown-new", "op-waterfall", "step-strip"):
         assert re.search(rf'<svg id="{chart}" class="chart', dom)
+    # Ops in both sides one row each; removed and new ops one row per kind, their counts adding up.
     rows = re.findall(r'<tr class="st-row"><td class="st-(\w+)">', dom)
-    assert rows == list(hostile_pair.ops["status"])
+    statuses = list(hostile_pair.ops["status"])
+    assert rows == [s for s in statuses if s not in ("removed", "new")]
+    groups = re.findall(r'<tr class="group-row"><td class="st-(\w+)">.*?<td class="num group-count">(\d+)<', dom, re.S)
+    for status in ("removed", "new"):
+        assert sum(int(n) for s, n in groups if s == status) == statuses.count(status)
     assert "<script" not in dom  # the crafted op name stayed text
