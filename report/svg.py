@@ -189,7 +189,7 @@ def _time_axis(axis_y: float, ml: float, pw: float, span: float, caption: str) -
 MEASURED_COLOUR, PREDICTED_COLOUR = "#e15759", "#4e79a7"
 
 
-def bar_chart(rows: list[tuple[str, float, float | None]], *, width: int = 480, value_label: str = "measured",
+def bar_chart(rows: list[tuple[str, float, float | None]], *, width: int = 380, value_label: str = "measured",
               element_id: str | None = None, css_class: str = "evidence-chart") -> str:
     """One bar pair per op: measured over predicted (roofline) seconds per step, on one scale.
 
@@ -199,7 +199,7 @@ def bar_chart(rows: list[tuple[str, float, float | None]], *, width: int = 480, 
     """
     rows = [(str(lbl), float(m) if _finite(m) else 0.0, float(p) if _finite(p) else None) for lbl, m, p in rows]
     has_pred = any(p is not None for _, _, p in rows)
-    font, bar_h, mr = 14, 11, 130
+    font, bar_h, mr = 14, 11, 80
     block = font + 6 + bar_h * (2 if has_pred else 1) + 2 + 10
     top = font + 14  # the legend line
     height = top + len(rows) * block
@@ -211,7 +211,7 @@ def bar_chart(rows: list[tuple[str, float, float | None]], *, width: int = 480, 
                          + ([(PREDICTED_COLOUR, "predicted (roofline) per step")] if has_pred else []))
     for i, (label, m, p) in enumerate(rows):
         y = top + i * block
-        parts.append(f'<text x="0" y="{y + font}" font-size="{font}" fill="#1d1d1f">{_e(shorten(label, 56))}'
+        parts.append(f'<text x="0" y="{y + font}" font-size="{font}" fill="#1d1d1f">{_e(shorten(label, 44))}'
                      f'<title>{_e(label)}</title></text>')
         y += font + 6
         for value, colour, word in ((m, MEASURED_COLOUR, value_label), (p, PREDICTED_COLOUR, "predicted")):
@@ -220,7 +220,7 @@ def bar_chart(rows: list[tuple[str, float, float | None]], *, width: int = 480, 
             w = max(pw * value / vmax, 3.0)
             parts.append(f'<rect class="bar" x="0" y="{y}" width="{w:.1f}" height="{bar_h - 1}" fill="{colour}">'
                          f'<title>{_e(f"{label}: {word} {format_seconds(value)} per step")}</title></rect>')
-            parts.append(f'<text x="{w + 5:.1f}" y="{y + bar_h - 1}" font-size="12" fill="#333">'
+            parts.append(f'<text x="{w + 5:.1f}" y="{y + bar_h - 1}" font-size="13" fill="#333">'
                          f'{_e(format_seconds(value))}</text>')
             y += bar_h
     parts.append("</svg>")
@@ -232,6 +232,6 @@ def _bar_legend(font: int, series: list[tuple[str, str]]) -> list[str]:
     parts, x = [], 0.0
     for colour, label in series:
         parts.append(f'<rect class="swatch" x="{x:.0f}" y="4" width="12" height="12" fill="{colour}"/>'
-                     f'<text x="{x + 17:.0f}" y="15" font-size="12" fill="#333">{_e(label)}</text>')
-        x += 30 + 7.0 * len(label)
+                     f'<text x="{x + 17:.0f}" y="15" font-size="13" fill="#333">{_e(label)}</text>')
+        x += 30 + 7.6 * len(label)
     return parts
