@@ -177,6 +177,11 @@ window.addEventListener("load", function () {
       out.legends.push([svg.id || svg.getAttribute("class"), fill, bars.length]);
     });
   });
+  var all = document.getElementById("ops-all"), heads = document.querySelectorAll("#ops-table thead th");
+  function count() { return Array.prototype.filter.call(heads, shown).length; }
+  if (all) { out.columns = [count()]; all.checked = true; out.columns.push(count()); all.checked = false;
+    var name = document.querySelector("#ops-table td.op");
+    out.sticky_name = !!name && getComputedStyle(name).position === "sticky"; }
   document.querySelectorAll("section[id]").forEach(function (s) {
     out.sections[s.id] = Math.round(s.getBoundingClientRect().height); });
   parent.postMessage(JSON.stringify(out), "*");
@@ -246,5 +251,8 @@ def test_reports_fit_1366_and_420_px_with_readable_text(which, width, tmp_path):
     assert all(n > 0 for _, _, n in got["legends"]), got["legends"]
     if which != "compare":
         assert got["legends"], "no finding chart drawn"  # both samples have ops measured against predicted
+        # The ops table opens on its chosen columns (all fit at 1366 px); a checkbox shows the other six.
+        shown, every = got["columns"]
+        assert every == shown + 6 and got["sticky_name"]
     if width == 1366:  # long lists are folded or scroll in a box: the page stays a few screens tall
         assert got["height"] < 5000, got["sections"]

@@ -367,3 +367,15 @@ def test_v6e_numbers_read_the_same_in_headline_html_and_markdown():
     for out in (text, md):
         assert not re.search(r"(?<![A-Za-z])nan(?![A-Za-z])", out, re.I)
         assert "1e+03" not in out
+
+
+def test_page_title_names_the_program_and_the_logdir():
+    """A tab or bookmark tells two reports apart: 'xladiag: <program> @ <logdir>', not the run's timestamp."""
+    data = {"steps": {"program": "jit_f"}, "choices": {}, "ops": [], "chip": {"name": "TPU v6e"},
+            "run": {"dir": "/logs/exp1/plugins/profile/2025_12_01_00_00_00", "hlo_files": []}}
+    assert html_report.page_title(data) == "xladiag: jit_f @ /logs/exp1"
+    hlo_only = {**data, "steps": {"program": None}, "choices": {"program": {"value": None}},
+                "ops": [{"module": "jit_train_step"}], "run": {"dir": None, "hlo_files": ["/dump/module_1.txt"]}}
+    assert html_report.page_title(hlo_only) == "xladiag: jit_train_step @ /dump"
+    text = render_html(crafted_report(capture_analysis("tpu_v6e_host_offload")))
+    assert re.search(r"<title>xladiag: jit_f @ [^<]*tpu_v6e_host_offload</title>", text)
