@@ -31,27 +31,27 @@ from .svg_roofline import Roof, roofline_chart  # noqa: F401
 
 def breakdown_bar(breakdown: dict, *, width: int = 760, title: str = "Step time breakdown",
                   element_id: str | None = "breakdown-bar") -> str:
-    """A stacked bar of seconds per step by class, with a legend giving seconds and % of the total."""
+    """A stacked bar of seconds per step by class, with a legend giving seconds and % of the total.
+
+    Only the classes with time are drawn and listed, each segment at least 2 px wide (the others share the rest
+    in proportion), so every legend swatch (class 'swatch') has a visible segment (class 'bar') of its colour.
+    """
     values = {k: float(breakdown.get(k, 0.0) or 0.0) for k in CLASS_ORDER}
     values = {k: (v if math.isfinite(v) and v > 0 else 0.0) for k, v in values.items()}
     total = sum(values.values())
-    bar_h = 30
-    legend_cols = 3
-    legend_rows = math.ceil(len(CLASS_ORDER) / legend_cols)
-    height = bar_h + 12 + legend_rows * 20
+    present = [k for k in CLASS_ORDER if values[k] > 0]
+    bar_h, legend_cols = 30, 3
+    height = bar_h + 12 + math.ceil(len(present) / legend_cols) * 20
     parts = [_svg_open(width, height, "chart breakdown-bar", title, element_id), f"<title>{_e(title)}</title>"]
-    x = 0.0
     if total <= 0:
         parts.append(f'<rect x="0" y="0" width="{width}" height="{bar_h}" fill="#eee"/>')
         parts.append(f'<text x="8" y="{bar_h / 2 + 4}" font-size="12" fill="#555">no time recorded</text>')
-    for key in CLASS_ORDER:
+    x = 0.0
+    for key, w in _segment_widths(values, present, width, floor=2.0):
         v = values[key]
-        if total <= 0 or v <= 0:
-            continue
-        w = width * v / total
         tip = f"{CLASS_LABELS[key]}: {format_seconds(v)} per step ({format_percent(v / total)})"
         parts.append(
-            f'<rect class="seg seg-{key}" x="{x:.2f}" y="0" width="{max(w, 0.5):.2f}" height="{bar_h}" '
+            f'<rect class="seg seg-{key} bar" x="{x:.2f}" y="0" width="{w:.2f}" height="{bar_h}" '
             f'fill="{CLASS_COLOURS[key]}"><title>{_e(tip)}</title></rect>'
         )
         label = f"{CLASS_LABELS[key]} {format_percent(v / total)}"
@@ -61,18 +61,26 @@ def breakdown_bar(breakdown: dict, *, width: int = 760, title: str = "Step time 
                          f'pointer-events="none">{_e(label)}</text>')
         x += w
     col_w = width / legend_cols
-    for i, key in enumerate(CLASS_ORDER):
+    for i, key in enumerate(present):
         lx = (i % legend_cols) * col_w
         ly = bar_h + 10 + (i // legend_cols) * 20
-        v = values[key]
-        share = format_percent(v / total) if total > 0 else "n/a"
-        parts.append(f'<rect x="{lx:.1f}" y="{ly:.1f}" width="12" height="12" fill="{CLASS_COLOURS[key]}"/>')
+        share = format_percent(values[key] / total)
+        parts.append(f'<rect class="swatch" x="{lx:.1f}" y="{ly:.1f}" width="12" height="12" '
+                     f'fill="{CLASS_COLOURS[key]}"/>')
         parts.append(
             f'<text class="legend" x="{lx + 17:.1f}" y="{ly + 10.5:.1f}" font-size="12" fill="#333">'
-            f'{_e(CLASS_LABELS[key])}: {_e(format_seconds(v))} ({_e(share)})</text>'
+            f'{_e(CLASS_LABELS[key])}: {_e(format_seconds(values[key]))} ({_e(share)})</text>'
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _segment_widths(values: dict, keys: list, width: float, *, floor: float) -> list[tuple[str, float]]:
+    """Each key's share of ``width``, none under ``floor`` px; the floored ones' extra comes from the others."""
+    small = [k for k in keys if width * values[k] / sum(values[j] for j in keys) < floor]
+    rest = sum(values[k] for k in keys if k not in small)
+    room = width - floor * len(small)
+    return [(k, floor if k in small else room * values[k] / rest) for k in keys]
 
 
 # ------------------------------------------------------------------ timeline
@@ -120,7 +128,9 @@ def timeline_chart(
     span = span_s if _finite(span_s) and span_s > 0 else 1.0
     parts = [_svg_open(width, height, "chart timeline", "Timeline of one representative step per device", element_id),
              "<title>Timeline of one representative step</title>"]
-    parts += _timeline_legend(ml)
+    present = ({c if c in CLASS_COLOURS else "other" for c in events["time_class"]}
+               if events is not None and len(events) else set())
+    parts += _timeline_legend(ml, present)
     lane_y = {name: mt + i * (lane_h + gap) for i, name in enumerate(lanes)}
     for name, y in lane_y.items():
         parts.append(f'<rect x="{ml}" y="{y}" width="{pw}" height="{lane_h}" fill="#f3f3f3"/>')
@@ -136,10 +146,10 @@ def timeline_chart(
     return "".join(parts)
 
 
-def _timeline_legend(x: float) -> list[str]:
-    """The classes' colours on top, the exposed ones outlined as their events are."""
+def _timeline_legend(x: float, present: set) -> list[str]:
+    """The colours of the classes drawn, on top, the exposed ones outlined as their events are."""
     parts = []
-    for key in CLASS_ORDER[:-1]:
+    for key in (k for k in CLASS_ORDER[:-1] if k in present):
         parts.append(f'<rect x="{x}" y="6" width="12" height="12" fill="{CLASS_COLOURS[key]}"'
                      + (' stroke="#000" stroke-width="1"' if key in EXPOSED_CLASSES else "") + "/>")
         label = CLASS_LABELS[key] + (" (exposed)" if key in EXPOSED_CLASSES else "")

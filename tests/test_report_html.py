@@ -123,7 +123,7 @@ def test_cpu_breakdown_is_mostly_collective():
     coll = a.ops[a.ops["collective_kind"].notna() & a.ops["in_step"]]["measured_s_per_step"].sum()
     assert coll / a.steps.mean_s > 0.5
     text = render_html(crafted_report(a))
-    seg = text.split('class="seg seg-collective"', 1)[1].split("</rect>", 1)[0]
+    seg = text.split('class="seg seg-collective ', 1)[1].split("</rect>", 1)[0]
     assert f"({100 * a.breakdown['collective'] / sum(a.breakdown.values()):.1f}%)" in seg
 
 
