@@ -4,6 +4,11 @@ For each sample: the report is written to disk and loaded from file:// with name
 disabled and a network log. The DOM after scripts ran (``--dump-dom``) must hold the charts and
 the ranked fixes, and the network log must show no request made by the page. A screenshot per
 sample lands in ``artifacts/`` (gitignored) for a person to look at.
+
+Layout, at 1366 px (the screen it is designed for) and 420 px (a phone): the TPU, CPU and compare pages
+must not be wider than the window (a wide table or chart scrolls inside its own box), no text may be under
+11 px once charts are scaled, and every legend swatch (``class="swatch"``) needs a visible bar
+(``class="bar"``, at least 2 x 2 px) of its colour in the same chart: new charts follow that convention.
 """
 
 from __future__ import annotations
