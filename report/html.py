@@ -59,8 +59,9 @@ def _sort_key(value) -> str:
 
 
 def _evidence_chart(finding, index: int) -> Markup | None:
+    """Measured against predicted, one bar pair per op; no chart when no op has both (the table says it all)."""
     rows = [(op.name, op.measured_s_per_step, op.predicted_s_per_step) for op in finding.ops[:MAX_EVIDENCE_BARS]]
-    if not rows or not any(_num(m) for _, m, _ in rows):
+    if not any((_num(m) or 0) > 0 and (_num(p) or 0) > 0 for _, m, p in rows):
         return None
     return Markup(svg.bar_chart(rows, element_id=f"evidence-{index}"))
 
@@ -211,7 +212,7 @@ def report_context(report) -> dict:
     all_ops = data["ops"]
     rows = _op_rows(all_ops[:MAX_HTML_OPS], measured)
     return {
-        "title": "xladiag report: " + (data["run"]["name"] or _hlo_title(data) or data["chip"]["name"]),
+        "title": page_title(data),
         "data": data,
         "headline": data["headline"],
         "capture_scope": data["capture_scope"],
@@ -270,6 +271,19 @@ def _roofline_svg(analysis, chip: dict, measured: bool) -> tuple[str, str]:
         achieved_label="measured" if measured else "predicted",
         note=roofline_note,
     ), roofline_note
+
+
+def page_title(data: dict) -> str:
+    """'xladiag: <program> @ <logdir>': what a browser tab or a bookmark needs to tell two reports apart."""
+    choice = (data.get("choices") or {}).get("program") or {}
+    program = (data["steps"].get("program") or choice.get("value")
+               or next((op["module"] for op in data["ops"] if op.get("module")), None)
+               or _hlo_title(data) or data["chip"]["name"])
+    run_dir = data["run"]["dir"] or ""
+    where = run_dir.replace("\\", "/").split("/plugins/profile/", 1)[0] if run_dir else ""
+    if not where and data["run"]["hlo_files"]:
+        where = str(Path(data["run"]["hlo_files"][0]).parent)
+    return f"xladiag: {program}" + (f" @ {where}" if where else "")
 
 
 def _hlo_title(data: dict) -> str:

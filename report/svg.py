@@ -31,27 +31,27 @@ from .svg_roofline import Roof, roofline_chart  # noqa: F401
 
 def breakdown_bar(breakdown: dict, *, width: int = 760, title: str = "Step time breakdown",
                   element_id: str | None = "breakdown-bar") -> str:
-    """A stacked bar of seconds per step by class, with a legend giving seconds and % of the total."""
+    """A stacked bar of seconds per step by class, with a legend giving seconds and % of the total.
+
+    Only the classes with time are drawn and listed, each segment at least 2 px wide (the others share the rest
+    in proportion), so every legend swatch (class 'swatch') has a visible segment (class 'bar') of its colour.
+    """
     values = {k: float(breakdown.get(k, 0.0) or 0.0) for k in CLASS_ORDER}
     values = {k: (v if math.isfinite(v) and v > 0 else 0.0) for k, v in values.items()}
     total = sum(values.values())
-    bar_h = 30
-    legend_cols = 3
-    legend_rows = math.ceil(len(CLASS_ORDER) / legend_cols)
-    height = bar_h + 12 + legend_rows * 20
+    present = [k for k in CLASS_ORDER if values[k] > 0]
+    bar_h, legend_cols = 30, 3
+    height = bar_h + 12 + math.ceil(len(present) / legend_cols) * 20
     parts = [_svg_open(width, height, "chart breakdown-bar", title, element_id), f"<title>{_e(title)}</title>"]
-    x = 0.0
     if total <= 0:
         parts.append(f'<rect x="0" y="0" width="{width}" height="{bar_h}" fill="#eee"/>')
         parts.append(f'<text x="8" y="{bar_h / 2 + 4}" font-size="12" fill="#555">no time recorded</text>')
-    for key in CLASS_ORDER:
+    x = 0.0
+    for key, w in _segment_widths(values, present, width, floor=2.0):
         v = values[key]
-        if total <= 0 or v <= 0:
-            continue
-        w = width * v / total
         tip = f"{CLASS_LABELS[key]}: {format_seconds(v)} per step ({format_percent(v / total)})"
         parts.append(
-            f'<rect class="seg seg-{key}" x="{x:.2f}" y="0" width="{max(w, 0.5):.2f}" height="{bar_h}" '
+            f'<rect class="seg seg-{key} bar" x="{x:.2f}" y="0" width="{w:.2f}" height="{bar_h}" '
             f'fill="{CLASS_COLOURS[key]}"><title>{_e(tip)}</title></rect>'
         )
         label = f"{CLASS_LABELS[key]} {format_percent(v / total)}"
@@ -61,18 +61,26 @@ def breakdown_bar(breakdown: dict, *, width: int = 760, title: str = "Step time 
                          f'pointer-events="none">{_e(label)}</text>')
         x += w
     col_w = width / legend_cols
-    for i, key in enumerate(CLASS_ORDER):
+    for i, key in enumerate(present):
         lx = (i % legend_cols) * col_w
         ly = bar_h + 10 + (i // legend_cols) * 20
-        v = values[key]
-        share = format_percent(v / total) if total > 0 else "n/a"
-        parts.append(f'<rect x="{lx:.1f}" y="{ly:.1f}" width="12" height="12" fill="{CLASS_COLOURS[key]}"/>')
+        share = format_percent(values[key] / total)
+        parts.append(f'<rect class="swatch" x="{lx:.1f}" y="{ly:.1f}" width="12" height="12" '
+                     f'fill="{CLASS_COLOURS[key]}"/>')
         parts.append(
             f'<text class="legend" x="{lx + 17:.1f}" y="{ly + 10.5:.1f}" font-size="12" fill="#333">'
-            f'{_e(CLASS_LABELS[key])}: {_e(format_seconds(v))} ({_e(share)})</text>'
+            f'{_e(CLASS_LABELS[key])}: {_e(format_seconds(values[key]))} ({_e(share)})</text>'
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _segment_widths(values: dict, keys: list, width: float, *, floor: float) -> list[tuple[str, float]]:
+    """Each key's share of ``width``, none under ``floor`` px; the floored ones' extra comes from the others."""
+    small = [k for k in keys if width * values[k] / sum(values[j] for j in keys) < floor]
+    rest = sum(values[k] for k in keys if k not in small)
+    room = width - floor * len(small)
+    return [(k, floor if k in small else room * values[k] / rest) for k in keys]
 
 
 # ------------------------------------------------------------------ timeline
@@ -120,7 +128,9 @@ def timeline_chart(
     span = span_s if _finite(span_s) and span_s > 0 else 1.0
     parts = [_svg_open(width, height, "chart timeline", "Timeline of one representative step per device", element_id),
              "<title>Timeline of one representative step</title>"]
-    parts += _timeline_legend(ml)
+    present = ({c if c in CLASS_COLOURS else "other" for c in events["time_class"]}
+               if events is not None and len(events) else set())
+    parts += _timeline_legend(ml, present)
     lane_y = {name: mt + i * (lane_h + gap) for i, name in enumerate(lanes)}
     for name, y in lane_y.items():
         parts.append(f'<rect x="{ml}" y="{y}" width="{pw}" height="{lane_h}" fill="#f3f3f3"/>')
@@ -136,10 +146,10 @@ def timeline_chart(
     return "".join(parts)
 
 
-def _timeline_legend(x: float) -> list[str]:
-    """The classes' colours on top, the exposed ones outlined as their events are."""
+def _timeline_legend(x: float, present: set) -> list[str]:
+    """The colours of the classes drawn, on top, the exposed ones outlined as their events are."""
     parts = []
-    for key in CLASS_ORDER[:-1]:
+    for key in (k for k in CLASS_ORDER[:-1] if k in present):
         parts.append(f'<rect x="{x}" y="6" width="12" height="12" fill="{CLASS_COLOURS[key]}"'
                      + (' stroke="#000" stroke-width="1"' if key in EXPOSED_CLASSES else "") + "/>")
         label = CLASS_LABELS[key] + (" (exposed)" if key in EXPOSED_CLASSES else "")
@@ -186,38 +196,52 @@ def _time_axis(axis_y: float, ml: float, pw: float, span: float, caption: str) -
 
 # ------------------------------------------------------------------ evidence bars
 
+MEASURED_COLOUR, PREDICTED_COLOUR = "#e15759", "#4e79a7"
 
-def bar_chart(rows: list[tuple[str, float, float | None]], *, width: int = 640, value_label: str = "measured",
+
+def bar_chart(rows: list[tuple[str, float, float | None]], *, width: int = 380, value_label: str = "measured",
               element_id: str | None = None, css_class: str = "evidence-chart") -> str:
-    """Horizontal bars of seconds per step per op (``(label, measured_s, predicted_s or None)``).
+    """One bar pair per op: measured over predicted (roofline) seconds per step, on one scale.
 
-    The predicted time, when known, is a thin dark bar under the measured one: the gap between
-    the two is what the op loses against its roofline.
+    Drawn at the body's font size (14 px at its natural width): the op name on its own line, then the two bars
+    with their values. The gap between the bars is what the table's two numbers cannot show at a glance. A bar
+    is at least 3 px wide so a near-zero prediction stays visible beside its legend swatch.
     """
     rows = [(str(lbl), float(m) if _finite(m) else 0.0, float(p) if _finite(p) else None) for lbl, m, p in rows]
-    ml, mr = 210, 90
-    bar_h, gap, mt = 14, 8, 6
-    height = mt + len(rows) * (bar_h + gap) + 22
-    pw = width - ml - mr
+    has_pred = any(p is not None for _, _, p in rows)
+    font, bar_h, mr = 14, 11, 80
+    block = font + 6 + bar_h * (2 if has_pred else 1) + 2 + 10
+    top = font + 14  # the legend line
+    height = top + len(rows) * block
+    pw = width - mr
     vmax = max([m for _, m, _ in rows] + [p for _, _, p in rows if p is not None] + [1e-30])
-    parts = [_svg_open(width, height, f"chart {css_class}", f"{value_label} time per step per op", element_id)]
+    parts = [_svg_open(width, height, f"chart {css_class}", f"{value_label} and predicted time per step per op",
+                       element_id)]
+    parts += _bar_legend(font, [(MEASURED_COLOUR, f"{value_label} per step")]
+                         + ([(PREDICTED_COLOUR, "predicted (roofline) per step")] if has_pred else []))
     for i, (label, m, p) in enumerate(rows):
-        y = mt + i * (bar_h + gap)
-        w = pw * m / vmax
-        parts.append(f'<text x="{ml - 6}" y="{y + bar_h - 3}" font-size="11" text-anchor="end" fill="#333">'
-                     f'{_e(shorten(label, 34))}<title>{_e(label)}</title></text>')
-        parts.append(f'<rect x="{ml}" y="{y}" width="{max(w, 0.5):.1f}" height="{bar_h - 4}" fill="#e15759">'
-                     f'<title>{_e(f"{label}: {value_label} {format_seconds(m)} per step")}</title></rect>')
-        if p is not None:
-            wp = pw * p / vmax
-            parts.append(f'<rect x="{ml}" y="{y + bar_h - 4}" width="{max(wp, 0.5):.1f}" height="3" fill="#222">'
-                         f'<title>{_e(f"{label}: predicted {format_seconds(p)} per step")}</title></rect>')
-        parts.append(f'<text x="{ml + max(w, 0.5) + 4:.1f}" y="{y + bar_h - 4}" font-size="11" fill="#333">'
-                     f'{_e(format_seconds(m))}</text>')
-    ly = mt + len(rows) * (bar_h + gap) + 8
-    parts.append(f'<rect x="{ml}" y="{ly}" width="10" height="8" fill="#e15759"/>'
-                 f'<text x="{ml + 14}" y="{ly + 8}" font-size="11" fill="#333">{_e(value_label)} per step</text>')
-    parts.append(f'<rect x="{ml + 150}" y="{ly + 3}" width="10" height="3" fill="#222"/>'
-                 f'<text x="{ml + 164}" y="{ly + 8}" font-size="11" fill="#333">predicted (roofline) per step</text>')
+        y = top + i * block
+        parts.append(f'<text x="0" y="{y + font}" font-size="{font}" fill="#1d1d1f">{_e(shorten(label, 44))}'
+                     f'<title>{_e(label)}</title></text>')
+        y += font + 6
+        for value, colour, word in ((m, MEASURED_COLOUR, value_label), (p, PREDICTED_COLOUR, "predicted")):
+            if value is None:
+                continue
+            w = max(pw * value / vmax, 3.0)
+            parts.append(f'<rect class="bar" x="0" y="{y}" width="{w:.1f}" height="{bar_h - 1}" fill="{colour}">'
+                         f'<title>{_e(f"{label}: {word} {format_seconds(value)} per step")}</title></rect>')
+            parts.append(f'<text x="{w + 5:.1f}" y="{y + bar_h - 1}" font-size="13" fill="#333">'
+                         f'{_e(format_seconds(value))}</text>')
+            y += bar_h
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _bar_legend(font: int, series: list[tuple[str, str]]) -> list[str]:
+    """One swatch per drawn series (class 'swatch', the fill of its bars)."""
+    parts, x = [], 0.0
+    for colour, label in series:
+        parts.append(f'<rect class="swatch" x="{x:.0f}" y="4" width="12" height="12" fill="{colour}"/>'
+                     f'<text x="{x + 17:.0f}" y="15" font-size="13" fill="#333">{_e(label)}</text>')
+        x += 30 + 7.6 * len(label)
+    return parts

@@ -51,6 +51,9 @@
     });
     count.textContent = shown + " of " + rows.length + " ops shown";
   }
+  // The other columns on request (CSS :has() does it too; this covers browsers without it).
+  var all = document.getElementById("ops-all");
+  if (all) all.addEventListener("change", function () { table.classList.toggle("all-cols", all.checked); });
   query.addEventListener("input", apply);
   bound.addEventListener("change", apply);
   stepOnly.addEventListener("change", apply);

@@ -89,6 +89,33 @@ def test_html_renders_in_chromium_offline(hostile_pair, tmp_path):
     assert test_browser.page_requests(log) == []
     for chart in ("breakdown-base", "breakdown-new", "op-waterfall", "step-strip"):
         assert re.search(rf'<svg id="{chart}" class="chart', dom)
+    # Ops in both sides one row each; removed and new ops one row per kind, their counts adding up.
     rows = re.findall(r'<tr class="st-row"><td class="st-(\w+)">', dom)
-    assert rows == list(hostile_pair.ops["status"])
+    statuses = list(hostile_pair.ops["status"])
+    assert rows == [s for s in statuses if s not in ("removed", "new")]
+    groups = re.findall(r'<tr class="group-row"><td class="st-(\w+)">.*?<td class="num group-count">(\d+)<', dom, re.S)
+    for status in ("removed", "new"):
+        assert sum(int(n) for s, n in groups if s == status) == statuses.count(status)
     assert "<script" not in dom  # the crafted op name stayed text
+
+
+def test_removed_ops_are_grouped_by_kind_and_the_waterfall_names_them_before_everything_else():
+    """jax_fsdp_buckets: bucketing removes 71 small collectives and fusions; one row and one waterfall bar
+    per kind, each larger than what no name explains ("everything else", drawn last)."""
+    from xladiag.report.compare_html import op_groups, waterfall_items
+
+    samples = Path(__file__).resolve().parents[1] / "sample_profiles" / "jax_fsdp_buckets"
+    comparison = xladiag.compare(samples / "before", samples / "after")
+    data = comparison.to_dict()
+    groups = op_groups(data["ops"], data["step"]["base_s"])
+    removed = [g for g in groups if g["status"] == "removed"]
+    assert sum(g["count"] for g in removed) == data["ops_summary"]["counts"]["removed"] == 71
+    assert len(removed) == len({g["kind"] for g in removed}) < 71  # one row per kind
+    items = waterfall_items(data["ops"], groups)
+    rest = data["step"]["delta_s"] - sum(d for _, d in items)
+    assert abs(items[0][1]) > abs(rest) and items[0][0].endswith("ops removed")
+    assert [abs(d) for _, d in items] == sorted((abs(d) for _, d in items), reverse=True)
+    page = comparison.to_html()
+    labels = re.findall(r'text-anchor="end" fill="#333">([^<]*)<title>', page.split('id="op-waterfall"', 1)[1])
+    assert labels[0] == "base step" and labels[-1] == "new step" and labels[-2].startswith("everything else")
+    assert page.count('<tr class="group-row">') == len(groups)
