@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from .base import Finding
+from .base import Finding, current_key
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Selection:
             return "select", f"rule not in {self.select_from}"
         if finding.rule in self.ignore:
             return "ignore", f"rule in {self.ignore_from}"
-        if finding.key in self.baseline:
+        if finding.key in self.baseline or finding.key in {current_key(k) for k in self.baseline}:
             where = f" {self.baseline_file}" if self.baseline_file else ""
             return "baseline", f"accepted in baseline{where}"
         return None
