@@ -14,9 +14,10 @@ import jinja2
 from markupsafe import Markup
 
 from ..units import finite_or_none as _num
-from ..units import format_bytes, format_percent, format_ratio, format_seconds, format_si
+from ..units import format_percent, format_ratio, format_seconds, format_si
 from . import svg
 from .chart_data import representative_step_events, roofline_points
+from .detail_labels import detail_rows
 from .html_summary import SRC_MEASURED, SRC_PREDICTED, capture_rows, host_rows, summary_cards
 from .json_out import report_to_dict
 from .model import overlap_counted
@@ -67,27 +68,6 @@ def _evidence_chart(finding, index: int) -> Markup | None:
 # ------------------------------------------------------------------ tables
 
 
-def _detail_text(key: str, value) -> str:
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    if isinstance(value, (int, float)):
-        words = key.split("_")
-        if key.endswith("_per_s"):  # a rate, before the '_s' test below
-            return format_si(value, "B/s" if "bytes" in words else "/s")
-        if key.endswith("_s") or key.endswith("_s_per_step") or key == "s_per_step":
-            return format_seconds(value)
-        if "bytes" in words:  # 'bytes', 'hbm_bytes', 'bytes_per_step': 3.22e10 reads '32.2 GB'
-            return format_bytes(value)
-        if key.startswith("fraction") or key.endswith("_fraction") or key.endswith("_share"):
-            return format_percent(value)
-        return f"{value:.4g}" if isinstance(value, float) else str(value)
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_detail_text(key, v) for v in value[:20]) + (" …" if len(value) > 20 else "")
-    if isinstance(value, dict):
-        return "; ".join(f"{k}: {_detail_text(str(k), v)}" for k, v in list(value.items())[:20])
-    return str(value)
-
-
 def _counted_text(f: dict) -> str:
     """'' or how much of the saving counts in the total, when other findings overlap it."""
     counted = overlap_counted(f)
@@ -123,7 +103,7 @@ def _finding_view(f: dict, finding, index: int, measured: bool, step_s: float | 
             for op in f["ops"]
         ],
         "chart": _evidence_chart(finding, index) if measured else None,
-        "details": [(k, _detail_text(k, v)) for k, v in f["details"].items()],
+        "details": detail_rows(f["rule"], f["details"]),
     }
 
 

@@ -26,6 +26,7 @@ from .svg import CLASS_LABELS, CLASS_ORDER
 from .trace_links import occurrence_label
 
 WIDTH = 100  # piped, or no terminal size known
+_COLUMNS_VAR = "COLUMNS"  # the shell's terminal width, when exported
 MIN_WIDTH, MAX_WIDTH = 60, 200  # narrower squeezes the op table to nothing; wider is hard to read
 N_OPS = 10  # top ops listed
 N_FINDING_OPS = 3  # ops named under each fix
@@ -39,9 +40,9 @@ def terminal_width(environ=None, stream=None) -> int:
     """Columns to lay the report out in: ``COLUMNS`` when it is a number, else the terminal's when ``stream``
     (stdout) is one, else :data:`WIDTH`; clamped to MIN_WIDTH..MAX_WIDTH."""
     environ, stream = os.environ if environ is None else environ, sys.stdout if stream is None else stream
-    width = WIDTH
-    if str(environ.get("COLUMNS", "")).strip().isdigit():
-        width = int(environ["COLUMNS"])
+    width, given = WIDTH, str(environ.get(_COLUMNS_VAR) or "").strip()
+    if given.isdigit():
+        width = int(given)
     else:
         try:
             if stream.isatty():
