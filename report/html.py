@@ -18,6 +18,7 @@ from ..units import format_percent, format_ratio, format_seconds, format_si
 from . import svg
 from .chart_data import representative_step_events, roofline_points
 from .detail_labels import detail_rows
+from .glossary import explain, term_in, used_terms
 from .html_summary import SRC_MEASURED, SRC_PREDICTED, capture_rows, host_rows, summary_cards
 from .json_out import report_to_dict
 from .model import overlap_counted
@@ -85,10 +86,13 @@ def _finding_view(f: dict, finding, index: int, measured: bool, step_s: float | 
         "saves": format_seconds(f["est_savings_s_per_step"]),
         "saves_share": format_percent((f["est_savings_s_per_step"] or 0.0) / step_s) if step_s else "n/a",
         "counted": _counted_text(f),
+        "counted_explain": explain("counted"),
         "cost": format_seconds(f["time_s_per_step"]),
         "cost_share": format_percent(f["fraction_of_step"]),
         "confidence": f["confidence"],
         "evidence": f["evidence"],
+        # the terms its words use that a reader may not know, as the evidence's tooltip (report/glossary.py)
+        "terms": "\n".join(f"{t}: {m}" for t, m in used_terms(f"{f['title']} {f['evidence']} {f['fix']}")),
         "fix": f["fix"],
         "ops": [
             {
@@ -196,7 +200,7 @@ def report_context(report) -> dict:
         "capture_scope": data["capture_scope"],
         "measured": measured,
         "time_word": time_word,
-        "cards": summary_cards(data, time_word),
+        "cards": [dict(card, explain=term_in(card["label"])) for card in summary_cards(data, time_word)],
         "breakdown_svg": Markup(svg.breakdown_bar(breakdown, width=1100)),
         "breakdown_rows": _breakdown_rows(breakdown),
         "breakdown_source": (

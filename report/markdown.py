@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..units import count, format_percent, format_ratio, format_seconds, format_si
 from .choices import choice_rows, program_share_text
+from .glossary import used_terms
 from .json_out import report_to_dict
 from .md_blocks import (
     CUT_NOTE,
@@ -50,8 +51,20 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
     out += _top_ops(data, n_ops)
     out += _hosts(data.get("host_steps"), n_table)
     out += _capture(data)
+    out += glossary_section("\n".join(out))
     out.append(f"<sub>xladiag {escape_text(data['tool']['version'])} · schema {data['schema_version']}</sub>")
     return "\n".join(out) + "\n"
+
+
+def glossary_section(body: str) -> list[str]:
+    """'## Glossary': a line for each term the report uses that a reader may not know (report/glossary.py)."""
+    terms = used_terms(body)
+    if not terms:
+        return []
+    out = ["## Glossary", ""]
+    for term, meaning in terms:
+        out += wrap(f"**{escape_text(term)}**: {escape_text(meaning)}", "- ", "  ")
+    return out + [""]
 
 
 def _title_and_notes(data: dict, cell_limit: int, cut: bool) -> list[str]:

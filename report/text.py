@@ -20,6 +20,7 @@ import unicodedata
 from ..text_safety import visible_controls
 from ..units import count, format_percent, format_ratio, format_seconds, format_si
 from .choices import program_share_text
+from .glossary import used_terms
 from .json_out import report_to_dict
 from .model import mfu_value, overlap_counted, unpriced_line
 from .svg import CLASS_LABELS, CLASS_ORDER
@@ -261,7 +262,19 @@ def render_text(report, *, color: bool = False, width: int | None = None) -> str
     _left_out(out, data.get("selection"))
     _gates(out, data.get("gates") or [])
     _top_ops(out, data)
+    _glossary(out)
     return "\n".join(out.lines) + "\n"
+
+
+def _glossary(out: _Out) -> None:
+    """A line for each term the report uses that a reader may not know (report/glossary.py)."""
+    terms = used_terms(_SGR_RE.sub("", "\n".join(out.lines)))
+    if not terms:
+        return
+    out.line()
+    out.line("Glossary", "bold")
+    for term, meaning in terms:
+        out.wrap(f"{term}: {meaning}", indent="    ", first="  ")
 
 
 def guard_keeping_sgr(text: str) -> str:
