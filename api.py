@@ -120,10 +120,18 @@ def build_report(analysis: Analysis, selection: Selection | None = None) -> Repo
                   dropped=tuple(dropped), selection=selection)
 
 
+def _devices_text(analysis: Analysis) -> str:
+    """'4 devices'; for a dump without a trace the slice named by --chip ('slice of 4 chips'), else what it is."""
+    if analysis.num_devices:
+        return count(analysis.num_devices, "device")
+    chips = getattr(analysis.chip, "slice_chips", None)
+    return f"slice of {count(chips, 'chip')}" if chips else "HLO dump only"
+
+
 def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
     step = analysis.step_s
     what = "predicted step" if not analysis.measured else "step"
-    head = f"{analysis.chip.name}, {count(analysis.num_devices or 'no', 'device')}: {what} {format_seconds(step)}"
+    head = f"{analysis.chip.name}, {_devices_text(analysis)}: {what} {format_seconds(step)}"
     if analysis.mfu is not None and math.isfinite(analysis.mfu):
         head += f", MFU {mfu_words(analysis.mfu, analysis.mfu_is_lower_bound)}"
         if analysis.unknown_flops_share and analysis.unknown_flops_share >= 0.005:  # MFU leaves these out

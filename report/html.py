@@ -14,14 +14,14 @@ import jinja2
 from markupsafe import Markup
 
 from ..units import finite_or_none as _num
-from ..units import format_percent, format_ratio, format_seconds, format_si
+from ..units import format_number, format_percent, format_ratio, format_seconds, format_si
 from . import svg
 from .chart_data import representative_step_events, roofline_points
 from .detail_labels import detail_rows
 from .glossary import explain, term_in, used_terms
 from .html_summary import SRC_MEASURED, SRC_PREDICTED, capture_rows, host_rows, summary_cards
 from .json_out import report_to_dict
-from .model import overlap_counted
+from .model import category_name, on_cpu, overlap_counted
 from .svg import short_source
 from .trace_links import occurrence_label
 
@@ -121,7 +121,7 @@ def _costs_src(op: dict) -> str:
     return " / ".join(dict.fromkeys(srcs))
 
 
-def _op_rows(ops: list[dict], measured: bool) -> list[dict]:
+def _op_rows(ops: list[dict], measured: bool, cpu: bool = False) -> list[dict]:
     per_step_key = "measured_s_per_step" if measured else "predicted_s_per_step"
     rows = []
     for op in ops:
@@ -131,10 +131,10 @@ def _op_rows(ops: list[dict], measured: bool) -> list[dict]:
                 "name": op["name"] or "",
                 "module": op["module"] or "",
                 "in_step": op["in_step"],
-                "category": op["category"] or "",
+                "category": category_name(op["category"], cpu),
                 "bound_by": op["bound_by"] or "unknown",
                 "time_class": op["time_class"] or "other",
-                "occ": f"{op['occurrences_per_step']:.3g}" if _num(op["occurrences_per_step"]) is not None else "—",
+                "occ": "—" if _num(op["occurrences_per_step"]) is None else format_number(op["occurrences_per_step"]),
                 "occ_v": _sort_key(op["occurrences_per_step"]),
                 # The '<time_word> / step' column: the prediction when nothing was measured.
                 "per_step": format_seconds(op[per_step_key]) if op["in_step"] else "—",
@@ -192,7 +192,7 @@ def report_context(report) -> dict:
                     if lanes else "")
 
     all_ops = data["ops"]
-    rows = _op_rows(all_ops[:MAX_HTML_OPS], measured)
+    rows = _op_rows(all_ops[:MAX_HTML_OPS], measured, on_cpu(data))
     return {
         "title": "xladiag report: " + (data["run"]["name"] or _hlo_title(data) or data["chip"]["name"]),
         "data": data,

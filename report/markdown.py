@@ -29,7 +29,7 @@ from .md_blocks import (
     wrap,
 )
 from .md_blocks import table as _table
-from .model import mfu_value, overlap_counted, unpriced_line
+from .model import category_name, memory_name, mfu_value, on_cpu, overlap_counted, unpriced_line
 from .svg import CLASS_LABELS, CLASS_ORDER, short_source
 from .trace_links import occurrence_label
 
@@ -219,7 +219,8 @@ def _top_ops(data: dict, n_ops: int) -> list[str]:
         measured_cells = ([format_seconds(o["measured_s_per_step"]), format_percent(o["share_of_step"])]
                           if measured else [])
         rows.append(
-            [escape_text(o["name"], 80), escape_text(o["category"], 40), escape_text(o["bound_by"])]
+            [escape_text(o["name"], 80), escape_text(category_name(o["category"], on_cpu(data)), 40),
+             escape_text(o["bound_by"])]
             + measured_cells
             + [format_seconds(o["predicted_s_per_step"]), format_ratio(o["efficiency"]) if measured else
                format_percent((o["predicted_s_per_step"] or 0.0) / data["step_s"]) if data["step_s"] else "n/a",
@@ -240,7 +241,7 @@ def _capture(data: dict) -> list[str]:
     chip, steps, run = data["chip"], data["steps"], data["run"]
     body = wrap(f"- **Chip:** {escape_text(chip['name'])}: peak {format_si(chip['peak_flops_per_s'], 'FLOP/s')} "
                 f"({escape_text(chip['source']['peak_flops_per_s'], 120)}), "
-                f"HBM {format_si(chip['hbm_bytes_per_s'], 'B/s')} "
+                f"{memory_name(data)} {format_si(chip['hbm_bytes_per_s'], 'B/s')} "
                 f"({escape_text(chip['source']['hbm_bytes_per_s'], 120)})", indent="  ")
     body += wrap(f"- **Platform:** {escape_text(data['platform'])}; **devices:** {data['devices']}; "
                  f"**hosts:** {escape_text(', '.join(data['hosts']) or '—', 200)}", indent="  ")

@@ -22,7 +22,7 @@ from ..units import count, format_percent, format_ratio, format_seconds, format_
 from .choices import program_share_text
 from .glossary import used_terms
 from .json_out import report_to_dict
-from .model import mfu_value, overlap_counted, unpriced_line
+from .model import category_name, mfu_value, on_cpu, overlap_counted, unpriced_line
 from .svg import CLASS_LABELS, CLASS_ORDER
 from .trace_links import occurrence_label
 
@@ -237,7 +237,7 @@ def _top_ops(out: _Out, data: dict) -> None:
         share = o["share_of_step"] if measured else ((o[key] or 0.0) / step if step > 0 else None)
         third = format_ratio(o["efficiency"]) if measured else format_si(o["flops"], "")
         cells = [clean_text(o["name"]), format_seconds(o[key]), format_percent(share), third,
-                 clean_text(o["bound_by"]) or "n/a", clean_text(o["category"]) or "—"]
+                 clean_text(o["bound_by"]) or "n/a", clean_text(category_name(o["category"], on_cpu(data))) or "—"]
         out.line("  " + out.row(cells[:shown + 1], [name_w, *widths], "lrrrll"))
     if len(ops) > N_OPS:
         out.line(f"  … {len(ops) - N_OPS} more ops (--format json or html lists them all)", "dim")
