@@ -14,6 +14,7 @@ JAX is imported only inside :func:`profile`, so ``import xladiag`` works without
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -116,7 +117,10 @@ def build_report(analysis: Analysis, selection: Selection | None = None) -> Repo
     selection = selection or Selection()
     kept, dropped = run_selected(analysis, selection)
     findings = tuple(kept)
-    return Report(analysis=analysis, findings=findings, headline=_headline(analysis, findings),
+    if selection.notes:  # e.g. a baseline without size bands: said with the capture's warnings
+        analysis = dataclasses.replace(analysis, warnings=(*analysis.warnings, *selection.notes))
+    accepted = sum(d.by == "baseline" for d in dropped)
+    return Report(analysis=analysis, findings=findings, headline=_headline(analysis, findings, accepted),
                   dropped=tuple(dropped), selection=selection)
 
 
@@ -128,7 +132,8 @@ def _devices_text(analysis: Analysis) -> str:
     return f"slice of {count(chips, 'chip')}" if chips else "HLO dump only"
 
 
-def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
+def _headline(analysis: Analysis, findings: tuple[Finding, ...], accepted: int = 0) -> str:
+    """The one-line verdict; ``accepted``: findings a baseline accepted (counted, so none is silently gone)."""
     step = analysis.step_s
     what = "predicted step" if not analysis.measured else "step"
     head = f"{analysis.chip.name}, {_devices_text(analysis)}: {what} {format_seconds(step)}"
@@ -151,6 +156,10 @@ def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
         total = recoverable_s_per_step(findings, step)
         share = f", {format_percent(total / step)} of the step" if step and step > 0 else ""
         head += f"; recoverable ~{format_seconds(total)} per step{share}, each op counted once"
+        if accepted:
+            head += f"; {accepted} more accepted by baseline"
+    elif accepted:
+        head += f"; no new findings; {accepted} accepted by baseline"
     else:
         head += "; no findings" if not notes else "; no fix that saves step time here"
     if notes:

@@ -324,9 +324,9 @@ ABSURD_STEP_S = 3600.0
 def _step_time_note(steps, notes: list[str]) -> None:
     step_s = steps.mean_s if steps is not None else float("nan")
     if math.isfinite(step_s) and step_s > ABSURD_STEP_S:
-        notes.append(f"capture: the measured step lasts {step_s:,.0f} s ({step_s / 86400:.2g} days): no training "
-                     "step takes that long; the capture's clock is likely damaged or rescaled, and every time in "
-                     "this report is as implausible")
+        notes.append(f"capture: the measured step lasts {step_s:,.0f} s ({format_number(step_s / 86400)} days): "
+                     "no training step takes that long; the capture's clock is likely damaged or rescaled, and every "
+                     "time in this report is as implausible")
 
 
 def _time_class(ops: pd.DataFrame) -> pd.Series:

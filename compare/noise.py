@@ -99,7 +99,8 @@ def _p_text(p: float) -> str:
 
 
 def _fmt_ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms"
+    ms = seconds * 1e3
+    return f"{ms:.3g} ms" if abs(ms) < 999.5 else f"{ms:,.0f} ms"  # 12,345 ms, not 1.23e+04 ms
 
 
 def welch(base: np.ndarray, new: np.ndarray) -> NoiseTest:

@@ -61,6 +61,8 @@ def value_text(value, type_: str = "", key: str = "") -> str:
         return ", ".join(f"{words_of(str(k))}: {value_text(v, '', str(k))}" for k, v in list(value.items())[:MAX_ITEMS])
     if not isinstance(value, (int, float)):
         return str(value)
+    if key.endswith("_per_s"):  # a rate, whatever its documented type
+        return format_si(value, "B/s" if "bytes" in key.split("_") else "FLOP/s" if "flops" in key else "/s")
     kind = type_.removesuffix(" or null") or _type_by_name(key)
     if kind == "s":
         return format_seconds(value)
@@ -70,8 +72,6 @@ def value_text(value, type_: str = "", key: str = "") -> str:
         return format_si(value, "FLOP")
     if kind == "fraction":
         return format_percent(value)
-    if key.endswith("_per_s"):
-        return format_si(value, "B/s" if "bytes" in key.split("_") else "FLOP/s" if "flops" in key else "/s")
     return format_number(value)
 
 

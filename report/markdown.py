@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..units import count, format_percent, format_ratio, format_seconds, format_si
 from .choices import choice_rows, program_share_text
+from .detail_labels import detail_rows
 from .glossary import used_terms
 from .json_out import report_to_dict
 from .md_blocks import (
@@ -39,6 +40,7 @@ __all__ = ["MAX_BYTES", "escape_text", "render_markdown"]
 # tried in order until the text fits. The last one is bounded whatever the input (~25 kB at most).
 _BUDGETS = ((25, 20, 600, 200), (15, 10, 300, 100), (8, 5, 160, 60), (5, 3, 100, 40), (3, 2, 60, 25))
 _SHOWN_WARNINGS = 3  # more are folded
+_NUMBERED_FINDINGS = 5  # findings whose rule numbers are listed (the HTML and JSON have every one's)
 
 
 def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: int, cut: bool = False) -> str:
@@ -136,6 +138,13 @@ def _breakdown(data: dict) -> list[str]:
     return _table(["Where the step goes", f"{time_word} / step", "share"], rows, ["l", "r", "r"]) + [""]
 
 
+def _rule_numbers(f: dict, cell_limit: int) -> list[str]:
+    """The finding's details, labelled and in units from its rule's docstring (report/detail_labels.py)."""
+    rows = [[escape_text(r["label"], 80), escape_text(r["value"], cell_limit)]
+            for r in detail_rows(str(f["rule"]), f.get("details") or {})]
+    return ["", "**Rule numbers:**", ""] + _table(["Number", "Value"], rows) if rows else []
+
+
 def _findings(data: dict, n_findings: int, cell_limit: int, n_table: int) -> list[str]:
     """The ranked table, then each finding's evidence, fix and ops folded (the first one open)."""
     measured = data["measured"]
@@ -176,6 +185,7 @@ def _findings(data: dict, n_findings: int, cell_limit: int, n_table: int) -> lis
             body += [""] + _table(header, rows, ["l"] + ["r"] * (2 if measured else 1) + ["l"] * (2 if measured else 1))
             if len(f["ops"]) > len(shown):
                 body += ["", f"_{count(len(f['ops']) - len(shown), 'more op')} in the JSON report._"]
+        body += _rule_numbers(f, min(cell_limit, 120)) if i <= _NUMBERED_FINDINGS else []
         summary = (f"{i}. [{escape_html(f['severity'])}] {escape_html(f['title'], 150)}: saves "
                    f"~{format_seconds(f['est_savings_s_per_step'])} per step")
         out += details(summary, body, open_=i == 1) + [""]

@@ -50,3 +50,10 @@ def test_no_scientific_notation_in_prose(report):
 def test_the_mfu_ratio_only_where_both_mfus_read_as_numbers(base, new, shown):
     ratio = new / base if base else None
     assert mfu_ratio_text({"base": base, "new": new, "ratio": ratio}) == shown
+
+
+def test_markdown_rule_numbers_read_as_words_with_units():
+    md = diagnosed(hlo_dir=HLO_SAMPLE, program=HLO_PROGRAM).to_markdown()
+    assert "**Rule numbers:**" in md
+    assert "| Matmul FLOPs per byte moved over the axis, per step |" in md and "intensity_flops_per_byte" not in md
+    assert re.search(r"\| C, the chip's bf16 peak \| \d+ TFLOP/s \|", md)
