@@ -14,6 +14,7 @@ JAX is imported only inside :func:`profile`, so ``import xladiag`` works without
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -116,14 +117,26 @@ def build_report(analysis: Analysis, selection: Selection | None = None) -> Repo
     selection = selection or Selection()
     kept, dropped = run_selected(analysis, selection)
     findings = tuple(kept)
-    return Report(analysis=analysis, findings=findings, headline=_headline(analysis, findings),
+    if selection.notes:  # e.g. a baseline without size bands: said with the capture's warnings
+        analysis = dataclasses.replace(analysis, warnings=(*analysis.warnings, *selection.notes))
+    accepted = sum(d.by == "baseline" for d in dropped)
+    return Report(analysis=analysis, findings=findings, headline=_headline(analysis, findings, accepted),
                   dropped=tuple(dropped), selection=selection)
 
 
-def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
+def _devices_text(analysis: Analysis) -> str:
+    """'4 devices'; for a dump without a trace the slice named by --chip ('slice of 4 chips'), else what it is."""
+    if analysis.num_devices:
+        return count(analysis.num_devices, "device")
+    chips = getattr(analysis.chip, "slice_chips", None)
+    return f"slice of {count(chips, 'chip')}" if chips else "HLO dump only"
+
+
+def _headline(analysis: Analysis, findings: tuple[Finding, ...], accepted: int = 0) -> str:
+    """The one-line verdict; ``accepted``: findings a baseline accepted (counted, so none is silently gone)."""
     step = analysis.step_s
     what = "predicted step" if not analysis.measured else "step"
-    head = f"{analysis.chip.name}, {count(analysis.num_devices or 'no', 'device')}: {what} {format_seconds(step)}"
+    head = f"{analysis.chip.name}, {_devices_text(analysis)}: {what} {format_seconds(step)}"
     if analysis.mfu is not None and math.isfinite(analysis.mfu):
         head += f", MFU {mfu_words(analysis.mfu, analysis.mfu_is_lower_bound)}"
         if analysis.unknown_flops_share and analysis.unknown_flops_share >= 0.005:  # MFU leaves these out
@@ -143,6 +156,10 @@ def _headline(analysis: Analysis, findings: tuple[Finding, ...]) -> str:
         total = recoverable_s_per_step(findings, step)
         share = f", {format_percent(total / step)} of the step" if step and step > 0 else ""
         head += f"; recoverable ~{format_seconds(total)} per step{share}, each op counted once"
+        if accepted:
+            head += f"; {accepted} more accepted by baseline"
+    elif accepted:
+        head += f"; no new findings; {accepted} accepted by baseline"
     else:
         head += "; no findings" if not notes else "; no fix that saves step time here"
     if notes:

@@ -170,7 +170,7 @@ def main(**given):
     """
     # Imported here so that `--help` stays instant.
     from .api import diagnose
-    from .config import baseline_keys, baseline_text, load_project_config
+    from .config import baseline_keys, baseline_text, load_project_config, project_gates
     from .report.github import report_annotations
     from .writer import check_output_path, write_report
 
@@ -185,8 +185,9 @@ def main(**given):
         check_store(Path(record))
     progress = Progress(enabled=not output.quiet and sys.stderr.isatty())
     try:
-        report = diagnose(options=options.replace(config=load_project_config()), progress=progress)
-        report = report.with_gates(**options.gates.of_report())
+        project = load_project_config()
+        report = diagnose(options=options.replace(config=project), progress=progress)
+        report = report.with_gates(**project_gates(options.gates.of_report(), project))  # options win
         text = report.render(output.format, color=out is None and _colour_wanted())
     finally:
         progress.done()

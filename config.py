@@ -6,10 +6,15 @@ Keys of ``[tool.xladiag]`` (the command-line options of the same name win over t
     select = ["exposed-collective", "remat-overhead"]   # report only these rules
     ignore = ["mxu-padding"]                            # leave these out
     baseline = "xladiag-baseline.txt"                   # accepted findings (relative to this pyproject.toml)
+    fail_on = "high"                                    # gates, as --fail-on, --max-exposed-collective,
+    max_exposed_collective = "10%"                      # --max-exposed-host-transfer and --min-mfu
+    max_exposed_host_transfer = "10%"
+    min_mfu = "30%"
 
-A baseline file is either a JSON report (its findings' ``key`` are taken), a JSON list of keys, or text with
-one key (``rule:kind:main_op``) per line (``#`` starts a comment line). ``write_baseline`` writes the text
-form, which reviews well in a diff.
+A baseline file is either a JSON report (its findings' ``key`` are taken, each at its size band), a JSON list
+of entries, or text with one entry per line (``#`` starts a comment line): a key (``rule:kind:main_op``),
+best followed by its size band (``rule:kind:main_op band=-5``, :mod:`.rules.selection`). ``write_baseline``
+writes the text form, which reviews well in a diff.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from .errors import InputError, UsageError
 from .options import RuleChoice
 from .parsers.input_files import read_input_text
 from .rules.registry import RULE_IDS
-from .rules.selection import Selection, parse_rule_list
+from .rules.selection import BAND, Selection, band_of, baseline_entry, parse_entry, parse_rule_list
 from .text_safety import check_nesting
 
 if sys.version_info >= (3, 11):
@@ -32,7 +37,8 @@ else:  # pragma: no cover - the tomli backport, a dependency below 3.11
     import tomli as tomllib
 
 TABLE = "[tool.xladiag]"
-KEYS = ("select", "ignore", "baseline")
+GATE_KEYS = ("fail_on", "max_exposed_collective", "max_exposed_host_transfer", "min_mfu")
+KEYS = ("select", "ignore", "baseline", *GATE_KEYS)
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,33 @@ class ProjectConfig:
     select: tuple[str, ...] | None = None
     ignore: tuple[str, ...] | None = None
     baseline: Path | None = None
+    gates: tuple[tuple[str, object], ...] = ()  # (GATE_KEYS name, threshold): what the command line leaves unset
+
+
+def _gates(table: dict, where: str) -> tuple[tuple[str, object], ...]:
+    """The gate keys of the table, checked as the options of the same name are."""
+    from .report.gates import parse_share
+
+    out = []
+    for key in GATE_KEYS:
+        if key not in table:
+            continue
+        value = table[key]
+        if key == "fail_on":
+            if value not in ("high", "medium", "low"):
+                raise UsageError(f"{where} fail_on: {value!r} is not one of high, medium, low")
+        elif isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise UsageError(f"{where} {key}: expected a share such as \"10%\" or 0.10, got {value!r}")
+        else:
+            value = parse_share(str(value), f"{where} {key}")
+        out.append((key, value))
+    return tuple(out)
+
+
+def project_gates(given: dict, project: ProjectConfig | None) -> dict:
+    """The gates of ``Report.with_gates``: each given one, else the project's (``[tool.xladiag]``)."""
+    fallback = dict(project.gates) if project is not None else {}
+    return {k: v if v is not None else fallback.get(k) for k, v in given.items()}
 
 
 def find_pyproject(start: Path | str | None = None) -> Path | None:
@@ -83,7 +116,7 @@ def load_project_config(start: Path | str | None = None) -> ProjectConfig:
     if baseline is not None and not isinstance(baseline, str):
         raise UsageError(f"{where} baseline: expected a file name, got {baseline!r}")
     return ProjectConfig(path=path, select=select, ignore=ignore,
-                         baseline=(path.parent / baseline) if baseline else None)
+                         baseline=(path.parent / baseline) if baseline else None, gates=_gates(table, where))
 
 
 def read_baseline(path: Path | str) -> frozenset[str]:
@@ -122,20 +155,28 @@ def _json_baseline(text: str, path: Path) -> frozenset[str]:
     if bad:
         raise InputError(f"{path}: a JSON baseline is a diagnose report (--format json) or a list of keys: {bad[0]}: "
                          f"{bad[1]}")
-    return frozenset(f["key"] for f in data["findings"]) if isinstance(data, dict) else frozenset(data)
+    if not isinstance(data, dict):
+        return frozenset(data)
+    # A report's findings accepted at the size they had: its key and size band.
+    return frozenset(f"{f['key']}{BAND}{band_of(*(f.get(k) or 0.0 for k in _SIZE))}" for f in data["findings"])
+
+
+_SIZE = ("est_savings_s_per_step", "time_s_per_step", "fraction_of_step")  # a JSON finding's band (band_of)
 
 
 def baseline_text(keys) -> str:
     """The text form of a baseline: a comment, then one key per line, sorted."""
-    header = ("# xladiag baseline: accepted findings, one key (rule:kind:main_op) per line.\n"
-              "# diagnose --baseline FILE leaves these out of the report and its gates.\n")
+    header = ("# xladiag baseline: accepted findings, one key (rule:kind:main_op) per line, with its size band:\n"
+              "# band=N accepts the finding while its saving is under 2**(N+1) of the step; grown past it, it is\n"
+              "# new again. diagnose --baseline FILE leaves these out of the report and its gates.\n")
     return header + "".join(f"{k}\n" for k in sorted(set(keys)))
 
 
 def baseline_keys(report) -> list[str]:
     """The keys a new baseline of this report accepts: its findings and those its baseline already accepted
     (not those of rules left out, which another selection would report)."""
-    return [f.key for f in report.findings] + [d.finding.key for d in report.dropped if d.by == "baseline"]
+    return ([baseline_entry(f) for f in report.findings]
+            + [baseline_entry(d.finding) for d in report.dropped if d.by == "baseline"])
 
 
 def selection(*, select=None, ignore=None, baseline=None, project: ProjectConfig | None = None) -> Selection:
@@ -151,13 +192,17 @@ def selection(*, select=None, ignore=None, baseline=None, project: ProjectConfig
         project.ignore or (), f"{where} ignore")
     if baseline is None:
         baseline = project.baseline
-    keys, shown = frozenset(), None
+    keys, shown, notes = frozenset(), None, ()
     if isinstance(baseline, (str, Path)):
         keys, shown = read_baseline(baseline), str(baseline)
+        unbanded = sum(parse_entry(k)[1] is None for k in keys)
+        if unbanded:
+            notes = (f"baseline {shown}: {unbanded} of its {len(keys)} entries have no size band, so they accept "
+                     "their finding however much it grows; re-write it with --write-baseline",)
     elif baseline is not None:
         keys = frozenset(baseline)
     return Selection(select=sel, ignore=ign, baseline=keys, baseline_file=shown,
-                     select_from=sel_from, ignore_from=ign_from)
+                     select_from=sel_from, ignore_from=ign_from, notes=notes)
 
 
 def chosen_rules(rules: RuleChoice) -> Selection:

@@ -76,6 +76,19 @@ def format_ratio(value) -> str:
     return f"{float(value):.2g}"
 
 
+def format_number(value) -> str:
+    """A plain number for prose, never in scientific notation: 3 significant digits below 1000
+    (0.0123, 1.87, 412), grouped thousands above (12,345); '<0.001' for tiny ones; 'n/a' when unknown."""
+    if not finite(value):
+        return "n/a"
+    v = float(value)
+    if abs(v) >= 999.5:
+        return f"{v:,.0f}"
+    if v != 0 and abs(v) < 0.001:
+        return "<0.001" if v > 0 else ">-0.001"
+    return f"{v:.3g}"
+
+
 def count(n, noun: str, plural: str | None = None) -> str:
     """``'1 gate'``, ``'3 gates'``: a number with its noun in the right number (``plural`` when not noun+'s')."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"

@@ -20,6 +20,7 @@ from ..errors import UsageError
 from ..options import Options
 from ..parsers.discovery import CaptureFiles, discover, only_host
 from ..parsers.hlo_text import HloModule
+from ..units import format_number
 from .chips import catalog as chip_catalog
 from .chips.detection import choose_chip
 from .chips.dump_platform import dump_platform
@@ -267,7 +268,7 @@ def _mfu(model_flops_per_step: float | None, step_s: float, chip: chip_catalog.C
     mfu = step_roofline(step_s, chip.peak_flops_per_s("bf16"), model_flops=model_flops_per_step).mfu
     mfu = mfu if math.isfinite(mfu) else None
     if mfu is not None and mfu > 1.0:  # more FLOPs per second than the chip can do: the counts are wrong
-        notes.append(f"the FLOPs of this step imply {mfu:.3g}x the {chip.name} peak: MFU is not reported "
+        notes.append(f"the FLOPs of this step imply {format_number(mfu)}x the {chip.name} peak: MFU is not reported "
                      "(FLOP counts or the chip are wrong; check --chip)")
         return None
     return mfu
@@ -317,8 +318,8 @@ def _drop_impossible_flops(ops: pd.DataFrame, chip, notes: list[str]) -> pd.Data
         ops.loc[bad, "cost_note"] = [f"{n}; {why}" if isinstance(n, str) and n else why
                                      for n in ops.loc[bad, "cost_note"]]
         notes.append(f"{int(bad.sum())} ops report more {what} than the {chip.name} allows in their measured time "
-                     f"(up to {worst:.3g}x its {peak}): their {what} are treated as unknown (damaged counts, or the "
-                     "wrong --chip?)")
+                     f"(up to {format_number(worst)}x its {peak}): their {what} are treated as unknown (damaged "
+                     "counts, or the wrong --chip?)")
         dropped = True
     return predict_ops(ops, chip) if dropped else ops
 
@@ -330,9 +331,9 @@ ABSURD_STEP_S = 3600.0
 def _step_time_note(steps, notes: list[str]) -> None:
     step_s = steps.mean_s if steps is not None else float("nan")
     if math.isfinite(step_s) and step_s > ABSURD_STEP_S:
-        notes.append(f"capture: the measured step lasts {step_s:,.0f} s ({step_s / 86400:.2g} days): no training "
-                     "step takes that long; the capture's clock is likely damaged or rescaled, and every time in "
-                     "this report is as implausible")
+        notes.append(f"capture: the measured step lasts {step_s:,.0f} s ({format_number(step_s / 86400)} days): "
+                     "no training step takes that long; the capture's clock is likely damaged or rescaled, and every "
+                     "time in this report is as implausible")
 
 
 def _time_class(ops: pd.DataFrame) -> pd.Series:

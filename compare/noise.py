@@ -93,8 +93,14 @@ def t_critical(df: float, alpha: float = ALPHA) -> float:
     return 0.5 * (lo + hi)
 
 
+def _p_text(p: float) -> str:
+    """'p = 0.0312', and 'p < 0.0001' rather than scientific notation for a very small p."""
+    return "p < 0.0001" if p < 1e-4 else f"p = {p:.2g}" if p < 0.001 else f"p = {p:.3g}"
+
+
 def _fmt_ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms"
+    ms = seconds * 1e3
+    return f"{ms:.3g} ms" if abs(ms) < 999.5 else f"{ms:,.0f} ms"  # 12,345 ms, not 1.23e+04 ms
 
 
 def welch(base: np.ndarray, new: np.ndarray) -> NoiseTest:
@@ -125,9 +131,9 @@ def welch(base: np.ndarray, new: np.ndarray) -> NoiseTest:
     significant, above_spread = p < ALPHA, abs(diff) > spread
     beyond = significant and above_spread
     if beyond:
-        reason = f"p = {p:.3g} < {ALPHA:g} and |change| {_fmt_ms(abs(diff))} > spread {_fmt_ms(spread)}"
+        reason = f"{_p_text(p)} < {ALPHA:g} and |change| {_fmt_ms(abs(diff))} > spread {_fmt_ms(spread)}"
     elif not significant:
-        reason = f"p = {p:.3g} >= {ALPHA:g} ({TEST_NAME}, {na} vs {nb} steps)"
+        reason = f"{_p_text(p)} >= {ALPHA:g} ({TEST_NAME}, {na} vs {nb} steps)"
     else:
-        reason = f"|change| {_fmt_ms(abs(diff))} <= step-to-step spread {_fmt_ms(spread)} (p = {p:.3g})"
+        reason = f"|change| {_fmt_ms(abs(diff))} <= step-to-step spread {_fmt_ms(spread)} ({_p_text(p)})"
     return NoiseTest(na, nb, diff, spread, float(t), float(df), float(p), diff - half, diff + half, beyond, reason)

@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..rules.base import current_key
+
 REL_TOL = 0.05  # of the op's (finding's) base time
 STEP_TOL = 0.001  # of the base step
 MAX_NAMES = 3  # names shown for a group matched by framework op / source line
@@ -122,11 +124,13 @@ FINDING_COLUMNS = ("status", "key", "rule", "kind", "main_op", "title", "base_se
 
 
 def _findings_frame(findings: list[dict]) -> pd.DataFrame:
-    rows = [{"key": f.get("key") or f"{f.get('rule', '')}:{f.get('kind', '')}:", "rule": f.get("rule"),
+    keys = [current_key(f.get("key") or f"{f.get('rule', '')}:{f.get('kind', '')}:") for f in findings]
+    # An old report's finding under a renamed rule (rules.base.RENAMED_KEYS) pairs with its new name.
+    rows = [{"key": key, "rule": key.split(":", 1)[0] if f.get("rule") else f.get("rule"),
              "kind": f.get("kind") or "", "title": f.get("title"), "severity": f.get("severity"),
              "time": f.get("time_s_per_step") or 0.0, "savings": f.get("est_savings_s_per_step") or 0.0,
              "counted": f.get("counted_s_per_step", f.get("est_savings_s_per_step")) or 0.0}
-            for f in findings]
+            for key, f in zip(keys, findings)]
     frame = pd.DataFrame(rows, columns=["key", "rule", "kind", "title", "severity", "time", "savings", "counted"])
     # One row per key, so the outer merge pairs each key once (two findings sharing a key: one, summed; the
     # first, highest-ranked, names it).

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..rules.registry import RULE_IDS
-from ..rules.selection import Selection
+from ..rules.selection import Selection, parse_entry
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,8 @@ def recorded(report: dict) -> Recorded:
 
 def given(selection: Selection) -> Recorded:
     """What the comparison's own options leave out."""
-    return Recorded(frozenset(selection.rules_left_out(RULE_IDS)), frozenset(selection.baseline))
+    return Recorded(frozenset(selection.rules_left_out(RULE_IDS)),
+                    frozenset(parse_entry(e)[0] for e in selection.baseline))  # keys: a band is the baseline's
 
 
 def for_captures(selection: Selection, recorded_sides: list[Recorded]) -> Selection:

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..analyzer.steps.occurrences import representative_steps
+from .trace_links import analysis_thread_labels
 
 MAX_TIMELINE_DEVICES = 16
 MAX_LINES_PER_DEVICE = 4
@@ -74,6 +75,8 @@ def representative_step_events(analysis, max_devices: int = MAX_TIMELINE_DEVICES
     ev["time_class"] = ev["time_class"].fillna("other")
     ev = ev.sort_values(["device", "start_ps"], kind="stable").reset_index(drop=True)
     line = ev["line"].fillna("").astype(str)
+    threads = analysis_thread_labels(analysis)  # 'CPU thread 2 (tf_XLAEigen)' for a thread id
+    line = line.map(lambda s: threads.get(s, s)) if threads else line
     # Streams/threads of a device get their own lane only when its ops overlap in time (GPU
     # streams), so concurrent ops do not hide each other; sequential threads share one lane.
     # Geometry uses the event's extent on the timeline (span_ps); duration_ps is what the op cost.

@@ -12,7 +12,7 @@ from markupsafe import Markup
 
 from ..units import format_percent, format_seconds
 from . import compare_svg, svg
-from .compare_model import VERDICT_WORDS, ratio_text, share_text, signed_seconds
+from .compare_model import VERDICT_WORDS, mfu_ratio_text, ratio_text, share_text, signed_seconds
 from .html import _environment, _load_template
 
 WATERFALL_OPS = 12
@@ -31,7 +31,7 @@ def compare_context(comparison) -> dict:
          "sub": f"{signed_seconds(step['delta_s'])} ({ratio_text(step['ratio'])})"},
         {"label": "Verdict", "value": VERDICT_WORDS[step["verdict"]], "sub": test["reason"]},
         {"label": "MFU", "value": f"{format_percent(data['mfu']['base'])} → {format_percent(data['mfu']['new'])}",
-         "sub": ratio_text(data["mfu"]["ratio"])},
+         "sub": mfu_ratio_text(data["mfu"])},
     ]
     reg = data["regression"]
     if reg["threshold"] is not None:

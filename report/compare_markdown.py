@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..units import count, format_percent, format_seconds
 from .compare_json import COMPARE_SCHEMA_VERSION
-from .compare_model import VERDICT_WORDS, ratio_text, share_text, signed_seconds, step_sentence
+from .compare_model import VERDICT_WORDS, mfu_ratio_text, ratio_text, share_text, signed_seconds, step_sentence
 from .md_blocks import (
     CUT_NOTE,
     HARD_WIDTH,
@@ -100,7 +100,7 @@ def _step_table(data: dict) -> list[str]:
     rows = [["Step time (mean)", format_seconds(step["base_s"]), format_seconds(step["new_s"]),
              f"{signed_seconds(step['delta_s'])} ({ratio_text(step['ratio'])})"],
             ["MFU", format_percent(data["mfu"]["base"]), format_percent(data["mfu"]["new"]),
-             ratio_text(data["mfu"]["ratio"])],
+             mfu_ratio_text(data["mfu"])],
             ["Steps measured", str(data["base"]["steps"] or 0), str(data["new"]["steps"] or 0), ""],
             ["Step-to-step spread (larger std)", "", "", format_seconds(spread) if spread is not None else "n/a"]]
     if test["ci_low_s"] is not None:

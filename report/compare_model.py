@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..text_safety import terminal_line
-from ..units import format_percent, format_seconds
+from ..units import format_number, format_percent, format_seconds
 from .render import Format, Renderable, lazy
 
 if TYPE_CHECKING:  # annotations only: pandas loads on first use
@@ -67,7 +67,16 @@ def signed_seconds(seconds) -> str:
 
 def ratio_text(value) -> str:
     """'1.19×'; 'n/a' for None."""
-    return f"{value:.3g}×" if value is not None else "n/a"
+    return f"{format_number(value)}×" if value is not None else "n/a"
+
+
+def mfu_ratio_text(mfu: dict) -> str:
+    """The MFU ratio, only where both MFUs read as numbers: '<0.1% → <0.1%, 1.87×' states a change the reader
+    cannot see (and tiny MFUs are mostly unpriced work), so it is 'n/a' there."""
+    shown = [format_percent(mfu.get(side)) for side in ("base", "new")]
+    if any(s in ("n/a", "<0.1%", "0%") for s in shown):
+        return "n/a"
+    return ratio_text(mfu.get("ratio"))
 
 
 def share_text(delta, step) -> str:

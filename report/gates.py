@@ -26,7 +26,7 @@ MEASURES = {
         "rule's findings; a kind under 0.5% of the step counts 0; host-offload copies are not counted)"),
     "max-exposed-host-transfer": (
         "the time per step devices wait on host-offload copies (device <-> pinned host memory over PCIe) not "
-        "hidden behind compute, as a share of the step (the exposed-collective rule's host-offload finding)"),
+        "hidden behind compute, as a share of the step (the exposed-host-transfer rule's finding)"),
     "min-mfu": "MFU: model FLOPs per step / (step time x chip peak FLOP/s); an unknown MFU trips the gate",
     "fail-on-regression": (
         "diagnose compare: the change of the mean step time (new / base - 1), counted only when the step is slower "
@@ -89,11 +89,11 @@ def parse_share(text: str, option: str) -> float:
 
 
 def _exposed_share(report, host_offload: bool) -> float:
-    from ..rules.exposed_collective import RULE_ID as EXPOSED_TRANSFERS  # lazy: keeps `--help` instant
+    from ..rules import exposed_collective, exposed_host_transfer  # lazy: keeps `--help` instant
 
-    # One rule measures both; its host-offload finding (kind) is the wait on host copies, the rest collectives.
-    exposed = sum(f.time_s_per_step for f in report.findings
-                  if f.rule == EXPOSED_TRANSFERS and (f.kind == "host-offload") == host_offload)
+    # Each gate reads its own rule: waits on host copies, waits on collectives.
+    rule = exposed_host_transfer.RULE_ID if host_offload else exposed_collective.RULE_ID
+    exposed = sum(f.time_s_per_step for f in report.findings if f.rule == rule)
     step = report.analysis.step_s
     return exposed / step if step and step > 0 else 0.0
 

@@ -14,12 +14,14 @@ import jinja2
 from markupsafe import Markup
 
 from ..units import finite_or_none as _num
-from ..units import format_bytes, format_percent, format_ratio, format_seconds, format_si
+from ..units import format_number, format_percent, format_ratio, format_seconds, format_si
 from . import svg, svg_memory
 from .chart_data import representative_step_events, roofline_points
+from .detail_labels import detail_rows
+from .glossary import explain, term_in, used_terms
 from .html_summary import SRC_MEASURED, SRC_PREDICTED, capture_rows, host_rows, summary_cards
 from .json_out import report_to_dict
-from .model import overlap_counted
+from .model import category_name, on_cpu, overlap_counted
 from .svg import short_source
 from .svg_icicle import icicle_chart
 from .trace_links import occurrence_label
@@ -69,27 +71,6 @@ def _evidence_chart(finding, index: int) -> Markup | None:
 # ------------------------------------------------------------------ tables
 
 
-def _detail_text(key: str, value) -> str:
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    if isinstance(value, (int, float)):
-        words = key.split("_")
-        if key.endswith("_per_s"):  # a rate, before the '_s' test below
-            return format_si(value, "B/s" if "bytes" in words else "/s")
-        if key.endswith("_s") or key.endswith("_s_per_step") or key == "s_per_step":
-            return format_seconds(value)
-        if "bytes" in words:  # 'bytes', 'hbm_bytes', 'bytes_per_step': 3.22e10 reads '32.2 GB'
-            return format_bytes(value)
-        if key.startswith("fraction") or key.endswith("_fraction") or key.endswith("_share"):
-            return format_percent(value)
-        return f"{value:.4g}" if isinstance(value, float) else str(value)
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_detail_text(key, v) for v in value[:20]) + (" …" if len(value) > 20 else "")
-    if isinstance(value, dict):
-        return "; ".join(f"{k}: {_detail_text(str(k), v)}" for k, v in list(value.items())[:20])
-    return str(value)
-
-
 def _counted_text(f: dict) -> str:
     """'' or how much of the saving counts in the total, when other findings overlap it."""
     counted = overlap_counted(f)
@@ -107,10 +88,13 @@ def _finding_view(f: dict, finding, index: int, measured: bool, step_s: float | 
         "saves": format_seconds(f["est_savings_s_per_step"]),
         "saves_share": format_percent((f["est_savings_s_per_step"] or 0.0) / step_s) if step_s else "n/a",
         "counted": _counted_text(f),
+        "counted_explain": explain("counted"),
         "cost": format_seconds(f["time_s_per_step"]),
         "cost_share": format_percent(f["fraction_of_step"]),
         "confidence": f["confidence"],
         "evidence": f["evidence"],
+        # the terms its words use that a reader may not know, as the evidence's tooltip (report/glossary.py)
+        "terms": "\n".join(f"{t}: {m}" for t, m in used_terms(f"{f['title']} {f['evidence']} {f['fix']}")),
         "fix": f["fix"],
         "ops": [
             {
@@ -125,7 +109,7 @@ def _finding_view(f: dict, finding, index: int, measured: bool, step_s: float | 
             for op in f["ops"]
         ],
         "chart": _evidence_chart(finding, index) if measured else None,
-        "details": [(k, _detail_text(k, v)) for k, v in f["details"].items()],
+        "details": detail_rows(f["rule"], f["details"]),
     }
 
 
@@ -139,7 +123,7 @@ def _costs_src(op: dict) -> str:
     return " / ".join(dict.fromkeys(srcs))
 
 
-def _op_rows(ops: list[dict], measured: bool) -> list[dict]:
+def _op_rows(ops: list[dict], measured: bool, cpu: bool = False) -> list[dict]:
     per_step_key = "measured_s_per_step" if measured else "predicted_s_per_step"
     rows = []
     for op in ops:
@@ -149,10 +133,10 @@ def _op_rows(ops: list[dict], measured: bool) -> list[dict]:
                 "name": op["name"] or "",
                 "module": op["module"] or "",
                 "in_step": op["in_step"],
-                "category": op["category"] or "",
+                "category": category_name(op["category"], cpu),
                 "bound_by": op["bound_by"] or "unknown",
                 "time_class": op["time_class"] or "other",
-                "occ": f"{op['occurrences_per_step']:.3g}" if _num(op["occurrences_per_step"]) is not None else "—",
+                "occ": "—" if _num(op["occurrences_per_step"]) is None else format_number(op["occurrences_per_step"]),
                 "occ_v": _sort_key(op["occurrences_per_step"]),
                 # The '<time_word> / step' column: the prediction when nothing was measured.
                 "per_step": format_seconds(op[per_step_key]) if op["in_step"] else "—",
@@ -210,7 +194,7 @@ def report_context(report) -> dict:
                     if lanes else "")
 
     all_ops = data["ops"]
-    rows = _op_rows(all_ops[:MAX_HTML_OPS], measured)
+    rows = _op_rows(all_ops[:MAX_HTML_OPS], measured, on_cpu(data))
     return {
         "title": page_title(data),
         "data": data,
@@ -218,7 +202,7 @@ def report_context(report) -> dict:
         "capture_scope": data["capture_scope"],
         "measured": measured,
         "time_word": time_word,
-        "cards": summary_cards(data, time_word),
+        "cards": [dict(card, explain=term_in(card["label"])) for card in summary_cards(data, time_word)],
         "breakdown_svg": Markup(svg.breakdown_bar(breakdown, width=1100)),
         "breakdown_rows": _breakdown_rows(breakdown),
         "breakdown_source": (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..units import count, format_percent, format_seconds, format_si
 from .choices import choice_rows, program_share_text
-from .model import mfu_value
+from .model import memory_name, mfu_value
 
 # How each number's origin is written in the report (one legend, used everywhere).
 SRC_MEASURED = "measured"
@@ -60,8 +60,9 @@ def capture_rows(data: dict, analysis) -> list[tuple[str, str, str]]:
     rows = [
         ("Chip", chip["name"], chip["detected_as"]),
         ("Peak compute", format_si(chip["peak_flops_per_s"], "FLOP/s") + " (bf16)", src["peak_flops_per_s"]),
-        ("HBM bandwidth", format_si(chip["hbm_bytes_per_s"], "B/s"), src["hbm_bytes_per_s"]),
-        ("Ridge point", format_si(chip["ridge_flops_per_byte"], "FLOP/B"), "peak ÷ HBM bandwidth"),
+        (f"{memory_name(data)} bandwidth".replace("memory", "Memory"), format_si(chip["hbm_bytes_per_s"], "B/s"),
+         src["hbm_bytes_per_s"]),
+        ("Ridge point", format_si(chip["ridge_flops_per_byte"], "FLOP/B"), f"peak ÷ {memory_name(data)} bandwidth"),
     ]
     for key, label, unit in (("ici_link_bytes_per_s_oneway", "Interconnect link (one way)", "B/s"),
                              ("pcie_bytes_per_s", "Host link (PCIe)", "B/s"),

@@ -122,10 +122,13 @@ def _occurrence() -> dict:
         "device": {**INT, "minimum": 0, "description": "global device index (device_list)"},
         "plane": {**STRING, "description": "the xplane the event is on, e.g. /device:TPU:0"},
         "line": {**STRING, "description": "the trace line, e.g. XLA Ops, Stream #12(...), a CPU thread"},
+        "line_label": {**STRING, "description": "the line as the reports name it, where its name is a CPU "
+                                                "thread id: 'CPU thread N (pool name)'"},
         "step": {**INT, "description": "step number on its device (the device's median-duration step)"},
         "start_ps": {**INT, "description": "event start, picoseconds on the capture's clock"},
         "end_ps": {**INT, "description": "event end (start + its extent on the timeline), picoseconds"},
-    }, doc="One representative occurrence of the op in the trace (docs/json_schema.md#occurrence)")
+    }, required=["host", "device", "plane", "line", "step", "start_ps", "end_ps"],
+        doc="One representative occurrence of the op in the trace (docs/json_schema.md#occurrence)")
 
 
 def _finding() -> dict:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from ..units import count, format_percent, format_ratio, format_seconds, format_si
 from .choices import choice_rows, program_share_text
+from .detail_labels import detail_rows
+from .glossary import used_terms
 from .json_out import report_to_dict
 from .md_blocks import (
     CUT_NOTE,
@@ -29,7 +31,7 @@ from .md_blocks import (
 )
 from .md_blocks import table as _table
 from .memory_sections import markdown_section
-from .model import mfu_value, overlap_counted, unpriced_line
+from .model import category_name, memory_name, mfu_value, on_cpu, overlap_counted, unpriced_line
 from .scopes_out import markdown_section as _scopes
 from .svg import CLASS_LABELS, CLASS_ORDER, short_source
 from .trace_links import occurrence_label
@@ -40,6 +42,7 @@ __all__ = ["MAX_BYTES", "escape_text", "render_markdown"]
 # tried in order until the text fits. The last one is bounded whatever the input (~25 kB at most).
 _BUDGETS = ((25, 20, 600, 200), (15, 10, 300, 100), (8, 5, 160, 60), (5, 3, 100, 40), (3, 2, 60, 25))
 _SHOWN_WARNINGS = 3  # more are folded
+_NUMBERED_FINDINGS = 5  # findings whose rule numbers are listed (the HTML and JSON have every one's)
 
 
 def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: int, cut: bool = False) -> str:
@@ -54,8 +57,20 @@ def _render(data: dict, n_ops: int, n_findings: int, cell_limit: int, n_table: i
     out += markdown_section(data.get("memory_at_peak"), min(n_ops, 8))
     out += _hosts(data.get("host_steps"), n_table)
     out += _capture(data)
+    out += glossary_section("\n".join(out))
     out.append(f"<sub>xladiag {escape_text(data['tool']['version'])} · schema {data['schema_version']}</sub>")
     return "\n".join(out) + "\n"
+
+
+def glossary_section(body: str) -> list[str]:
+    """'## Glossary': a line for each term the report uses that a reader may not know (report/glossary.py)."""
+    terms = used_terms(body)
+    if not terms:
+        return []
+    out = ["## Glossary", ""]
+    for term, meaning in terms:
+        out += wrap(f"**{escape_text(term)}**: {escape_text(meaning)}", "- ", "  ")
+    return out + [""]
 
 
 def _title_and_notes(data: dict, cell_limit: int, cut: bool) -> list[str]:
@@ -127,6 +142,13 @@ def _breakdown(data: dict) -> list[str]:
     return _table(["Where the step goes", f"{time_word} / step", "share"], rows, ["l", "r", "r"]) + [""]
 
 
+def _rule_numbers(f: dict, cell_limit: int) -> list[str]:
+    """The finding's details, labelled and in units from its rule's docstring (report/detail_labels.py)."""
+    rows = [[escape_text(r["label"], 80), escape_text(r["value"], cell_limit)]
+            for r in detail_rows(str(f["rule"]), f.get("details") or {})]
+    return ["", "**Rule numbers:**", ""] + _table(["Number", "Value"], rows) if rows else []
+
+
 def _findings(data: dict, n_findings: int, cell_limit: int, n_table: int) -> list[str]:
     """The ranked table, then each finding's evidence, fix and ops folded (the first one open)."""
     measured = data["measured"]
@@ -167,6 +189,7 @@ def _findings(data: dict, n_findings: int, cell_limit: int, n_table: int) -> lis
             body += [""] + _table(header, rows, ["l"] + ["r"] * (2 if measured else 1) + ["l"] * (2 if measured else 1))
             if len(f["ops"]) > len(shown):
                 body += ["", f"_{count(len(f['ops']) - len(shown), 'more op')} in the JSON report._"]
+        body += _rule_numbers(f, min(cell_limit, 120)) if i <= _NUMBERED_FINDINGS else []
         summary = (f"{i}. [{escape_html(f['severity'])}] {escape_html(f['title'], 150)}: saves "
                    f"~{format_seconds(f['est_savings_s_per_step'])} per step")
         out += details(summary, body, open_=i == 1) + [""]
@@ -210,7 +233,8 @@ def _top_ops(data: dict, n_ops: int) -> list[str]:
         measured_cells = ([format_seconds(o["measured_s_per_step"]), format_percent(o["share_of_step"])]
                           if measured else [])
         rows.append(
-            [escape_text(o["name"], 80), escape_text(o["category"], 40), escape_text(o["bound_by"])]
+            [escape_text(o["name"], 80), escape_text(category_name(o["category"], on_cpu(data)), 40),
+             escape_text(o["bound_by"])]
             + measured_cells
             + [format_seconds(o["predicted_s_per_step"]), format_ratio(o["efficiency"]) if measured else
                format_percent((o["predicted_s_per_step"] or 0.0) / data["step_s"]) if data["step_s"] else "n/a",
@@ -231,7 +255,7 @@ def _capture(data: dict) -> list[str]:
     chip, steps, run = data["chip"], data["steps"], data["run"]
     body = wrap(f"- **Chip:** {escape_text(chip['name'])}: peak {format_si(chip['peak_flops_per_s'], 'FLOP/s')} "
                 f"({escape_text(chip['source']['peak_flops_per_s'], 120)}), "
-                f"HBM {format_si(chip['hbm_bytes_per_s'], 'B/s')} "
+                f"{memory_name(data)} {format_si(chip['hbm_bytes_per_s'], 'B/s')} "
                 f"({escape_text(chip['source']['hbm_bytes_per_s'], 120)})", indent="  ")
     body += wrap(f"- **Platform:** {escape_text(data['platform'])}; **devices:** {data['devices']}; "
                  f"**hosts:** {escape_text(', '.join(data['hosts']) or '—', 200)}", indent="  ")

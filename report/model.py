@@ -30,6 +30,22 @@ def overlap_counted(finding: dict) -> float | None:
     return counted if counted is not None and alone > 0 and abs(counted - alone) > 1e-3 * alone else None
 
 
+def on_cpu(data: dict) -> bool:
+    """The report is of a CPU: a CPU capture, or a dump priced on a CPU chip."""
+    return data.get("platform") == "cpu" or str((data.get("chip") or {}).get("vendor", "")).lower() == "cpu"
+
+
+def memory_name(data: dict) -> str:
+    """What the device's memory is called in prose: 'HBM' on an accelerator, 'memory' on a CPU."""
+    return "memory" if on_cpu(data) else "HBM"
+
+
+def category_name(category, cpu: bool) -> str:
+    """An op category as the reports show it: a CPU has no convolution units, its dot fusions are matmuls."""
+    text = "" if category is None else str(category)
+    return "matmul fusion" if cpu and text == "convolution fusion" else text
+
+
 def mfu_value(data: dict) -> str:
     """The report's (JSON dict) MFU as every renderer writes it: 'n/a', '36.3%', or 'at least 2.2%' while more
     of the step than the limit is in unpriced ops (their FLOPs are not counted)."""

@@ -1,15 +1,19 @@
 """The terminal report (``--format text``): the verdict, the ranked fixes and the top ops.
 
-Every line fits :data:`WIDTH` terminal columns (wide characters count two): prose is wrapped, names
-are cut with an ellipsis. Text from the profile goes through :func:`.text_safety.visible_controls`
-before layout, so it cannot move the cursor or recolour the terminal. Colour (ANSI SGR) is added only
-when asked (the CLI asks on a TTY without ``NO_COLOR``); :func:`guard_keeping_sgr` is the last guard
-that keeps exactly those codes. Reads the same dict as the JSON report, so the numbers agree.
+Every line fits the terminal's width (:func:`terminal_width`: ``COLUMNS``, else the TTY's, else :data:`WIDTH`
+when piped; clamped to :data:`MIN_WIDTH`..:data:`MAX_WIDTH`; wide characters count two): prose, fixes
+included, is wrapped whole, names in tables are cut with an ellipsis. Text from the profile goes through
+:func:`.text_safety.visible_controls` before layout, so it cannot move the cursor or recolour the terminal.
+Colour (ANSI SGR) is added only when asked (the CLI asks on a TTY without ``NO_COLOR``);
+:func:`guard_keeping_sgr` is the last guard that keeps exactly those codes. Reads the same dict as the JSON
+report, so the numbers agree.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import textwrap
 import unicodedata
 
@@ -17,20 +21,38 @@ from ..text_safety import visible_controls
 from ..units import count, format_percent, format_ratio, format_seconds, format_si
 from . import scopes_out
 from .choices import program_share_text
+from .glossary import used_terms
 from .json_out import report_to_dict
 from .memory_sections import text_section
-from .model import mfu_value, overlap_counted, unpriced_line
+from .model import category_name, mfu_value, on_cpu, overlap_counted, unpriced_line
 from .svg import CLASS_LABELS, CLASS_ORDER
 from .trace_links import occurrence_label
 
-WIDTH = 100
+WIDTH = 100  # piped, or no terminal size known
+_COLUMNS_VAR = "COLUMNS"  # the shell's terminal width, when exported
+MIN_WIDTH, MAX_WIDTH = 60, 200  # narrower squeezes the op table to nothing; wider is hard to read
 N_OPS = 10  # top ops listed
 N_FINDING_OPS = 3  # ops named under each fix
-FIX_LINES = 6  # lines of a fix before it is cut (the JSON/HTML report has it whole)
 
 _SGR = {"bold": "1", "dim": "2", "red": "31", "yellow": "33", "cyan": "36", "green": "32"}
 _SEVERITY_STYLE = {"high": "red", "medium": "yellow", "low": "cyan"}
 _SGR_RE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def terminal_width(environ=None, stream=None) -> int:
+    """Columns to lay the report out in: ``COLUMNS`` when it is a number, else the terminal's when ``stream``
+    (stdout) is one, else :data:`WIDTH`; clamped to MIN_WIDTH..MAX_WIDTH."""
+    environ, stream = os.environ if environ is None else environ, sys.stdout if stream is None else stream
+    width, given = WIDTH, str(environ.get(_COLUMNS_VAR) or "").strip()
+    if given.isdigit():
+        width = int(given)
+    else:
+        try:
+            if stream.isatty():
+                width = os.get_terminal_size(stream.fileno()).columns or WIDTH
+        except (AttributeError, OSError, ValueError):  # no real file behind it (a test runner's capture)
+            pass
+    return max(MIN_WIDTH, min(MAX_WIDTH, width))
 
 
 def columns(text: str) -> int:
@@ -76,7 +98,7 @@ class _Out:
         self.lines.append(self.style(fit(text, self.width), *styles))
 
     def wrap(self, text: str, indent: str = "", first: str | None = None, max_lines: int | None = None) -> None:
-        """Wrapped prose; long unbreakable words (op names, paths) are cut rather than overflowing."""
+        """Wrapped prose, all of it; long unbreakable words (op names, paths) are broken across lines."""
         first = indent if first is None else first
         width = self.width - max(columns(indent), columns(first))
         lines = textwrap.wrap(text, width=max(width, 20), break_long_words=True, break_on_hyphens=False) or [""]
@@ -161,8 +183,7 @@ def _fixes(out: _Out, data: dict) -> None:
         out.line(" " * len(head) + f"{_saves(f, data.get('step_s'))} · costs "
                  f"{format_percent(f['fraction_of_step'])} of step · confidence {f['confidence']} · "
                  f"{clean_text(f['rule'])}", "dim")
-        out.wrap(clean_text(f["fix"]), indent=" " * len(head), first=" " * (len(head) - 5) + "Fix: ",
-                 max_lines=FIX_LINES)
+        out.wrap(clean_text(f["fix"]), indent=" " * len(head), first=" " * (len(head) - 5) + "Fix: ")
         for j, op in enumerate(f["ops"][:N_FINDING_OPS]):
             when = op["measured_s_per_step"] if measured else op["predicted_s_per_step"]
             detail = f" · {clean_text(op['detail'])}" if op.get("detail") else ""
@@ -207,15 +228,19 @@ def _top_ops(out: _Out, data: dict) -> None:
         return
     header = ["time/step", "% step", "efficiency" if measured else "FLOPs", "bound", "category"]
     widths = [10, 7, 10, 8, 18]
+    shown = len(widths)  # a narrow terminal drops the last columns first, keeping op names readable
+    while shown > 3 and out.width - 2 - sum(widths[:shown]) - 2 * shown < 24:
+        shown -= 1
+    widths = widths[:shown]
     name_w = out.width - 2 - sum(widths) - 2 * len(widths)
-    out.line("  " + out.row(["op", *header], [name_w, *widths], "lrrrll"), "dim")
+    out.line("  " + out.row(["op", *header[:shown]], [name_w, *widths], "lrrrll"), "dim")
     step = data["step_s"] or 0.0
     for o in ops[:N_OPS]:
         share = o["share_of_step"] if measured else ((o[key] or 0.0) / step if step > 0 else None)
         third = format_ratio(o["efficiency"]) if measured else format_si(o["flops"], "")
         cells = [clean_text(o["name"]), format_seconds(o[key]), format_percent(share), third,
-                 clean_text(o["bound_by"]) or "n/a", clean_text(o["category"]) or "—"]
-        out.line("  " + out.row(cells, [name_w, *widths], "lrrrll"))
+                 clean_text(o["bound_by"]) or "n/a", clean_text(category_name(o["category"], on_cpu(data))) or "—"]
+        out.line("  " + out.row(cells[:shown + 1], [name_w, *widths], "lrrrll"))
     if len(ops) > N_OPS:
         out.line(f"  … {len(ops) - N_OPS} more ops (--format json or html lists them all)", "dim")
 
@@ -240,9 +265,10 @@ def _scopes(out: _Out, data: dict) -> None:
         out.line(f"  ({scopes_out.unnamed_note(data)})", "dim")
 
 
-def render_text(report, *, color: bool = False, width: int = WIDTH) -> str:
+def render_text(report, *, color: bool = False, width: int | None = None) -> str:
+    """The terminal report; ``width`` None: :func:`terminal_width`."""
     data = report_to_dict(report)
-    out = _Out(color, width)
+    out = _Out(color, max(MIN_WIDTH, min(MAX_WIDTH, width)) if width else terminal_width())
     title = data["run"]["name"] or data["chip"]["name"]
     out.line(f"xladiag · {clean_text(title)}", "bold")
     out.wrap(clean_text(data["headline"]))
@@ -260,7 +286,19 @@ def render_text(report, *, color: bool = False, width: int = WIDTH) -> str:
     _top_ops(out, data)
     _scopes(out, data)
     text_section(out, data.get("memory_at_peak"), clean_text)
+    _glossary(out)
     return "\n".join(out.lines) + "\n"
+
+
+def _glossary(out: _Out) -> None:
+    """A line for each term the report uses that a reader may not know (report/glossary.py)."""
+    terms = used_terms(_SGR_RE.sub("", "\n".join(out.lines)))
+    if not terms:
+        return
+    out.line()
+    out.line("Glossary", "bold")
+    for term, meaning in terms:
+        out.wrap(f"{term}: {meaning}", indent="    ", first="  ")
 
 
 def guard_keeping_sgr(text: str) -> str:

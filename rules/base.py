@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -108,6 +109,19 @@ class Finding:
         title = self.title if len(self.title) <= 80 else self.title[:79] + "…"
         return (f"<Finding {self.key} [{self.severity}] saves {format_seconds(self.est_savings_s_per_step)}/step "
                 f"({len(self.ops)} ops): {title!r}>")
+
+
+# Keys a finding had under an earlier rule id (host-offload waits were an `exposed-collective` kind): an old
+# baseline or report still names the same problem.
+RENAMED_KEYS = {"exposed-collective:host-offload:": "exposed-host-transfer:host-offload:"}
+
+
+def current_key(key: str) -> str:
+    """``key`` as this version spells it (see RENAMED_KEYS)."""
+    for old, new in RENAMED_KEYS.items():
+        if key.startswith(old):
+            return new + key[len(old):]
+    return key
 
 
 @runtime_checkable
@@ -207,6 +221,13 @@ class Target:
     framework: str = "unknown"  # jax | pytorch_xla | tensorflow | unknown (read as JAX): whose levers to name
     libraries: tuple = ()  # flax, maxtext, transformer_engine: found in the program
 
+    @property
+    def for_cpu(self) -> bool:
+        """The fix runs on a CPU: a CPU capture, or a dump priced on a CPU chip (levers.target)."""
+        from .levers import target  # levers builds on this module
+
+        return target(self.platform, self.chip) == "cpu"
+
     @classmethod
     def of(cls, analysis: Analysis) -> Target:
         fw = getattr(analysis, "framework", None) or {}
@@ -242,9 +263,18 @@ def compose(rule_id: str, measure, title, evidence, fix, analysis: Analysis) -> 
     if measured is None:
         return []
     target = Target.of(analysis)
-    return [make_finding(rule_id, n.priced, title=title(n), evidence=evidence(n), fix=fix(n, target),
-                         details=details_of(n))
+    said = memory_words if target.for_cpu else str
+    return [make_finding(rule_id, dataclasses.replace(n.priced, lever=said(n.priced.lever)), title=said(title(n)),
+                         evidence=said(evidence(n)), fix=said(fix(n, target)), details=details_of(n))
             for n in (measured if isinstance(measured, list) else [measured])]
+
+
+_HBM = re.compile(r"\bHBM\b")
+
+
+def memory_words(text: str) -> str:
+    """A CPU has no HBM: its main memory is 'memory' ('more HBM per device' -> 'more memory per device')."""
+    return _HBM.sub("memory", text)
 
 
 def is_nan(x) -> bool:

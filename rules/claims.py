@@ -12,8 +12,8 @@ collects them), most specific first:
    (more compute per byte) is what lets any schedule hide it;
 5. ``hbm-headroom``: recomputed ops whose outputs fit in free HBM; the same ops and lever as remat-overhead,
    which keeps them when both fire (hbm-headroom counts them when remat-overhead is not selected);
-6. ``exposed-collective``: the op is not hidden behind compute, which holds for any transfer: the most
-   generic diagnosis, so it counts only what no other finding explains;
+6. ``exposed-collective`` and ``exposed-host-transfer``: the op is not hidden behind compute, which holds for
+   any transfer: the most generic diagnosis, so it counts only what no other finding explains;
 7. ``mxu-padding``: a matmul's padded share; a recomputed dot's time belongs to remat-overhead first;
 8. ``materialized-attention``: the score chain's ops;
 9. ``low-precision``: any compute-bound matmul, the most generic matmul diagnosis: it counts only the dots no

@@ -1,12 +1,11 @@
 """Communication the step waits for instead of hiding it behind compute.
 
 What it finds:
-    Time per step in which a device waits for a transfer: on TPU the `*-done` ops of collectives,
-    host-offload copies (`copy-start`/`copy-done` to host memory `S(5)`) and send/recv, plus synchronous
-    collectives on the op line; on GPU the part of communication kernels that no compute kernel on another
-    stream overlaps; on CPU the synchronous collective ops. One finding per kind (all-gather,
-    reduce-scatter, all-reduce, all-to-all, collective-permute, send/recv, host offload), each op listed
-    with the fraction of its time in flight that was hidden.
+    Time per step in which a device waits for a transfer: on TPU the `*-done` ops of collectives and
+    send/recv, plus synchronous collectives on the op line; on GPU the part of communication kernels that no
+    compute kernel on another stream overlaps; on CPU the synchronous collective ops. One finding per kind
+    (all-gather, reduce-scatter, all-reduce, all-to-all, collective-permute, send/recv), each op listed
+    with the fraction of its time in flight that was hidden. Host-offload copies are `exposed-host-transfer`.
 Why it costs time:
     While a done op waits, the core issues no work: the rest of the transfer adds straight to the step.
     A transfer started early enough, behind compute that does not need its result, costs nothing.
@@ -20,10 +19,7 @@ How the cost is estimated:
     consumed at once has none: only a program change hides it (`restructure_s_per_step`, an upper bound, not
     counted). GPU collectives XLA made synchronous (`is_sync`) count as synchronous. Kinds are estimated
     independently. Where the fix is for a CPU (capture or chip), collectives are synchronous rendezvous:
-    savings 0, a note. Host offload: the fix leads with offloading less, which removes the transfer, so
-    savings = cost times the share of the offloaded arrays
-    (half the bytes moved) that the HBM headroom holds (all of it when no memory report tells the headroom,
-    confidence medium); what overlap alone could recover is in the details. Without a trace the schedule's
+    savings 0, a note. Without a trace the schedule's
     predicted waits stand in for the exposed time (confidence low): what of each transfer the work between its
     start and done does not hide, all of a synchronous one.
 Fix:
@@ -31,10 +27,9 @@ Fix:
     batch or use fewer FSDP shards. By chip: continuation fusion (async collective fusion) on TPU v4 / v5e /
     v5p / v6e, SparseCore collective offload on TPU7x (its default; the two exclude each other), XLA's
     latency-hiding scheduler and pipelined collectives on NVIDIA and AMD GPUs. Lower the tensor-parallel
-    degree when the MLP dimension is below Y*C/W. Exposed host offload: offload fewer tensors, or earlier,
-    so the copies overlap (MaxText `remat_policy` offload choices, the `pinned_host` memory kind).
+    degree when the MLP dimension is below Y*C/W.
 Details:
-    kind (text): the transfer kind: a collective kind, `send-recv` or `host-offload` (also the finding's `kind`)
+    kind (text): the transfer kind: a collective kind or `send-recv` (also the finding's `kind`)
     platform (text): `tpu`, `gpu`, `cpu` or `hlo`
     exposed_s_per_step (s): seconds per step the device waits for these transfers (the finding's cost)
     in_flight_s_per_step (s or null): start-to-done seconds per step of the async ops; null when none recorded
@@ -70,14 +65,13 @@ from .base import (
     Target,
     compose,
     float_or_none,
-    format_bytes,
     format_percent,
     format_seconds,
     is_nan,
     op_claims,
 )
 from .collective_levers import gpu_overlap, program_change, tpu_overlap
-from .levers import flag, name
+from .levers import name
 from .levers import target as advice_for
 
 RULE_ID = "exposed-collective"
@@ -158,6 +152,12 @@ def check(analysis) -> list:
 
 
 def measure(analysis) -> list[Numbers] | None:
+    return measure_kinds(analysis, host_offload=False)
+
+
+def measure_kinds(analysis, host_offload: bool) -> list[Numbers] | None:
+    """One Numbers per exposed transfer kind: the host-offload kind alone, or every other kind
+    (``exposed_host_transfer`` reports the first)."""
     if not len(analysis.ops):
         return None
     exposure = exposure_by_op(analysis.ops)
@@ -166,6 +166,8 @@ def measure(analysis) -> list[Numbers] | None:
     step_s = analysis.step_s
     out = []
     for kind in sorted(exposure["kind"].unique(), key=lambda k: TRANSFER_KINDS.index(k) if k in TRANSFER_KINDS else 99):
+        if (kind == "host-offload") != host_offload:
+            continue
         part = exposure[exposure["kind"] == kind]
         exposed_s = float(part["exposed_s_per_step"].sum())
         if analysis.measured and not (step_s > 0 and exposed_s / step_s >= MIN_FRACTION):
@@ -246,13 +248,6 @@ def title(n: Numbers) -> str:
     return f"Exposed {label}: {format_seconds(n.exposed_s_per_step)} per step not hidden behind compute"
 
 
-def _fit_text(n: Numbers) -> str:
-    need = format_bytes(n.bytes_per_step / 2)  # the bytes the offloaded arrays hold: each goes out and back
-    if not n.memory_report:
-        return f"if the {need} they hold fit in HBM (no memory-usage report: headroom unknown)"
-    return f"the share of the {need} they hold that fits in HBM ({n.offload_fit:.0%})"
-
-
 def _head(n: Numbers) -> str:
     count, noun = len(n.ops), {"host-offload": "host-offload copy", "send-recv": "send/recv"}.get(n.kind, n.kind)
     exposed_s, step_s = n.exposed_s_per_step, n.priced.step_s
@@ -296,37 +291,10 @@ def _evidence(n: Numbers) -> str:
     text = (f"{head}; the transfers need at least {format_seconds(n.needed_transfer_s_per_step)} against "
             f"{format_seconds(compute_s)} of non-transfer work per step{_window_text(n)}, so a better schedule can "
             f"recover about {format_seconds(n.overlap_recoverable_s_per_step)}")
-    if n.restructure_s_per_step > 0 and n.kind != "host-offload":
+    if n.restructure_s_per_step > 0:
         text += (f"; up to {format_seconds(n.restructure_s_per_step)} more only by changing the program (the "
                  "step's other compute, an upper bound)")
-    return text + (f". Keeping the arrays in HBM removes the transfers instead: the saving counted, "
-                   f"{format_seconds(n.priced.est_savings_s_per_step)}, {_fit_text(n)}."
-                   if n.kind == "host-offload" else " (the saving counted).")
-
-
-def _host_offload_fix(n: Numbers, target: Target) -> str:
-    fw = fwl.other(target)
-    if fw:
-        return (f"Host offload is exposed: {format_bytes(n.bytes_per_step)} per step cross PCIe to or from host "
-                f"memory (S(5)) and need about {format_seconds(n.needed_transfer_s_per_step)}, against "
-                f"{format_seconds(n.compute_s_per_step)} of non-transfer work to hide them behind. Offload fewer or "
-                f"smaller tensors in the {fwl.label(fw)} program (keep the largest in device memory where HBM "
-                f"allows, or {fwl.recompute_more(fw)} instead), or move them out earlier and back later so the "
-                "copies run under compute.")
-    return (f"Host offload is exposed: {format_bytes(n.bytes_per_step)} per step cross PCIe to or "
-            f"from host memory (S(5)) and need about {format_seconds(n.needed_transfer_s_per_step)}, against "
-            f"{format_seconds(n.compute_s_per_step)} of non-transfer work to hide them behind. Offload fewer or "
-            "smaller tensors, or issue the offload earlier and the reload later so the copies run under compute: in "
-            f"MaxText, with {name('remat_policy')}='{name('custom')}', set the largest 'offload' entries (e.g. "
-            f"{name('decoder_layer_input')}, {name('mlpwi')}, {name('query_proj')}) to 'device' where HBM allows, "
-            f"or 'remat'; with {name('jax.checkpoint')}, "
-            f"{name('jax.checkpoint_policies.save_and_offload_only_these_names')}"
-            f"({name('names_which_can_be_saved')}=[...], {name('names_which_can_be_offloaded')}=[the few "
-            f"largest], {name('offload_src')}='device', {name('offload_dst')}='{name('pinned_host')}'); keep "
-            f"arrays placed with {name('memory_kind')}='pinned_host' in device memory when they fit."
-            + (f" On TPU, MaxText's {name('HOST_OFFLOAD_FLAGS')} in {name('LIBTPU_INIT_ARGS')} (e.g. "
-               f"{flag('xla_tpu_host_transfer_overlap_limit', 24)}) let more transfers overlap."
-               if advice_for(target.platform, target.chip) == "tpu" else ""))
+    return text + " (the saving counted)."
 
 
 def _by_cause(n: Numbers, chip, fw: str | None = None) -> str:
@@ -348,8 +316,6 @@ def _by_cause(n: Numbers, chip, fw: str | None = None) -> str:
 
 
 def fix(n: Numbers, target: Target) -> str:
-    if n.kind == "host-offload":
-        return _host_offload_fix(n, target)
     chip = target.chip
     where = advice_for(target.platform, chip)
     if where == "gpu":
@@ -361,5 +327,5 @@ def fix(n: Numbers, target: Target) -> str:
                    "nothing. Their count and sizes hold on the accelerator, their times do not: capture the "
                    "step there to see what is exposed.")
     change = (program_change(n.kind, n.restructure_s_per_step, n.overlap_recoverable_s_per_step)
-              if n.advice != "cpu" and n.restructure_s_per_step > 0 and n.kind != "host-offload" else "")
+              if n.advice != "cpu" and n.restructure_s_per_step > 0 else "")
     return " ".join(p for p in (change, _by_cause(n, chip, fwl.other(target)), overlap) if p)

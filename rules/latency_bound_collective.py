@@ -45,6 +45,7 @@ import pandas as pd
 
 from ..analyzer.models.collective_pricing import network_assumption
 from ..analyzer.models.collectives import KINDS, latency_threshold_bytes, link_label, predict_collective
+from ..units import format_number
 from . import framework_levers as fwl
 from .base import (
     OpEvidence,
@@ -255,11 +256,11 @@ def title(n: Numbers) -> str:
 def evidence(n: Numbers) -> str:
     time_s, step_s, first = n.latency_bound_s_per_step, n.priced.step_s, n.groups[0]
     measured = "" if n.times_are == "measured" else " (no trace: times are predicted, not measured)"
-    return (f"{n.latency_bound_count_per_step:.3g} collectives per step (mean over devices) move under "
+    return (f"{format_number(n.latency_bound_count_per_step)} collectives per step (mean over devices) move under "
             f"{format_bytes(n.latency_threshold_bytes)} per hop (the {n.chip} "
             f"latency threshold) and take {format_seconds(time_s)} per step{measured} "
             f"({format_percent(time_s / step_s if step_s > 0 else np.nan)} of the {format_seconds(step_s)} "
-            f"step); the largest group, {first['count_per_step']:g} {first['kind']}s over "
+            f"step); the largest group, {format_number(first['count_per_step'])} {first['kind']}s over "
             f"{first['replica_group_size']} devices carrying {format_bytes(first['bytes_per_step'])}, would take "
             f"{format_seconds(first['combined_predicted_s'])} combined. Of "
             f"{n.classified['latency'] + n.classified['bandwidth']} modelled "

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..units import format_si
 from . import framework_levers as fwl
 from .base import (
     OpEvidence,
@@ -227,8 +228,9 @@ def evidence(n: Numbers) -> str:
     return (f"{n.dot_count} compute-bound {_matmuls(n.dot_count)} in {', '.join(n.dtypes)} take "
             f"{format_seconds(cost)} per step ({format_percent(cost / n.priced.step_s)} of the step; "
             + ("measured" if n.times_are == "measured" else "roofline prediction, no trace")
-            + f"). {n.chip_name} runs {_label(n.precision)} at {n.low_precision_peak_flops_per_s:.3g} FLOP/s per "
-            f"device, {n.peak_ratio:.1f}x its bf16 peak ({n.peak_source}): at that rate they would take up to "
+            + f"). {n.chip_name} runs {_label(n.precision)} at "
+            f"{format_si(n.low_precision_peak_flops_per_s, 'FLOP/s')} per device, {n.peak_ratio:.1f}x its bf16 peak "
+            f"({n.peak_source}): at that rate they would take up to "
             f"{format_seconds(n.saves_s_per_step)} less per step, an upper bound.{e2e_text}")
 
 

@@ -13,6 +13,7 @@ from .selection import Dropped, Selection
 # only sets the catalogue's order.
 _RULE_MODULES = (
     "exposed_collective",
+    "exposed_host_transfer",
     "remat_overhead",
     "retiling_copy",
     "latency_bound_collective",

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..units import format_number
 from . import framework_levers as fwl
 from .base import (
     OpEvidence,
@@ -234,7 +235,7 @@ def evidence(n: Numbers) -> str:
             f"({format_percent(share)} of the {format_seconds(step_s)} step)" if len(n.ops)
             else "No scheduled op is layout-only")
     if conv_s > 0 and time_s > 0:
-        text += (f", {time_s / conv_s:.2g}x the {format_seconds(conv_s)} of the convolutions / matmuls they "
+        text += (f", {format_number(time_s / conv_s)}x the {format_seconds(conv_s)} of the convolutions / matmuls they "
                  f"surround ({', '.join(n.top_convolutions)})")
     if n.needed_ops:
         by = sorted({o["needed_by"] for o in n.needed_ops})

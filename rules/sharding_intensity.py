@@ -63,6 +63,7 @@ import pandas as pd
 
 from ..analyzer.models.collective_pricing import network_assumption
 from ..analyzer.models.collectives import latency_threshold_bytes
+from ..units import format_si
 from . import framework_levers as fwl
 from .base import (
     OpEvidence,
@@ -256,10 +257,11 @@ def evidence(n: Numbers) -> str:
     shortfall_text = f"{n.shortfall:,.0f}x" if n.shortfall is not None else "infinitely"
     text = (
         f"{n.collectives} {'/'.join(n.kinds)} collectives over {n.axis} (groups of {n.group_size}) move "
-        f"{format_bytes(n.bytes_per_step)} per step against {n.matmul_flops_per_step:.3g} FLOPs of the matmuls they "
-        f"feed or follow: {n.intensity_flops_per_byte:,.0f} FLOPs per byte, {shortfall_text} below the "
+        f"{format_bytes(n.bytes_per_step)} per step against {format_si(n.matmul_flops_per_step, 'FLOP')} of the "
+        f"matmuls they feed or follow: {n.intensity_flops_per_byte:,.0f} FLOPs per byte, {shortfall_text} below the "
         f"{n.threshold_flops_per_byte:,.0f} (C / W) that hides them on {n.chip_name}, with C = "
-        f"{n.peak_flops_per_s:.3g} FLOP/s ({n.peak_source}) and W = {n.axis_bytes_per_s:.3g} B/s over this axis "
+        f"{format_si(n.peak_flops_per_s, 'FLOP/s')} ({n.peak_source}) and W = {format_si(n.axis_bytes_per_s, 'B/s')} "
+        "over this axis "
         f"(ring model: {n.link_source}). The transfers need {format_seconds(n.link_s_per_step)} per step, the "
         f"matmuls take {format_seconds(n.matmul_s_per_step)}{times}: {format_seconds(n.unhideable_s_per_step)} "
         f"cannot hide; {format_seconds(n.exposed_s_per_step)} is exposed now "

@@ -45,8 +45,8 @@ def sample_report(name: str):
 
 def exposed_share(data: dict, host_offload: bool) -> float:
     """What the gates measure, recomputed from the JSON's findings."""
-    exposed = sum(f["time_s_per_step"] for f in data["findings"]
-                  if f["rule"] == "exposed-collective" and (f["kind"] == "host-offload") == host_offload)
+    rule = "exposed-host-transfer" if host_offload else "exposed-collective"
+    exposed = sum(f["time_s_per_step"] for f in data["findings"] if f["rule"] == rule)
     return exposed / data["step_s"]
 
 
@@ -67,7 +67,20 @@ def test_host_transfer_gate_trips_where_the_collective_gate_holds(tmp_path):
     assert not gates["max-exposed-collective"]["tripped"] and gates["max-exposed-collective"]["value"] == 0.0
     assert [line for line in result.stderr.splitlines() if "gate" in line] == [f"diagnose: gate: {host['message']}"]
     assert "host-offload" in host["measures"] and host["option"] == "--max-exposed-host-transfer"
+    assert "exposed-host-transfer" in host["measures"]  # the gate names the rule --ignore takes
 
+
+def test_ignoring_exposed_host_transfer_hides_the_host_offload_finding(tmp_path):
+    """Host-offload waits are their own rule: --ignore exposed-host-transfer leaves them out, and with them
+    what the host-transfer gate measures; the collective rule is still run."""
+    out = tmp_path / "r.json"
+    result = run(TPU_SAMPLE, "--format", "json", "-o", out, "-q", "--ignore", "exposed-host-transfer",
+                 "--max-exposed-host-transfer", "10%")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(out.read_text())
+    assert all(f["kind"] != "host-offload" for f in data["findings"])
+    assert [d["key"] for d in data["selection"]["ignored_findings"]] == ["exposed-host-transfer:host-offload:"]
+    assert data["gates"][0]["value"] == 0.0
 
 def test_collective_gate_value_is_the_exposed_collective_findings_share(tmp_path):
     out = tmp_path / "r.json"

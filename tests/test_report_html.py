@@ -330,14 +330,35 @@ def test_svg_labels_are_escaped():
 
 def test_finding_details_read_in_units():
     # Keys name their unit (house style), so the HTML can format them: 3.221e10 bytes is 32.2 GB.
-    detail = html_report._detail_text
+    from xladiag.report.detail_labels import value_text
+
+    def detail(key, value):
+        return value_text(value, "", key)
+
     assert detail("bytes_per_step", 3.221e10) == "32.2 GB"
     assert detail("hbm_headroom_bytes", 2**30) == "1.07 GB"
-    assert (detail("ops", [{"op": "x", "bytes": 4096.0, "s_per_step": 2.5e-4}])
-            == "op: x; bytes: 4.1 kB; s_per_step: 250 µs")
+    assert (detail("ops", [{"op": "x", "bytes": 4096.0, "s_per_step": 2.5e-4, "matmul_flops": 4.296e9}])
+            == "op: x, bytes: 4.1 kB, time per step: 250 µs, matmul (FLOP): 4.3 GFLOP")
     assert detail("hbm_bytes_per_s", 1.64e12) == "1.64 TB/s"
     assert detail("remat_s_per_step", 0.0123) == "12.3 ms"
     assert detail("hidden_fraction", 0.25) == "25.0%"
+    assert value_text(9.18e14, "flops") == "918 TFLOP" and value_text(12345.0, "count") == "12,345"
+
+
+def test_rule_numbers_have_labels_and_explanations_not_raw_keys():
+    """The 'Rule numbers' rows read as the rule's docstring words, each with its full line as a tooltip."""
+    from xladiag.report.detail_labels import detail_rows
+    from xladiag.rules.catalog import rule_catalog
+
+    rows = detail_rows("exposed-collective", {"exposed_s_per_step": 0.00168, "platform": "tpu",
+                                              "ops": [{"exposed_where_in_flight_measured_s_per_step": 1e-3}]})
+    assert [r["label"] for r in rows] == ["Seconds per step the device waits for these transfers", "Platform", "Ops"]
+    assert [r["value"] for r in rows] == ["1.68 ms", "tpu", "exposed where in flight measured (s/step): 1 ms"]
+    assert rows[0]["explain"].startswith("seconds per step the device waits") and "details.exposed_s_per_step" \
+        in rows[0]["explain"]
+    for row in rule_catalog():  # every documented key gets a label that is words, not its snake_case name
+        labels = [r["label"] for r in detail_rows(row["id"], {d.name: None for d in row["details"]})]
+        assert all("_" not in label for label in labels), row["id"]
 
 
 def test_v6e_numbers_read_the_same_in_headline_html_and_markdown():

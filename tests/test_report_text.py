@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from functools import cache
@@ -12,10 +13,16 @@ from click.testing import CliRunner
 from conftest import CPU_SAMPLE, HLO_PROGRAM, HLO_SAMPLE, SAMPLES, diagnosed
 from xladiag import cli
 from xladiag.api import diagnose
-from xladiag.report.text import WIDTH, columns, fit
+from xladiag.report.text import MAX_WIDTH, MIN_WIDTH, WIDTH, columns, fit, render_text, terminal_width
 
 SAMPLE_NAMES = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
 SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@pytest.fixture(autouse=True)
+def _piped(monkeypatch):
+    """Laid out as when piped: the runner's own COLUMNS would change the width."""
+    monkeypatch.delenv("COLUMNS", raising=False)
 
 
 @cache
@@ -128,3 +135,49 @@ def test_each_saving_is_given_as_a_share_of_the_step_too():
     saves = (f"saves ~{format_seconds(f['est_savings_s_per_step'])}/step "
              f"({format_percent(f['est_savings_s_per_step'] / data['step_s'])})")
     assert saves in report.to_text()
+
+
+class _Tty:
+    def __init__(self, fd: int | None):
+        self.fd = fd
+
+    def isatty(self) -> bool:
+        return self.fd is not None
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+@pytest.mark.parametrize("env,stream,wanted", [
+    ({"COLUMNS": "132"}, _Tty(None), 132),
+    ({"COLUMNS": "20"}, _Tty(None), MIN_WIDTH),  # clamped
+    ({"COLUMNS": "999"}, _Tty(None), MAX_WIDTH),
+    ({"COLUMNS": "wide"}, _Tty(None), WIDTH),  # not a number: as if unset
+    ({}, _Tty(None), WIDTH),  # piped
+])
+def test_width_comes_from_columns_else_the_terminal_else_100(env, stream, wanted):
+    assert terminal_width(env, stream) == wanted
+
+
+def test_width_of_a_real_terminal(monkeypatch):
+    monkeypatch.setattr("os.get_terminal_size", lambda fd: os.terminal_size((150, 40)))
+    assert terminal_width({}, _Tty(1)) == 150
+
+
+@pytest.mark.parametrize("width", [MIN_WIDTH, 100, MAX_WIDTH])
+def test_every_fix_is_whole_at_any_width(width):
+    """The fix is wrapped to the width, never cut: its words all appear, in order, and no line overflows."""
+    report = sample("tpu_v6e_host_offload")
+    text = render_text(report, width=width)
+    assert all(columns(line) <= width for line in text.splitlines())
+    flat = "".join(text.split())  # a word longer than the line is broken across lines, not cut
+    for f in report.findings:
+        if f.severity != "info":
+            assert "".join(f.fix.split()) in flat, f.rule
+
+
+def test_columns_env_sets_the_layout(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")
+    text = sample("cpu_jax_train_step").to_text()
+    assert max(columns(line) for line in text.splitlines()) > 100
+    assert all(columns(line) <= 160 for line in text.splitlines())

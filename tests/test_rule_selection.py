@@ -15,9 +15,10 @@ from conftest import CPU_SAMPLE
 from xladiag.analyzer.analysis import analyze
 from xladiag.api import build_report
 from xladiag.cli import main
-from xladiag.config import load_project_config, read_baseline, selection
+from xladiag.config import baseline_keys, baseline_text, load_project_config, read_baseline, selection
 from xladiag.errors import InputError, UsageError
 from xladiag.rules.registry import RULE_IDS
+from xladiag.rules.selection import band_of, baseline_entry, size_band
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +86,7 @@ def test_baseline_leaves_out_exactly_its_keys_and_the_gate_follows(cpu, full, tm
     first = run(CPU_SAMPLE, "-q", "--format", "json", "-o", tmp_path / "a.json", "--fail-on", "low",
                 "--write-baseline", base)
     assert first.exit_code == 3, first.stderr
-    assert read_baseline(base) == {f.key for f in full.findings}
+    assert read_baseline(base) == {baseline_entry(f) for f in full.findings}  # each key at its size band
     second = run(CPU_SAMPLE, "-q", "--format", "json", "-o", tmp_path / "b.json", "--fail-on", "low",
                  "--baseline", base)
     assert second.exit_code == 0, second.stderr
@@ -119,7 +120,7 @@ def test_the_severity_gate_follows_the_selection(full, tmp_path):
 def test_a_json_report_is_a_baseline(full, tmp_path):
     path = tmp_path / "report.json"
     full.to_json(path)
-    assert read_baseline(path) == {f.key for f in full.findings}
+    assert read_baseline(path) == {baseline_entry(f) for f in full.findings}
     path.write_text(json.dumps(_keys(full)[:2]))
     assert read_baseline(path) == set(_keys(full)[:2])
 
@@ -197,3 +198,49 @@ def test_notes_that_save_nothing_never_trip_fail_on(full, tmp_path):
     assert result.exit_code == 0, result.stderr
     data = json.loads(out.read_text())
     assert {f["severity"] for f in data["findings"]} == {"info"} and "biggest fix" not in data["headline"]
+
+
+def test_size_bands_are_powers_of_two_of_the_saving_share():
+    # saving 5 ms of a 100 ms step (cost 10 ms, 10 % of the step): 1/20 lies in [1/32, 1/16)
+    assert band_of(0.005, 0.010, 0.10) == -5
+    assert band_of(0.007, 0.010, 0.10) == -4  # 7 % of the step: [1/16, 1/8)
+    assert band_of(0.0, 0.010, 0.10) == band_of(0.001, 0.0, 0.0) == -20  # nothing to save, or no cost
+
+
+def test_a_finding_that_grows_past_its_band_is_new_again(cpu, full):
+    f = next(f for f in full.findings if f.severity != "info")
+    band = size_band(f)
+    assert build_report(cpu, selection(baseline=[f"{f.key} band={band}"])).dropped[0].finding.key == f.key
+    assert f.key in _keys(build_report(cpu, selection(baseline=[f"{f.key} band={band - 1}"])))  # grew past it
+    # accepted at a larger band: smaller than accepted, still accepted
+    assert f.key not in _keys(build_report(cpu, selection(baseline=[f"{f.key} band={band + 2}"])))
+
+
+def test_an_old_baseline_without_bands_still_matches_and_asks_to_be_rewritten(cpu, full, tmp_path):
+    base = tmp_path / "old.txt"
+    base.write_text("# written before size bands\n" + "\n".join(_keys(full)) + "\n")
+    report = build_report(cpu, selection(baseline=base))
+    assert report.findings == () and len(report.dropped) == len(full.findings)
+    warned = [w for w in report.analysis.warnings if str(base) in w]
+    assert len(warned) == 1 and "no size band" in warned[0] and "--write-baseline" in warned[0]
+    notes = sum(f.severity == "info" for f in full.findings)
+    assert f"no new findings; {len(full.findings)} accepted by baseline" in report.headline, report.headline
+    assert notes == 0 or "accepted by baseline" in report.headline
+    fresh = tmp_path / "new.txt"
+    fresh.write_text(baseline_text(baseline_keys(report)))
+    assert not [w for w in build_report(cpu, selection(baseline=fresh)).analysis.warnings if str(fresh) in w]
+
+
+def test_gates_in_pyproject_apply_unless_the_command_line_says_otherwise(full, tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text('[tool.xladiag]\nfail_on = "high"\nmax_exposed_host_transfer = 0.5\n')
+    monkeypatch.chdir(tmp_path)
+    assert dict(load_project_config().gates) == {"fail_on": "high", "max_exposed_host_transfer": 0.5}
+    out = tmp_path / "r.json"
+    tripped = run(CPU_SAMPLE, "-q", "--format", "json", "-o", out)
+    assert tripped.exit_code == 3, tripped.stderr  # the sample has high findings
+    assert [g["name"] for g in json.loads(out.read_text())["gates"]] == ["fail-on", "max-exposed-host-transfer"]
+    ignored = ",".join(sorted({f.rule for f in full.findings if f.severity == "high"}))
+    assert run(CPU_SAMPLE, "-q", "--format", "json", "-o", out, "--ignore", ignored).exit_code == 0
+    (tmp_path / "pyproject.toml").write_text('[tool.xladiag]\nmax_exposed_collective = 5\n')
+    with pytest.raises(UsageError, match=r"pyproject.toml \[tool.xladiag\] max_exposed_collective '5' is ambiguous"):
+        load_project_config()

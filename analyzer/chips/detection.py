@@ -26,7 +26,7 @@ import pandas as pd
 from .catalog import Chip, ChipCatalogError
 from .dump_platform import DumpPlatform, default_chip, mismatch_warning
 from .names import find_chip, normalize_name, slice_name_problem
-from .plausible import plausible, range_text
+from .plausible import format_field, plausible, range_text
 
 TRACE_TABLE_LIMIT = 1.5
 # A chip sold in variants (V100 16/32 GB, A100 40/80 GB, H100 SXM/NVL) takes the trace's memory size and
@@ -77,8 +77,9 @@ def implausible_stats(stats: Mapping[str, Any]) -> list[str]:
         value = stats.get(stat)
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if number and value != 0 and _number(stats, stat, field, scale) is None:  # 0: not known, as xprof writes
+            # The stat as the trace wrote it: an implausible value (1e+300) has no readable SI form.
             out.append(f"the trace's {stat} ({value:.4g}) is not a plausible {label} (per device, "
-                       f"{range_text(field)} in SI units): ignored")
+                       f"{range_text(field)}): ignored")
     return out
 
 
@@ -199,13 +200,15 @@ def _apply_trace_numbers(chip: Chip, stats: Mapping[str, Any], trusted: bool,
             sources[field] = "trace"
             if variant and not trusted and ratio > TRACE_TABLE_LIMIT:  # the variant rule decided: say so
                 sources[field] = (f"trace: the {chip.name} comes as {', '.join(chip.variants)}; the trace's "
-                                  f"{stat} ({value:.4g}) is this device's own, not the table's {table:.4g}")
+                                  f"{stat} ({format_field(field, value)}) is this device's own, not the table's "
+                                  f"{format_field(field, table)}")
             used.append(field)
         else:
             sources[field] = (f"{sources.get(field, 'chip table')}; "
-                              f"the trace's {stat} ({value:.4g}) was {ratio:.1f}x off")
-            warnings.append(f"the trace's {stat} ({value:.4g}) differs from the {chip.name} table's {label} "
-                            f"({table:.4g}) by {ratio:.1f}x (more than {TRACE_TABLE_LIMIT}x): using the table")
+                              f"the trace's {stat} ({format_field(field, value)}) was {ratio:.1f}x off")
+            warnings.append(f"the trace's {stat} ({format_field(field, value)}) differs from the {chip.name} table's "
+                            f"{label} ({format_field(field, table)}) by {ratio:.1f}x (more than {TRACE_TABLE_LIMIT}x): "
+                            "using the table")
     return dataclasses.replace(chip, number_sources=sources, **updates), used, warnings
 
 

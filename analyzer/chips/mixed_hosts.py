@@ -26,7 +26,10 @@ def host_chips(devices: pd.DataFrame, catalog: Mapping[str, Chip]) -> dict[str, 
 
 
 def _ratio(other: float, chosen: float) -> str:
-    return f"{other / chosen:.2g}x" if chosen and math.isfinite(other / chosen) else "unknown"
+    if not (chosen and math.isfinite(other / chosen)):
+        return "unknown"
+    ratio = other / chosen
+    return f"{ratio:.2g}x" if ratio < 99.5 else f"{ratio:,.0f}x"  # 120x, not 1.2e+02x
 
 
 def mixed_hosts_warning(devices: pd.DataFrame, catalog: Mapping[str, Chip], chosen: Chip) -> str | None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from ...units import format_si
+
 _FLOPS = (1e6, 1e18)  # FLOP/s: today's chips 2e12 .. 5e15
 _LINK = (1e3, 1e15)  # bytes/s: DCN 1.5e9 .. NVLink 4.5e11
 RANGES: dict[str, tuple[float, float]] = {
@@ -37,4 +39,17 @@ def plausible(field: str, value) -> bool:
 
 def range_text(field: str) -> str:
     low, high = RANGES[field]
-    return f"{low:.3g} to {high:.3g}"
+    return f"{format_si(low, unit_of(field))} to {format_si(high, unit_of(field))}"
+
+
+def unit_of(field: str) -> str:
+    """The SI unit of a chip number field, for prose ('FLOP/s', 'B/s', 'B', 's'; '' for a count)."""
+    for suffix, unit in (("flops_per_s", "FLOP/s"), ("bytes_per_s", "B/s"), ("_bytes", "B"), ("_s", "s")):
+        if field.endswith(suffix):
+            return unit
+    return ""
+
+
+def format_field(field: str, value) -> str:
+    """A chip number in prose with its unit and SI prefix: 2.66 TB/s, 918 TFLOP/s."""
+    return format_si(value, unit_of(field))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ...parsers.hlo_text import HloModule, Instruction
+from ...units import format_seconds
 from .kernel_costs import backend_json
 
 _CONSTANT = re.compile(r"constant\((-?\d{1,19})\)")
@@ -166,5 +167,5 @@ def keep_costliest_branches(ops: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
         winning = inside & (branch == best)
         ops.loc[winning, "cost_note"] = [f"{n}; {label}" if n else label for n in ops.loc[winning, "cost_note"]]
         notes.append(f"conditional {cond}: counted as its most expensive branch (branch {best} of {len(cost)}, "
-                     f"{cost.max():.3g} s per step predicted): an upper bound, the branch taken is not known")
+                     f"{format_seconds(cost.max())} per step predicted): an upper bound, the branch taken is not known")
     return ops, notes

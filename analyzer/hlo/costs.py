@@ -30,6 +30,7 @@ import pandas as pd
 
 from ...parsers.hlo_text import HloModule, Instruction, Shape
 from ...parsers.hlo_tokens import HloParseError, parse_ints
+from ...units import format_si
 from .control_flow import Runs, computation_runs
 from .conv_costs import conv_flops_from, parse_window
 from .kernel_costs import (
@@ -308,7 +309,7 @@ def instruction_costs(module: HloModule, scope: str = "top") -> pd.DataFrame:
             except (ValueError, IndexError, KeyError, HloParseError) as exc:  # odd dims/labels/window: keep it
                 flops, note = math.nan, f"cannot count FLOPs: {exc}"
             if flops < 0:  # a count from sizes no check caught: unknown, never negative
-                flops, note = math.nan, f"cannot count FLOPs: {flops:.3g} from its sizes"
+                flops, note = math.nan, f"cannot count FLOPs: {format_si(flops, 'FLOP')} from its sizes"
             try:
                 acc = counter.split(ins)
             except (IndexError, KeyError):

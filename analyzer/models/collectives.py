@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...units import format_si
 from ..chips.catalog import Chip
 
 # The vocabulary of transfers is an HLO fact (hlo/collective_kinds.py); re-exported for the models' readers.
@@ -136,7 +137,7 @@ def _group_link(chip: Chip, place: Placement, notes: list[str]) -> float:
 
 
 def _fmt_rate(bytes_per_s: float) -> str:
-    return f"{bytes_per_s:.3g} B/s"
+    return format_si(bytes_per_s, "B/s")
 
 
 def _legacy_placement(n: int, chip: Chip, axis_sizes, wraparound, spans_dcn) -> Placement:

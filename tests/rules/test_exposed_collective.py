@@ -8,7 +8,7 @@ import pytest
 
 from builders import scenarios, xspace_encoder
 from rule_helpers import REL, analyze_scenario, cpu, only, per_device_step, ring_all_gather_s, tpu  # noqa: F401 (fixtures)
-from xladiag.rules import exposed_collective
+from xladiag.rules import exposed_collective, exposed_host_transfer
 from xladiag.rules.registry import run_rules
 
 
@@ -46,8 +46,9 @@ def test_hidden_all_gather_has_no_exposed_time(tmp_path):
 
 def test_exposed_host_offload_names_host_offload(tmp_path):
     analysis, exp = analyze_scenario(tmp_path, scenarios.host_offload_exposed, 1500.0)
-    findings = exposed_collective.check(analysis)
-    f = only(findings, "exposed-collective", kind="host-offload")
+    assert exposed_collective.check(analysis) == []  # host copies are not collectives: their own rule
+    findings = exposed_host_transfer.check(analysis)
+    f = only(findings, "exposed-host-transfer", kind="host-offload")
     assert [g.details["kind"] for g in findings] == ["host-offload"]  # nothing else is exposed
     assert f.time_s_per_step == pytest.approx(exp["exposed_host_transfer_s_per_step"], rel=REL)
     assert f.ops[0].name == exp["exposed_ops"][0]
@@ -63,7 +64,7 @@ def test_exposed_host_offload_names_host_offload(tmp_path):
 def test_v6e_top_finding_is_the_exposed_host_offload(tpu):
     findings = run_rules(tpu)
     top = findings[0]
-    assert top.rule == "exposed-collective" and top.details["kind"] == "host-offload"
+    assert top.rule == "exposed-host-transfer" and top.details["kind"] == "host-offload"
     waited = per_device_step(tpu, r"^copy-done")
     assert 0.74 < waited < 0.78  # ~0.76 s of waiting in each ~0.78 s run of jit_f
     assert tpu.steps.program == "jit_f" and tpu.step_s == pytest.approx(0.78, rel=0.01)
@@ -80,7 +81,7 @@ def test_v6e_top_finding_is_the_exposed_host_offload(tpu):
     assert top.details["compute_s_per_step"] == pytest.approx(fusions, rel=REL)
     assert "24 ms of non-transfer work" in top.evidence
     # No collective, recomputation or layout copy in this program: the offload is the only finding.
-    assert [f.rule for f in findings] == ["exposed-collective"]
+    assert [f.rule for f in findings] == ["exposed-host-transfer"]
 
 
 def test_v6e_async_copies_report_their_hidden_fraction(tpu):
@@ -116,3 +117,20 @@ def test_cpu_synchronous_collectives_are_exposed(cpu):
         json.dumps(f.details, allow_nan=False)
     remat = next(f for f in findings if f.rule == "remat-overhead")
     assert remat.details["remat_ops"] > 0 and remat.details["peak_memory_bytes"] == 8475728  # memory report
+
+
+def test_an_old_host_offload_key_still_names_the_same_finding(tpu):
+    """Host-offload waits were an exposed-collective kind: an old baseline accepts them and compare pairs an old
+    report's finding with the new one, instead of calling it new."""
+    from xladiag.compare.ops import compare_findings
+    from xladiag.config import selection
+
+    top = run_rules(tpu)[0]
+    assert top.key == "exposed-host-transfer:host-offload:"
+    kept, dropped = selection(baseline=["exposed-collective:host-offload:"]).split([top])
+    assert kept == [] and [d.by for d in dropped] == ["baseline"]
+    old = {"rule": "exposed-collective", "kind": "host-offload", "key": "exposed-collective:host-offload:",
+           "time_s_per_step": top.time_s_per_step}
+    new = dict(old, rule=top.rule, key=top.key)
+    rows = compare_findings([old], [new], base_step_s=tpu.step_s)
+    assert list(rows["status"]) == ["unchanged"] and list(rows["rule"]) == ["exposed-host-transfer"]

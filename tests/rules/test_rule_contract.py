@@ -47,9 +47,9 @@ def sample_findings(tmp_path_factory) -> dict[str, list[Finding]]:
 
 def test_registry_holds_rules_with_unique_ids():
     ids = [r.id for r in RULES]
-    assert ids == ["exposed-collective", "remat-overhead", "retiling-copy", "latency-bound-collective",
-                   "input-bound", "mxu-padding", "materialized-attention", "sharding-intensity", "straggler-host",
-                   "hbm-headroom", "low-precision"]
+    assert ids == ["exposed-collective", "exposed-host-transfer", "remat-overhead", "retiling-copy",
+                   "latency-bound-collective", "input-bound", "mxu-padding", "materialized-attention",
+                   "sharding-intensity", "straggler-host", "hbm-headroom", "low-precision"]
     assert all(isinstance(r, Rule) for r in RULES)
 
 
@@ -82,14 +82,14 @@ def test_finding_keys_are_unique_and_stable(sample_findings):
     assert sorted(exposed) == ["exposed-collective:all-gather:", "exposed-collective:all-reduce:",
                                "exposed-collective:reduce-scatter:"]
     assert all(cpu[k].kind == cpu[k].details["kind"] for k in exposed)
-    assert [f.key for f in sample_findings["tpu"]] == ["exposed-collective:host-offload:"]
+    assert [f.key for f in sample_findings["tpu"]] == ["exposed-host-transfer:host-offload:"]
     # The same capture analysed twice gives the same keys (nothing run-dependent in them).
     again = run_rules(analyze(CPU_SAMPLE))
     assert sorted(f.key for f in again) == sorted(cpu)
     rule, kind, main_op = "retiling-copy::".split(":", 2)
     assert (rule, kind, main_op) == ("retiling-copy", "", "")
     d = finding_dict(sample_findings["tpu"][0])
-    assert (d["kind"], d["key"]) == ("host-offload", "exposed-collective:host-offload:")
+    assert (d["kind"], d["key"]) == ("host-offload", "exposed-host-transfer:host-offload:")
 
 
 def test_docs_rules_md_is_generated_from_the_docstrings():
