@@ -28,6 +28,7 @@ from .cli_common import (
     share,
 )
 from .cli_compare import compare_main
+from .cli_output import checked_output, default_output, format_of
 from .errors import InputError, UsageError
 from .options import Options
 from .report.gates import MEASURES
@@ -78,15 +79,6 @@ def _colour_wanted() -> bool:
     """ANSI colour only for a person at a terminal: stdout a TTY, NO_COLOR unset or empty (no-color.org),
     TERM not dumb."""
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-
-
-def _default_output(path, hlo_dir, fmt: str) -> Path:
-    ext = FORMATS[fmt].extension
-    base = path if path is not None else hlo_dir
-    if isinstance(base, str):  # remote: the report is written here, not into the bucket
-        return Path(f"xladiag_report.{ext}")
-    base = base.parent if base.is_file() else base
-    return base / f"xladiag_report.{ext}"
 
 
 def _topology(value: str | None) -> str | None:
@@ -159,7 +151,7 @@ def main(**given):
     from .report.github import report_annotations
     from .writer import check_output_path, write_report
 
-    options = Options.of(**{**given, "format": given["format"] or _format_of(given["output"])})
+    options = Options.of(**{**given, "format": format_of(given["format"], given["output"], FORMATS)})
     output = options.output
     out = _output_file(options)
     progress = Progress(enabled=not output.quiet and sys.stderr.isatty())
@@ -186,17 +178,7 @@ def main(**given):
     step_summary = (lambda: text if output.format == "markdown" else report.render("markdown")) \
         if output.step_summary else None
     conclude(out, [f"diagnose: gate: {gate.message}" for gate in report.tripped_gates],
-             lambda: report_annotations(report.gates, report.findings), step_summary)
-
-
-# -o's extension -> the format written when --format is not given (a report.json holds JSON, not HTML).
-_FORMAT_BY_EXTENSION = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".txt": "text",
-                        ".html": "html", ".htm": "html"}
-
-
-def _format_of(output: str | None) -> str:
-    suffix = Path(output).suffix.lower() if output and output != "-" else ""
-    return _FORMAT_BY_EXTENSION.get(suffix, "html")
+             lambda: report_annotations(report.gates, report.findings), step_summary, quiet=output.quiet)
 
 
 def _output_file(options: Options) -> str | None:
@@ -214,15 +196,21 @@ def _output_file(options: Options) -> str | None:
             logging.getLogger(name).setLevel(logging.CRITICAL)
     terminal = FORMATS[output.format].terminal  # a terminal format goes to stdout unless -o names a file
     to_stdout = output.output == "-" or (output.output is None and terminal)
-    out = None if to_stdout else output.output or str(_default_output(capture.path, capture.hlo_dir, output.format))
-    # Before the output check: the default output lives there.
+    # Before the default output: it lives there.
     if isinstance(capture.path, Path) and not capture.path.exists():
         raise InputError(f"{capture.path}: no such file or directory")
+    out, note = None, None
+    if not to_stdout:
+        where = capture.path if capture.path is not None else capture.hlo_dir
+        name = f"xladiag_report.{FORMATS[output.format].extension}"
+        out, note = (output.output, None) if output.output else default_output(where, name)
     # Refused before minutes of work, not after: an unwritable target, or one this run reads.
     given = [p for p in (capture.path, capture.hlo_dir) if isinstance(p, Path)]
     baseline = options.rules.baseline
     if out is not None:
-        check_output_path(out, given + ([baseline] if isinstance(baseline, (str, Path)) else []))
+        checked_output(out, given + ([baseline] if isinstance(baseline, (str, Path)) else []), check_output_path)
+    if note is not None and not output.quiet:
+        say(f"diagnose: {note}")
     if output.write_baseline is not None:
         if out is not None and same_file(out, output.write_baseline):
             raise UsageError(f"-o and --write-baseline both name {out}: give each its own file")

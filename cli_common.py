@@ -95,13 +95,14 @@ def deliver(text: str, out: str | None) -> None:
         raise UsageError(f"-: cannot write to stdout: {exc.strerror or exc}") from None
 
 
-def conclude(out: str | None, gate_lines: list[str], annotations, summary) -> None:
+def conclude(out: str | None, gate_lines: list[str], annotations, summary, quiet: bool = False) -> None:
     """After the report: where it went, the tripped gates (one line each, then exit 3), on GitHub Actions the
     workflow commands ``annotations()`` gives (never mixed into a report on stdout), and ``summary()`` (the
-    Markdown) appended to the step summary unless it is None."""
+    Markdown) appended to the step summary unless it is None. ``quiet``: no "report: PATH" (-q says nothing
+    on success)."""
     from .report.github import append_step_summary, on_github_actions
 
-    if out is not None:
+    if out is not None and not quiet:
         click.echo(f"report: {visible_controls(clean_text(out))}")  # a path of unknown encoding
     for line in gate_lines:
         say(line)

@@ -23,6 +23,7 @@ from .cli_common import (
     select_options,
     share,
 )
+from .cli_output import checked_output, default_output
 from .errors import InputError
 from .options import Options
 from .report.compare_model import COMPARE_FORMATS
@@ -80,11 +81,14 @@ def compare_main(base, new, **given):
     for path in (base, new):
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
-    out = None if output.output == "-" else output.output or str(
-        (new.parent if new.is_file() else new) / f"xladiag_compare.{COMPARE_FORMATS[output.format].extension}")
+    out, note = (None if output.output == "-" else output.output), None
+    if output.output is None:
+        out, note = default_output(new, f"xladiag_compare.{COMPARE_FORMATS[output.format].extension}")
     if out is not None:  # never over BASE, NEW or the --baseline read
         baseline = options.rules.baseline
-        check_output_path(out, [base, new] + ([baseline] if isinstance(baseline, (str, Path)) else []))
+        checked_output(out, [base, new] + ([baseline] if isinstance(baseline, (str, Path)) else []), check_output_path)
+    if note is not None and not output.quiet:
+        say(f"diagnose compare: {note}")
     progress = Progress(enabled=not output.quiet and sys.stderr.isatty())
     try:
         comparison = compare(base, new, options=options.replace(config=load_project_config()), progress=progress)
@@ -100,4 +104,4 @@ def compare_main(base, new, **given):
         if comparison.regressed else []
     conclude(out, regressed, lambda: report_annotations(comparison.gates, ()),
              (lambda: text if output.format == "markdown" else comparison.render("markdown"))
-             if output.step_summary else None)
+             if output.step_summary else None, quiet=output.quiet)

@@ -1,0 +1,68 @@
+"""The command behaves like the tools people know: where the report lands, -q, formats from -o, runs, errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from conftest import CPU_SAMPLE, only_xplane
+from xladiag import cli_output
+from xladiag.cli import main
+
+
+def run(*args, **kwargs):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False, **kwargs)
+
+
+def _copy(tmp_path: Path) -> Path:
+    target = tmp_path / "logdir"
+    shutil.copytree(CPU_SAMPLE, target)
+    return target
+
+
+def test_a_format_that_disagrees_with_the_output_name_is_a_usage_error(tmp_path):
+    result = run(CPU_SAMPLE, "--format", "markdown", "-o", tmp_path / "r.json")
+    assert result.exit_code == 2 and "--format markdown" in result.stderr and "r.json" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "r.json").exists()
+    # An extension that names no format, or one that agrees, is fine.
+    assert run(CPU_SAMPLE, "--format", "markdown", "-o", tmp_path / "r.log", "-q").exit_code == 0
+    assert run(CPU_SAMPLE, "--format", "json", "-o", tmp_path / "r.json", "-q").exit_code == 0
+
+
+def test_an_xplane_file_or_run_folder_reports_beside_the_log_dir_not_in_the_run(tmp_path):
+    logdir = _copy(tmp_path)
+    xplane = only_xplane(logdir)
+    for given in (xplane, xplane.parent):
+        result = run(given, "--format", "json")
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout.strip() == f"report: {logdir / 'xladiag_report.json'}"
+        assert sorted(p.name for p in xplane.parent.iterdir()) == [xplane.name]  # TensorBoard's run stays clean
+        (logdir / "xladiag_report.json").unlink()
+
+
+def test_quiet_prints_nothing_on_success(tmp_path):
+    logdir = _copy(tmp_path)
+    result = run(logdir, "-q")
+    assert result.exit_code == 0 and result.stdout == "" and result.stderr == ""
+    assert (logdir / "xladiag_report.html").is_file()
+
+
+def test_an_unwritable_log_dir_writes_here_and_says_so(tmp_path, monkeypatch):
+    logdir = _copy(tmp_path)
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setattr(cli_output, "_writable", lambda folder: folder != logdir)
+    result = run(logdir, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert f"{logdir} is not writable" in result.stderr and "./xladiag_report.json" in result.stderr
+    assert json.loads((here / "xladiag_report.json").read_text())["findings"] is not None
+    assert not (logdir / "xladiag_report.json").exists()
+
+
+def test_cannot_write_errors_point_at_the_output_option(tmp_path):
+    result = run(CPU_SAMPLE, "-o", tmp_path / "missing" / "r.html")
+    assert result.exit_code == 2 and "cannot write" in result.stderr and "with -o" in result.stderr
