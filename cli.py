@@ -171,6 +171,8 @@ def main(**given):
         write_report(output.write_baseline, baseline_text(baseline_keys(report)))
     if output.trace_out is not None:
         report.to_trace(output.trace_out)
+    if not output.quiet and report.analysis.files.runs_note:
+        say(f"diagnose: {report.analysis.files.runs_note}")
     if not output.quiet and not (FORMATS[output.format].terminal and out is None):  # the terminal report holds them
         for warning in report.analysis.warnings:
             say(f"diagnose: warning: {warning}")

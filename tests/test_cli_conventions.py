@@ -66,3 +66,54 @@ def test_an_unwritable_log_dir_writes_here_and_says_so(tmp_path, monkeypatch):
 def test_cannot_write_errors_point_at_the_output_option(tmp_path):
     result = run(CPU_SAMPLE, "-o", tmp_path / "missing" / "r.html")
     assert result.exit_code == 2 and "cannot write" in result.stderr and "with -o" in result.stderr
+
+
+# --- runs across TensorBoard sub-logdirs ---------------------------------------------------------
+
+def _tb(tmp_path: Path) -> Path:
+    """tb/train and tb/eval, as TensorBoard shows them: eval's run is the newest, one timestamp in both."""
+    tb = tmp_path / "tb"
+    for sub, run_name in (("train", "2026_01_01_00_00_00"), ("train", "2026_02_01_00_00_00"),
+                          ("eval", "2026_02_01_00_00_00"), ("eval", "2026_03_01_00_00_00")):
+        folder = tb / sub / "plugins" / "profile" / run_name
+        folder.mkdir(parents=True)
+        shutil.copy(only_xplane(CPU_SAMPLE), folder / "cpu-host.xplane.pb")
+    return tb
+
+
+def test_runs_are_named_by_sub_logdir_and_picked_by_it(tmp_path):
+    from xladiag.parsers.discovery import DiscoveryError, discover
+
+    tb = _tb(tmp_path)
+    found = discover(tb)
+    assert found.run_name == "eval/2026_03_01_00_00_00"
+    assert found.run_dir == tb / "eval/plugins/profile/2026_03_01_00_00_00"
+    assert found.runs_note == "4 runs: using eval/2026_03_01_00_00_00; --run to pick"
+    assert set(found.other_runs) == {"train/2026_01_01_00_00_00", "train/2026_02_01_00_00_00",
+                                     "eval/2026_02_01_00_00_00"}
+    assert discover(tb, run="train").run_name == "train/2026_02_01_00_00_00"  # the newest of train
+    same = discover(tb, run="eval/2026_02_01_00_00_00")  # one timestamp, two sub-logdirs: told apart
+    assert same.run_dir == tb / "eval/plugins/profile/2026_02_01_00_00_00" and same.runs_note is None
+    try:
+        discover(tb, run="2026_02_01_00_00_00")
+        raise AssertionError("an ambiguous --run was taken")
+    except DiscoveryError as exc:
+        assert "names 2 runs" in str(exc) and "train/2026_02_01_00_00_00" in str(exc)
+    assert discover(tb, run="2026_01_01_00_00_00").run_name == "train/2026_01_01_00_00_00"
+
+
+def test_the_chosen_run_is_said_once_on_stderr_and_in_every_format(tmp_path):
+    tb = _tb(tmp_path)
+    note = "4 runs: using eval/2026_03_01_00_00_00; --run to pick"
+    result = run(tb, "--format", "json", "-o", tmp_path / "r.json")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.count(note) == 1
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["run"]["name"] == "eval/2026_03_01_00_00_00" and data["run"]["note"] == note
+    assert len(data["run"]["other_runs"]) == 3
+    for fmt in ("markdown", "text", "html"):
+        shown = run(tb, "--format", fmt, "-o", "-", "-q").stdout.replace("\\_", "_")  # Markdown escapes _
+        assert note in " ".join(shown.split()), fmt  # wrapped lines joined
+    picked = run(tb, "--run", "train", "--format", "json", "-o", tmp_path / "t.json")
+    assert picked.exit_code == 0 and "--run to pick" not in picked.stderr
+    assert json.loads((tmp_path / "t.json").read_text())["run"]["note"] is None
