@@ -75,7 +75,8 @@ def diagnose(path: str | Path | None = None, *, progress: Callable[[str], None] 
 
 def compare(base: str | Path, new: str | Path, *, progress: Callable[[str], None] | None = None,
             options: Options | None = None, **keywords):
-    """Before/after of two captures (log dir, run folder, .xplane.pb) or ``--format json`` reports, in any mix.
+    """Before/after of two captures (log dir, run folder, .xplane.pb) or ``--format json`` reports, in any mix,
+    local or URLs (``gs://...``, ``memory://...``: fsspec, as :func:`diagnose` reads them).
 
     Returns a :class:`xladiag.report.compare_model.Comparison` (``headline``, ``verdict``, ``regressed``,
     ``ops``/``findings`` DataFrames of deltas, ``to_html``/``to_markdown``/``to_json``). ``fail_on_regression``
@@ -87,11 +88,12 @@ def compare(base: str | Path, new: str | Path, *, progress: Callable[[str], None
     """
     from .compare.sides import check_threshold, compare_sides
     from .config import chosen_rules
+    from .parsers.storage import as_path
     from .report.compare_model import Comparison
 
     given = from_keywords("compare", keywords, COMPARE_KEYWORDS, options)
     check_threshold(given.gates.fail_on_regression)
-    data = compare_sides({"base": Path(base), "new": Path(new)}, given, chosen_rules(given.rules),
+    data = compare_sides({"base": as_path(base), "new": as_path(new)}, given, chosen_rules(given.rules),
                          diagnose=lambda side: diagnose(options=side, progress=progress).to_dict(),
                          read_json=_report_json, progress=progress)
     return Comparison(data)

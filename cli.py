@@ -67,7 +67,7 @@ class _Diagnose(OneLineErrors):
     def main(self, args=None, **kwargs):
         args = sys.argv[1:] if args is None else list(args)
         if args[:1] == ["compare"]:
-            return compare_main.main(args[1:], prog_name="diagnose compare", **kwargs)
+            return compare_main.main(args[1:], **{**kwargs, "prog_name": "diagnose compare"})
         return super().main(args, **kwargs)
 
 

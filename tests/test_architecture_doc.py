@@ -31,7 +31,7 @@ STAGES = (
     ("compare", "compare/: before vs after", ("compare",)),
     ("report", "report/ + templates/: renderers", ("report", "templates")),
     ("api", "api, config: the one pipeline", ("api", "config")),
-    ("cli", "cli: the commands", ("cli", "cli_compare", "cli_common")),
+    ("cli", "cli: the commands", ("cli", "cli_compare", "cli_common", "cli_output", "__main__")),
 )
 
 

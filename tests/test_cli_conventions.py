@@ -117,3 +117,67 @@ def test_the_chosen_run_is_said_once_on_stderr_and_in_every_format(tmp_path):
     picked = run(tb, "--run", "train", "--format", "json", "-o", tmp_path / "t.json")
     assert picked.exit_code == 0 and "--run to pick" not in picked.stderr
     assert json.loads((tmp_path / "t.json").read_text())["run"]["note"] is None
+
+
+# --- compare: URLs, any mix, text, --version -----------------------------------------------------
+
+def test_compare_reads_urls_and_json_in_any_mix(tmp_path, monkeypatch):
+    fsspec = __import__("pytest").importorskip("fsspec")
+    import uuid
+
+    import xladiag
+
+    pair = CPU_SAMPLE.parent / "gpu_h100_remat_pair"
+    fs, root = fsspec.filesystem("memory"), f"/xladiag-cmp-{uuid.uuid4().hex[:8]}"
+    try:
+        for p in sorted((pair / "before").rglob("*")):
+            if p.is_file():
+                fs.pipe_file(f"{root}/before/{p.relative_to(pair / 'before').as_posix()}", p.read_bytes())
+        after_json = xladiag.diagnose(pair / "after").to_json()
+        fs.pipe_file(f"{root}/after.json", after_json.encode())
+        (tmp_path / "after.json").write_text(after_json)
+        local = xladiag.compare(pair / "before", tmp_path / "after.json")
+        remote = xladiag.compare(f"memory://{root}/before", f"memory://{root}/after.json")
+        assert remote.data["step"] == local.data["step"] and remote.data["new"]["input_kind"] == "json report"
+        monkeypatch.chdir(tmp_path)
+        result = CliRunner().invoke(main, ["compare", f"memory://{root}/before", str(tmp_path / "after.json"),
+                                           "--format", "json"], catch_exceptions=False)
+        assert result.exit_code == 0, result.stderr
+        assert json.loads((tmp_path / "xladiag_compare.json").read_text())["step"] == local.data["step"]
+    finally:
+        if fs.exists(root):
+            fs.rm(root, recursive=True)
+
+
+def test_compare_text_and_version(tmp_path):
+    from xladiag import __version__
+
+    pair = CPU_SAMPLE.parent / "gpu_h100_remat_pair"
+    result = CliRunner().invoke(main, ["compare", str(pair / "before"), str(pair / "after"), "--format", "text", "-q"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    text = result.stdout  # a terminal format: stdout by default
+    assert text.startswith("xladiag compare: ") and "Ops that changed" in text and "Findings" in text
+    assert "<td" not in text and "| ---" not in text and "**" not in text  # no markup
+    assert not list(pair.rglob("xladiag_compare*"))
+    version = CliRunner().invoke(main, ["compare", "--version"])
+    assert version.exit_code == 0 and __version__ in version.stdout
+
+
+# --- conventions: python -m, --version everywhere, help mentions compare ----------------------------
+
+def test_python_dash_m_runs_the_command(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from xladiag import __version__
+
+    env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    for args in (["--version"], ["compare", "--version"]):
+        done = subprocess.run([sys.executable, "-m", "xladiag", *args], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=120)
+        assert done.returncode == 0 and __version__ in done.stdout, done.stderr
+    helped = subprocess.run([sys.executable, "-m", "xladiag", "--help"], capture_output=True, text=True, env=env,
+                            cwd=tmp_path, timeout=120)
+    assert helped.returncode == 0 and "diagnose compare" in helped.stdout
