@@ -107,8 +107,8 @@ def _topology(value: str | None) -> str | None:
               help="TPU slice shape in chips (e.g. 16x16, 4x4x4) for pricing collectives per torus axis; "
                    "default: the slice name given to --chip, else assumed from the device count.")
 @click.option("--format", "format", type=click.Choice(list(FORMATS)), default=None,
-              help="Report format (see Formats below). Default: the -o file's extension (.json, .md, .txt, .html), "
-                   "else html.")
+              help="Report format (see Formats below). Default: the -o file's extension (.json, .md, .txt, .html, "
+                   ".csv), else html; a --format the extension contradicts is refused.")
 @click.option("-o", "--output", metavar="PATH", callback=path_given,
               help="Where to write the report; '-' for stdout. Default: <profile dir>/xladiag_report.<ext> "
                    "(text: stdout).")
@@ -153,7 +153,7 @@ def main(**given):
 
     options = Options.of(**{**given, "format": format_of(given["format"], given["output"], FORMATS)})
     output = options.output
-    out = _output_file(options)
+    out, note = _output_file(options)
     progress = Progress(enabled=not output.quiet and sys.stderr.isatty())
     try:
         report = diagnose(options=options.replace(config=load_project_config()), progress=progress)
@@ -167,6 +167,8 @@ def main(**given):
     if output.write_baseline is not None:  # it may rewrite the --baseline it read, never the capture
         check_output_path(output.write_baseline, report.input_files(baseline=False))
     deliver(text, out)
+    if note is not None and not output.quiet:  # said once the report is there, not before an error
+        say(f"diagnose: {note}")
     if output.write_baseline is not None:
         write_report(output.write_baseline, baseline_text(baseline_keys(report)))
     if output.trace_out is not None:
@@ -183,8 +185,9 @@ def main(**given):
              lambda: report_annotations(report.gates, report.findings), step_summary, quiet=output.quiet)
 
 
-def _output_file(options: Options) -> str | None:
-    """Where the report goes (None: stdout), after every refusal that can come before minutes of work."""
+def _output_file(options: Options) -> tuple[str | None, str | None]:
+    """Where the report goes (None: stdout) and a line when that is not beside the capture, after every refusal
+    that can come before minutes of work."""
     from .report.github import require_step_summary
     from .writer import check_output_path, same_file
 
@@ -211,8 +214,6 @@ def _output_file(options: Options) -> str | None:
     baseline = options.rules.baseline
     if out is not None:
         checked_output(out, given + ([baseline] if isinstance(baseline, (str, Path)) else []), check_output_path)
-    if note is not None and not output.quiet:
-        say(f"diagnose: {note}")
     if output.write_baseline is not None:
         if out is not None and same_file(out, output.write_baseline):
             raise UsageError(f"-o and --write-baseline both name {out}: give each its own file")
@@ -221,7 +222,7 @@ def _output_file(options: Options) -> str | None:
         if any(t is not None and same_file(output.trace_out, t) for t in (out, output.write_baseline)):
             raise UsageError(f"--trace-out names {output.trace_out}, which another output of this run names too")
         check_output_path(output.trace_out, given + ([baseline] if isinstance(baseline, (str, Path)) else []))
-    return out
+    return out, note
 
 
 if __name__ == "__main__":  # pragma: no cover

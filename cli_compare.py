@@ -93,8 +93,6 @@ def compare_main(base, new, **given):
     if out is not None:  # never over BASE, NEW or the --baseline read
         baseline = options.rules.baseline
         checked_output(out, [base, new] + ([baseline] if isinstance(baseline, (str, Path)) else []), check_output_path)
-    if note is not None and not output.quiet:
-        say(f"diagnose compare: {note}")
     progress = Progress(enabled=not output.quiet and sys.stderr.isatty())
     try:
         comparison = compare(base, new, options=options.replace(config=load_project_config()), progress=progress)
@@ -102,6 +100,8 @@ def compare_main(base, new, **given):
     finally:
         progress.done()
     deliver(text, out)
+    if note is not None and not output.quiet:
+        say(f"diagnose compare: {note}")
     if not output.quiet:
         for warning in comparison.data["warnings"]:
             say(f"diagnose compare: warning: {warning}")

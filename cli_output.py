@@ -43,11 +43,11 @@ def run_folder_parent(folder: Path) -> Path:
 def default_output(where, name: str) -> tuple[str, str | None]:
     """(the path to write ``name`` to, a stderr line when it is not beside the capture ``where``)."""
     if isinstance(where, str):  # remote: never into the bucket
-        return name, f"the capture is remote ({where}): writing the report here, ./{name} (-o to choose)"
+        return name, f"the capture is remote: the report is written here, ./{name} (-o to choose)"
     folder = run_folder_parent(where.parent if where.is_file() else where)
     if _writable(folder):
         return str(folder / name), None
-    return name, f"{folder} is not writable: writing the report here, ./{name} (-o to choose)"
+    return name, f"{folder} is not writable: the report is written here, ./{name} (-o to choose)"
 
 
 def checked_output(out: str, inputs, check) -> None:

@@ -153,6 +153,10 @@ class Report(Renderable):
     def to_text(self, path: str | Path | None = None) -> str:
         return self.render("text", path)
 
+    def to_csv(self, path: str | Path | None = None) -> str:
+        """The ops table as CSV (one row per op, the JSON ops' columns, the op name first)."""
+        return self.render("csv", path)
+
     def input_files(self, baseline: bool = True) -> tuple:
         """The files this report was read from: the capture's, the dump's and (``baseline``) the baseline file."""
         f = self.analysis.files

@@ -41,6 +41,7 @@ FORMATS: dict[str, Format] = {
     "json": Format(lazy("json_out", "render_json"), "json", "the versioned contract in docs/json_schema.md"),
     "text": Format(lazy("text", "render_text"), "txt", "for a terminal (stdout by default): verdict, fixes, top ops",
                    terminal=True),
+    "csv": Format(lazy("csv_out", "render_csv"), "csv", "the ops table, one row per op, for a spreadsheet"),
 }
 
 

@@ -181,3 +181,25 @@ def test_python_dash_m_runs_the_command(tmp_path):
     helped = subprocess.run([sys.executable, "-m", "xladiag", "--help"], capture_output=True, text=True, env=env,
                             cwd=tmp_path, timeout=120)
     assert helped.returncode == 0 and "diagnose compare" in helped.stdout
+
+
+# --- csv ---------------------------------------------------------------------------------------------
+
+def test_csv_is_the_ops_table_with_the_json_columns(tmp_path):
+    import csv
+
+    out = tmp_path / "ops.csv"
+    assert run(CPU_SAMPLE, "-o", out, "-q").exit_code == 0  # the extension picks csv
+    assert run(CPU_SAMPLE, "--format", "json", "-o", tmp_path / "r.json", "-q").exit_code == 0
+    ops = json.loads((tmp_path / "r.json").read_text())["ops"]
+    rows = list(csv.DictReader(out.open(newline="", encoding="utf-8")))
+    assert list(rows[0])[0] == "name" and set(rows[0]) == set(ops[0])
+    assert [r["name"] for r in rows] == [o["name"] for o in ops]
+    assert float(rows[0]["measured_s_per_step"]) == ops[0]["measured_s_per_step"]
+
+
+def test_csv_cells_never_run_as_a_spreadsheet_formula():
+    from xladiag.report.csv_out import _cell
+
+    assert _cell("=HYPERLINK(\"x\")") == "'=HYPERLINK(\"x\")" and _cell("-1") == "'-1" and _cell(-1.5) == -1.5
+    assert _cell(None) == "" and _cell(["a", "b"]) == '["a", "b"]'
