@@ -154,7 +154,7 @@ def main(**given):
     options = Options.of(**{**given, "format": format_of(given["format"], given["output"], FORMATS)})
     output = options.output
     out, note = _output_file(options)
-    progress = Progress(enabled=not output.quiet and sys.stderr.isatty())
+    progress = Progress(enabled=not output.quiet)
     try:
         report = diagnose(options=options.replace(config=load_project_config()), progress=progress)
         report = report.with_gates(**options.gates.of_report())

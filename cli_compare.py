@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -93,7 +92,7 @@ def compare_main(base, new, **given):
     if out is not None:  # never over BASE, NEW or the --baseline read
         baseline = options.rules.baseline
         checked_output(out, [base, new] + ([baseline] if isinstance(baseline, (str, Path)) else []), check_output_path)
-    progress = Progress(enabled=not output.quiet and sys.stderr.isatty())
+    progress = Progress(enabled=not output.quiet)
     try:
         comparison = compare(base, new, options=options.replace(config=load_project_config()), progress=progress)
         text = comparison.render(output.format)

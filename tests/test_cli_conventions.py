@@ -203,3 +203,37 @@ def test_csv_cells_never_run_as_a_spreadsheet_formula():
 
     assert _cell("=HYPERLINK(\"x\")") == "'=HYPERLINK(\"x\")" and _cell("-1") == "'-1" and _cell(-1.5) == -1.5
     assert _cell(None) == "" and _cell(["a", "b"]) == '["a", "b"]'
+
+
+# --- progress in a log, shell completion -----------------------------------------------------------
+
+def test_progress_in_a_log_is_a_line_every_few_seconds_not_every_event(capsys):
+    from xladiag.cli_common import Progress
+
+    now = [0.0]
+    progress = Progress(enabled=True, tty=False, clock=lambda: now[0])
+    for step in range(100):  # 100 events over 30 s
+        now[0] = step * 0.3
+        progress(f"reading host {step}")
+    progress.done()
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["xladiag: [10 s] reading host 34", "xladiag: [20 s] reading host 68"]
+    quick = Progress(enabled=True, tty=False, clock=lambda: 1.0)
+    quick("decoding")  # a run shorter than the interval says nothing
+    assert capsys.readouterr().err == ""
+
+
+def test_rule_ids_complete_for_select_and_ignore():
+    from click.shell_completion import ShellComplete
+
+    from xladiag.rules.registry import RULE_IDS
+
+    def complete(args, incomplete):
+        return [c.value for c in ShellComplete(main, {}, "diagnose", "_DIAGNOSE_COMPLETE")
+                .get_completions(args, incomplete)]
+
+    assert complete(["logdir", "--select"], "") == list(RULE_IDS)
+    first = RULE_IDS[0]
+    assert complete(["logdir", "--ignore"], first[:3]) == [r for r in RULE_IDS if r.startswith(first[:3])]
+    after = complete(["logdir", "--select"], f"{first},")
+    assert after == [f"{first},{r}" for r in RULE_IDS if r != first]
