@@ -70,6 +70,10 @@ class _Diagnose(OneLineErrors):
             return compare_main.main(args[1:], **{**kwargs, "prog_name": "diagnose compare"})
         return super().main(args, **kwargs)
 
+    def format_usage(self, ctx, formatter) -> None:
+        super().format_usage(ctx, formatter)  # the second form, as git's usage lists its commands
+        formatter.write(f"   or: {ctx.command_path} compare [OPTIONS] BASE NEW   (before/after; compare --help)\n")
+
 
 # Storage packages log their retries with tracebacks; the one error line says what failed (--debug shows them).
 _STORAGE_LOGGERS = ("fsspec", "gcsfs", "s3fs", "adlfs", "aiobotocore", "botocore")
@@ -110,8 +114,9 @@ def _topology(value: str | None) -> str | None:
               help="Report format (see Formats below). Default: the -o file's extension (.json, .md, .txt, .html, "
                    ".csv), else html; a --format the extension contradicts is refused.")
 @click.option("-o", "--output", metavar="PATH", callback=path_given,
-              help="Where to write the report; '-' for stdout. Default: <profile dir>/xladiag_report.<ext> "
-                   "(text: stdout).")
+              help="Where to write the report; '-' for stdout. Default: <log dir>/xladiag_report.<ext>, never "
+                   "inside TensorBoard's plugins/profile/<run>; the current directory when that is remote or not "
+                   "writable (a line says so); text: stdout.")
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]),
               help="Exit 3 when any finding has at least this severity (high: its fix saves >= 10% of the step, "
                    "medium: >= 3%; a note that saves nothing never counts).")

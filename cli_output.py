@@ -10,18 +10,14 @@ from pathlib import Path
 import click
 
 from .errors import UsageError
-
-# -o's extension -> the format written when --format is not given (a report.json holds JSON, not HTML).
-FORMAT_BY_EXTENSION = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".txt": "text",
-                       ".html": "html", ".htm": "html", ".csv": "csv"}
+from .report.render import format_for
 
 
 def format_of(given: str | None, output: str | None, known) -> str:
     """``--format`` if given, else the one -o's extension names, else html. Both given and naming different
     formats (``--format markdown -o r.json``): a usage error, not Markdown in a file CI's jq then reads."""
     suffix = Path(output).suffix.lower() if output and output != "-" else ""
-    implied = FORMAT_BY_EXTENSION.get(suffix)
-    implied = implied if implied in known else None
+    implied = format_for(output, known) if suffix else None
     if given is not None and implied is not None and implied != given:
         raise click.UsageError(f"--format {given} and -o {output} (a .{suffix[1:]} file holds {implied}) disagree: "
                                f"drop --format, or name the file .{_extension(given, known)}")

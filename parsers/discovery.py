@@ -155,6 +155,11 @@ def _discover(path, run, hlo_dir) -> CaptureFiles:
     if not run_dirs:
         if hlo_files or find_hlo_files(path):
             return _with_reports(CaptureFiles(xplane_files=(), hlo_files=hlo_files or find_hlo_files(path)))
+        trace = next(iter(path.rglob("*.trace.json.gz")), None)
+        if trace is not None:  # TensorBoard's Chrome trace, written beside an xplane that is missing here
+            raise DiscoveryError(f"{path}: holds only a Chrome trace ({trace.name}: a timeline without the "
+                                 "XSpace's op metadata), not an XSpace; point at the folder with the .xplane.pb "
+                                 "files jax.profiler.trace writes (plugins/profile/<run>/<host>.xplane.pb)")
         raise DiscoveryError(f"{path}: {_NO_CAPTURE}")
 
     # Run folders are named by timestamp: sorted by it (then by their sub-logdir), the last is the newest.

@@ -45,6 +45,17 @@ FORMATS: dict[str, Format] = {
 }
 
 
+# A file name's extension -> the format it holds (a report.json holds JSON, not HTML).
+FORMAT_BY_EXTENSION = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".txt": "text",
+                       ".html": "html", ".htm": "html", ".csv": "csv"}
+
+
+def format_for(path, formats: dict[str, Format] = FORMATS) -> str | None:
+    """The format of ``formats`` that ``path``'s extension names, or None."""
+    found = FORMAT_BY_EXTENSION.get(Path(str(path)).suffix.lower())
+    return found if found in formats else None
+
+
 def render(report, fmt: str, formats: dict[str, Format] = FORMATS, *, color: bool = False) -> str:
     """The report (or comparison) as text in ``fmt`` of ``formats``. No control or bidi character from the
     profile survives raw (a last guard for ``-o -`` on a terminal; renderers already escape their own syntax).

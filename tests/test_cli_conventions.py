@@ -181,6 +181,14 @@ def test_python_dash_m_runs_the_command(tmp_path):
     helped = subprocess.run([sys.executable, "-m", "xladiag", "--help"], capture_output=True, text=True, env=env,
                             cwd=tmp_path, timeout=120)
     assert helped.returncode == 0 and "diagnose compare" in helped.stdout
+    assert "or: diagnose compare [OPTIONS] BASE NEW" in helped.stdout.splitlines()[1]  # in the usage itself
+    # Shell completion as the README sets it up: rule ids after --select.
+    from xladiag.rules.registry import RULE_IDS
+
+    completed = subprocess.run([sys.executable, "-m", "xladiag"], capture_output=True, text=True, cwd=tmp_path,
+                               env={**env, "_DIAGNOSE_COMPLETE": "bash_complete", "COMP_WORDS": "diagnose --select ",
+                                    "COMP_CWORD": "2"}, timeout=120)
+    assert completed.returncode == 0 and f"plain,{RULE_IDS[0]}" in completed.stdout.splitlines(), completed
 
 
 # --- csv ---------------------------------------------------------------------------------------------
@@ -237,3 +245,85 @@ def test_rule_ids_complete_for_select_and_ignore():
     assert complete(["logdir", "--ignore"], first[:3]) == [r for r in RULE_IDS if r.startswith(first[:3])]
     after = complete(["logdir", "--select"], f"{first},")
     assert after == [f"{first},{r}" for r in RULE_IDS if r != first]
+
+
+# --- errors name what was found ----------------------------------------------------------------------
+
+def test_a_chrome_trace_folder_is_named_as_one(tmp_path):
+    import gzip
+
+    run_dir = tmp_path / "plugins" / "profile" / "2026_01_01_00_00_00"
+    run_dir.mkdir(parents=True)
+    (run_dir / "host.trace.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    result = run(tmp_path, "-o", tmp_path / "r.html")
+    assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1
+    assert "Chrome trace" in result.stderr and "not an XSpace" in result.stderr and ".xplane.pb" in result.stderr
+
+
+def test_json_named_xplane_is_recognised_as_json(tmp_path):
+    fake = tmp_path / "host.xplane.pb"
+    fake.write_text(json.dumps({"schema_version": 2, "ops": []}))
+    result = run(fake, "-o", tmp_path / "r.html")
+    assert result.exit_code == 1 and "a JSON file" in result.stderr and "wire type" not in result.stderr
+
+
+def test_a_topology_that_is_not_the_named_slice_is_refused(tmp_path):
+    result = run(CPU_SAMPLE, "--chip", "v6e-8", "--topology", "4x4", "-o", tmp_path / "r.json")
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "16 chips" in result.stderr and "slice of 8" in result.stderr and not (tmp_path / "r.json").exists()
+    assert run(CPU_SAMPLE, "--chip", "v6e-8", "--topology", "2x4", "-o", tmp_path / "r.json", "-q").exit_code == 0
+
+
+def test_api_errors_name_the_keyword_argument_not_the_flag(tmp_path):
+    import pytest
+
+    import xladiag
+    from xladiag.errors import UsageError
+
+    with pytest.raises(UsageError) as bad_rule:
+        xladiag.diagnose(CPU_SAMPLE, select="no-such-rule")
+    assert "select=" in str(bad_rule.value) and "--select" not in str(bad_rule.value)
+    with pytest.raises(UsageError) as bad_steps:
+        xladiag.diagnose(CPU_SAMPLE, steps="x:y")
+    assert str(bad_steps.value).startswith("steps='x:y'") and "--steps" not in str(bad_steps.value)
+    with pytest.raises(UsageError) as slice_error:
+        xladiag.diagnose(CPU_SAMPLE, chip="v6e-8", topology="4x4")
+    assert "topology='4x4' is 16 chips" in str(slice_error.value) and "chip='v6e-8'" in str(slice_error.value)
+    # The command keeps its flags.
+    result = run(CPU_SAMPLE, "--select", "no-such-rule", "-o", tmp_path / "r.json")
+    assert result.exit_code == 2 and "--select" in result.stderr
+
+
+# --- API: Report.ops, profile(), notebooks -----------------------------------------------------------
+
+def test_profile_takes_diagnose_options_and_writes_the_report_where_asked(tmp_path):
+    import pytest
+
+    import xladiag
+    from xladiag.errors import UsageError
+    from xladiag.rules.registry import RULE_IDS
+
+    with pytest.raises(TypeError, match=r"profile\(\) got an unexpected keyword argument 'run'"):
+        xladiag.profile(tmp_path / "logdir", run="x")
+    with pytest.raises(UsageError, match="cannot write"):
+        xladiag.profile(tmp_path / "logdir", output=tmp_path / "missing" / "r.json")
+    rule = RULE_IDS[0]
+    session = xladiag.profile(tmp_path / "logdir", output=tmp_path / "r.json", select=rule, steps="1:3")
+    shutil.copytree(CPU_SAMPLE, tmp_path / "logdir")  # what the trace would have written (no JAX here)
+    session.__exit__(None, None, None)  # the block's end, without the trace it never started
+    assert session.run == "2000_01_01_00_00_00" and set(session.report.selection.select) == {rule}
+    assert session.report.analysis.choices["steps"]["source"] == "given"  # steps='1:3' went to diagnose
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["run"]["name"] == "2000_01_01_00_00_00" and {f["rule"] for f in data["findings"]} <= {rule}
+
+
+def test_a_report_in_a_notebook_is_the_whole_report():
+    from html import unescape
+
+    import xladiag
+
+    report = xladiag.diagnose(CPU_SAMPLE)
+    shown = report._repr_html_()
+    assert shown.startswith("<iframe srcdoc=\"") and "<" not in shown[len("<iframe srcdoc=\""):shown.index("\" title")]
+    page = unescape(shown[len("<iframe srcdoc=\""):shown.index("\" title")])
+    assert page == report.to_html()
