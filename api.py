@@ -80,7 +80,7 @@ def diagnose(path: str | Path | None = None, *, progress: Callable[[str], None] 
 
 # The command's flags in an error, as the API's keywords: '--select' -> 'select='.
 _FLAG = re.compile(r"--(select|ignore|baseline|steps|host|program|chip-file|chip|topology|run|hlo-dir|workers"
-                   r"|scheduler)\b( (?=['\"\d{A-Z]|[^\s:]+:))?")
+                   r"|scheduler)\b( (?=\S*[^a-z\s]))?")  # its value joined: a token not a plain word
 
 
 def _as_keyword(match: re.Match) -> str:
