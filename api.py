@@ -4,9 +4,10 @@
     report = xladiag.diagnose("/tmp/logdir")            # or diagnose(hlo_dir=..., chip="v6e")
     report.findings[0].fix, report.ops.head(), report.to_html("report.html")
 
-    with xladiag.profile("/tmp/logdir") as session:
-        for _ in range(5):
-            train_step(state, batch).block_until_ready()
+    with xladiag.profile("/tmp/logdir", steps=5, output="report.html") as session:
+        for i in range(5):
+            with session.step(i):
+                train_step(state, batch).block_until_ready()
     print(session.report.headline)
 
 JAX is imported only inside :func:`profile`, so ``import xladiag`` works without it.
@@ -16,11 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 from .analyzer.analysis import Analysis, analyze
-from .errors import InputError
+from .errors import InputError, UsageError, XladiagError
 from .options import Options, from_keywords
 from .report.model import Report, mfu_words
 from .rules.base import Finding
@@ -35,6 +38,7 @@ __all__ = ["Report", "ProfileSession", "build_report", "compare", "diagnose", "h
 # The public keywords (README "Python API"): the command's options by the same names.
 DIAGNOSE_KEYWORDS = ("chip", "hlo_dir", "run", "chip_file", "topology", "program", "select", "ignore", "baseline",
                      "config", "workers", "scheduler", "steps", "host")
+PROFILE_KEYWORDS = tuple(k for k in DIAGNOSE_KEYWORDS if k not in ("run", "steps"))
 COMPARE_KEYWORDS = ("fail_on_regression", "chip", "chip_file", "select", "ignore", "baseline", "config", "program",
                     "steps", "host")
 
@@ -64,19 +68,44 @@ def diagnose(path: str | Path | None = None, *, progress: Callable[[str], None] 
     """
     from .config import chosen_rules
 
-    given = from_keywords("diagnose", keywords, DIAGNOSE_KEYWORDS, options)
-    if path is not None:
-        given = given.replace(path=path)
-    chosen = chosen_rules(given.rules)  # bad ids fail before the work
-    analysis = analyze(given, progress=progress)
-    if progress:
-        progress("running rules")
-    return build_report(analysis, chosen)
+    with keyword_names(bool(keywords)):
+        given = from_keywords("diagnose", keywords, DIAGNOSE_KEYWORDS, options)
+        if path is not None:
+            given = given.replace(path=path)
+        chosen = chosen_rules(given.rules)  # bad ids fail before the work
+        analysis = analyze(given, progress=progress)
+        if progress:
+            progress("running rules")
+        return build_report(analysis, chosen)
+
+
+# The command's flags in an error, as the API's keywords: '--select' -> 'select='.
+_FLAG = re.compile(r"--(select|ignore|baseline|steps|host|program|chip-file|chip|topology|run|hlo-dir|workers"
+                   r"|scheduler)\b( (?=\S*[^a-z\s]))?")  # its value joined: a token not a plain word
+
+
+def _as_keyword(match: re.Match) -> str:
+    name = match.group(1).replace("-", "_")
+    joined = match.group(2) or match.string[match.end():match.end() + 1] in (":", "=")
+    return f"{name}=" if joined else f"{name}=…"
+
+
+@contextmanager
+def keyword_names(apply: bool = True):
+    """Errors raised inside name the API's keyword arguments (``select=``), not the command's flags: the
+    caller of ``xladiag.diagnose(select=...)`` never typed ``--select``."""
+    try:
+        yield
+    except XladiagError as exc:
+        if apply and exc.args and isinstance(exc.args[0], str):
+            exc.args = (_FLAG.sub(_as_keyword, exc.args[0]), *exc.args[1:])
+        raise
 
 
 def compare(base: str | Path, new: str | Path, *, progress: Callable[[str], None] | None = None,
             options: Options | None = None, **keywords):
-    """Before/after of two captures (log dir, run folder, .xplane.pb) or ``--format json`` reports, in any mix.
+    """Before/after of two captures (log dir, run folder, .xplane.pb) or ``--format json`` reports, in any mix,
+    local or URLs (``gs://...``, ``memory://...``: fsspec, as :func:`diagnose` reads them).
 
     Returns a :class:`xladiag.report.compare_model.Comparison` (``headline``, ``verdict``, ``regressed``,
     ``ops``/``findings`` DataFrames of deltas, ``to_html``/``to_markdown``/``to_json``). ``fail_on_regression``
@@ -88,13 +117,15 @@ def compare(base: str | Path, new: str | Path, *, progress: Callable[[str], None
     """
     from .compare.sides import check_threshold, compare_sides
     from .config import chosen_rules
+    from .parsers.storage import as_path
     from .report.compare_model import Comparison
 
-    given = from_keywords("compare", keywords, COMPARE_KEYWORDS, options)
-    check_threshold(given.gates.fail_on_regression)
-    data = compare_sides({"base": Path(base), "new": Path(new)}, given, chosen_rules(given.rules),
-                         diagnose=lambda side: diagnose(options=side, progress=progress).to_dict(),
-                         read_json=_report_json, progress=progress)
+    with keyword_names(bool(keywords)):
+        given = from_keywords("compare", keywords, COMPARE_KEYWORDS, options)
+        check_threshold(given.gates.fail_on_regression)
+        data = compare_sides({"base": as_path(base), "new": as_path(new)}, given, chosen_rules(given.rules),
+                             diagnose=lambda side: diagnose(options=side, progress=progress).to_dict(),
+                             read_json=_report_json, progress=progress)
     return Comparison(data)
 
 
@@ -197,11 +228,20 @@ class ProfileSession:
     If the block raises, the trace is stopped and nothing is diagnosed.
     """
 
-    def __init__(self, logdir, *, steps: int | None = None, chip: str | None = None,
-                 hlo_dir: str | Path | None = None, chip_file: str | Path | None = None):
+    def __init__(self, logdir, *, steps: int | str | None = None, output: str | Path | None = None,
+                 format: str | None = None, **keywords):
+        from .report.render import FORMATS, format_for
+        from .writer import check_output_path
+
+        from_keywords("profile", keywords, PROFILE_KEYWORDS)  # an unknown keyword fails before the training
         self.logdir = Path(logdir)
-        self.steps = steps  # executions of the step the caller runs; checked against what was found
-        self.chip, self.hlo_dir, self.chip_file = chip, hlo_dir, chip_file
+        self.steps = steps  # an int: executions of the step the caller runs, checked; 'A:B': diagnose's steps
+        self.keywords = keywords
+        self.output, self.format = output, format or (format_for(output) if output is not None else None) or "html"
+        if self.format not in FORMATS:
+            raise UsageError(f"format={format!r}: one of {', '.join(FORMATS)}")
+        if output is not None:
+            check_output_path(output)  # not after the training run
         self.report: Report | None = None
         self.run: str | None = None
         self.warnings: list[str] = []
@@ -231,10 +271,12 @@ class ProfileSession:
         if exc_type is not None:
             return suppressed
         self.run = _written_run(self.logdir, self._runs_before, _run_dirs(self.logdir))
-        self.report = diagnose(self.logdir, run=self.run, chip=self.chip, hlo_dir=self.hlo_dir,
-                               chip_file=self.chip_file)
+        step_range = {"steps": self.steps} if isinstance(self.steps, str) else {}
+        self.report = diagnose(self.logdir, run=self.run, **self.keywords, **step_range)
+        if self.output is not None:
+            self.report.render(self.format, self.output)
         steps = self.report.analysis.steps
-        if self.steps is not None and steps is not None:
+        if isinstance(self.steps, int) and steps is not None:
             # The first execution is counted as warm-up when there is more than one.
             expected = self.steps - 1 if self.steps > 1 and steps.warmup_excluded else self.steps
             if steps.count != expected:
@@ -245,18 +287,22 @@ class ProfileSession:
         return False
 
 
-def profile(logdir, *, steps: int | None = None, chip: str | None = None, hlo_dir: str | Path | None = None,
-            chip_file: str | Path | None = None) -> ProfileSession:
-    """``with xladiag.profile(logdir) as session: ...`` then ``session.report``.
+def profile(logdir, *, steps: int | str | None = None, output: str | Path | None = None, format: str | None = None,
+            **keywords) -> ProfileSession:
+    """``with xladiag.profile(logdir) as session: ...`` (``with session.step(i):`` around each step) then
+    ``session.report``.
 
-    ``steps``: how many step executions the block runs (optional; a mismatch with what the trace
-    shows lands in ``session.warnings``). ``hlo_dir``: the ``--xla_dump_to`` folder, for FLOPs and
+    ``steps``: how many step executions the block runs (an int, optional; a mismatch with what the trace
+    shows lands in ``session.warnings``), or 'A:B', the step numbers to measure as in :func:`diagnose`.
+    ``output``: also write the report there, in ``format`` (default: the file's extension, else html).
+    The other keywords are :func:`diagnose`'s (``chip``, ``hlo_dir``, ``select``, ``baseline``, ``topology``...;
+    not ``run``: the run is the one this block wrote). ``hlo_dir``: the ``--xla_dump_to`` folder, for FLOPs and
     bytes from the HLO (XLA_FLAGS must be set before JAX starts, so this wrapper cannot set it).
 
     Entering raises ``ImportError`` without JAX. Leaving the block raises what :func:`diagnose` raises,
     and :class:`xladiag.errors.InputError` when the profiler wrote no new run folder.
     """
-    return ProfileSession(logdir, steps=steps, chip=chip, hlo_dir=hlo_dir, chip_file=chip_file)
+    return ProfileSession(logdir, steps=steps, output=output, format=format, **keywords)
 
 
 def history(paths, *, given_order: bool = False, fail_on_regression: float | None = None,

@@ -29,6 +29,7 @@ from .cli_common import (
 )
 from .cli_compare import compare_main
 from .cli_history import history_main
+from .cli_output import checked_output, default_output, format_of
 from .errors import InputError, UsageError
 from .mcp_server import mcp_main
 from .options import Options
@@ -75,12 +76,16 @@ class _Diagnose(OneLineErrors):
     def main(self, args=None, **kwargs):
         args = sys.argv[1:] if args is None else list(args)
         if args[:1] == ["compare"]:
-            return compare_main.main(args[1:], prog_name="diagnose compare", **kwargs)
+            return compare_main.main(args[1:], **{**kwargs, "prog_name": "diagnose compare"})
         if args[:1] == ["history"]:
             return history_main.main(args[1:], **{**kwargs, "prog_name": "diagnose history"})
         if args[:1] == ["mcp"]:
             return mcp_main.main(args[1:], prog_name="diagnose mcp", **kwargs)
         return super().main(args, **kwargs)
+
+    def format_usage(self, ctx, formatter) -> None:
+        super().format_usage(ctx, formatter)  # the second form, as git's usage lists its commands
+        formatter.write(f"   or: {ctx.command_path} compare [OPTIONS] BASE NEW   (before/after; compare --help)\n")
 
 
 # Storage packages log their retries with tracebacks; the one error line says what failed (--debug shows them).
@@ -91,15 +96,6 @@ def _colour_wanted() -> bool:
     """ANSI colour only for a person at a terminal: stdout a TTY, NO_COLOR unset or empty (no-color.org),
     TERM not dumb."""
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-
-
-def _default_output(path, hlo_dir, fmt: str) -> Path:
-    ext = FORMATS[fmt].extension
-    base = path if path is not None else hlo_dir
-    if isinstance(base, str):  # remote: the report is written here, not into the bucket
-        return Path(f"xladiag_report.{ext}")
-    base = base.parent if base.is_file() else base
-    return base / f"xladiag_report.{ext}"
 
 
 def _topology(value: str | None) -> str | None:
@@ -128,11 +124,12 @@ def _topology(value: str | None) -> str | None:
               help="TPU slice shape in chips (e.g. 16x16, 4x4x4) for pricing collectives per torus axis; "
                    "default: the slice name given to --chip, else assumed from the device count.")
 @click.option("--format", "format", type=click.Choice(list(FORMATS)), default=None,
-              help="Report format (see Formats below). Default: the -o file's extension (.json, .md, .txt, .html), "
-                   "else html.")
+              help="Report format (see Formats below). Default: the -o file's extension (.json, .md, .txt, .html, "
+                   ".csv), else html; a --format the extension contradicts is refused.")
 @click.option("-o", "--output", metavar="PATH", callback=path_given,
-              help="Where to write the report; '-' for stdout. Default: <profile dir>/xladiag_report.<ext> "
-                   "(text: stdout).")
+              help="Where to write the report; '-' for stdout. Default: <log dir>/xladiag_report.<ext>, never "
+                   "inside TensorBoard's plugins/profile/<run>; the current directory when that is remote or not "
+                   "writable (a line says so); text: stdout.")
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]),
               help="Exit 3 when any finding has at least this severity (high: its fix saves >= 10% of the step, "
                    "medium: >= 3%; a note that saves nothing never counts).")
@@ -174,16 +171,16 @@ def main(**given):
     from .report.github import report_annotations
     from .writer import check_output_path, write_report
 
-    options = Options.of(**{**given, "format": given["format"] or _format_of(given["output"])})
+    options = Options.of(**{**given, "format": format_of(given["format"], given["output"], FORMATS)})
     output = options.output
-    out = _output_file(options)
+    out, note = _output_file(options)
     record = output.record
     if record is not None:  # refused before minutes of work: the store must not be an input or the report
         from .history.store import check_store
 
         check_output_path(record, [p for p in (options.capture.path, options.capture.hlo_dir, out) if p is not None])
         check_store(Path(record))
-    progress = Progress(enabled=not output.quiet and sys.stderr.isatty())
+    progress = Progress(enabled=not output.quiet)
     try:
         project = load_project_config()
         report = diagnose(options=options.replace(config=project), progress=progress)
@@ -197,6 +194,8 @@ def main(**given):
     if output.write_baseline is not None:  # it may rewrite the --baseline it read, never the capture
         check_output_path(output.write_baseline, report.input_files(baseline=False))
     deliver(text, out)
+    if note is not None and not output.quiet:  # said once the report is there, not before an error
+        say(f"diagnose: {note}")
     if output.write_baseline is not None:
         write_report(output.write_baseline, baseline_text(baseline_keys(report)))
     if output.trace_out is not None:
@@ -207,6 +206,8 @@ def main(**given):
 
         record_run(Path(record), point_of(report.to_dict(), str(options.capture.path or options.capture.hlo_dir),
                                           "capture"))
+    if not output.quiet and report.analysis.files.runs_note:
+        say(f"diagnose: {report.analysis.files.runs_note}")
     if not output.quiet and not (FORMATS[output.format].terminal and out is None):  # the terminal report holds them
         for warning in report.analysis.warnings:
             say(f"diagnose: warning: {warning}")
@@ -214,21 +215,12 @@ def main(**given):
     step_summary = (lambda: text if output.format == "markdown" else report.render("markdown")) \
         if output.step_summary else None
     conclude(out, [f"diagnose: gate: {gate.message}" for gate in report.tripped_gates],
-             lambda: report_annotations(report.gates, report.findings), step_summary)
+             lambda: report_annotations(report.gates, report.findings), step_summary, quiet=output.quiet)
 
 
-# -o's extension -> the format written when --format is not given (a report.json holds JSON, not HTML).
-_FORMAT_BY_EXTENSION = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".txt": "text",
-                        ".html": "html", ".htm": "html"}
-
-
-def _format_of(output: str | None) -> str:
-    suffix = Path(output).suffix.lower() if output and output != "-" else ""
-    return _FORMAT_BY_EXTENSION.get(suffix, "html")
-
-
-def _output_file(options: Options) -> str | None:
-    """Where the report goes (None: stdout), after every refusal that can come before minutes of work."""
+def _output_file(options: Options) -> tuple[str | None, str | None]:
+    """Where the report goes (None: stdout) and a line when that is not beside the capture, after every refusal
+    that can come before minutes of work."""
     from .report.github import require_step_summary
     from .writer import check_output_path, same_file
 
@@ -242,15 +234,19 @@ def _output_file(options: Options) -> str | None:
             logging.getLogger(name).setLevel(logging.CRITICAL)
     terminal = FORMATS[output.format].terminal  # a terminal format goes to stdout unless -o names a file
     to_stdout = output.output == "-" or (output.output is None and terminal)
-    out = None if to_stdout else output.output or str(_default_output(capture.path, capture.hlo_dir, output.format))
-    # Before the output check: the default output lives there.
+    # Before the default output: it lives there.
     if isinstance(capture.path, Path) and not capture.path.exists():
         raise InputError(f"{capture.path}: no such file or directory")
+    out, note = None, None
+    if not to_stdout:
+        where = capture.path if capture.path is not None else capture.hlo_dir
+        name = f"xladiag_report.{FORMATS[output.format].extension}"
+        out, note = (output.output, None) if output.output else default_output(where, name)
     # Refused before minutes of work, not after: an unwritable target, or one this run reads.
     given = [p for p in (capture.path, capture.hlo_dir) if isinstance(p, Path)]
     baseline = options.rules.baseline
     if out is not None:
-        check_output_path(out, given + ([baseline] if isinstance(baseline, (str, Path)) else []))
+        checked_output(out, given + ([baseline] if isinstance(baseline, (str, Path)) else []), check_output_path)
     if output.write_baseline is not None:
         if out is not None and same_file(out, output.write_baseline):
             raise UsageError(f"-o and --write-baseline both name {out}: give each its own file")
@@ -259,7 +255,7 @@ def _output_file(options: Options) -> str | None:
         if any(t is not None and same_file(output.trace_out, t) for t in (out, output.write_baseline)):
             raise UsageError(f"--trace-out names {output.trace_out}, which another output of this run names too")
         check_output_path(output.trace_out, given + ([baseline] if isinstance(baseline, (str, Path)) else []))
-    return out
+    return out, note
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -49,22 +50,36 @@ class OneLineErrors(click.Command):
 
 
 class Progress:
-    """One self-overwriting status line on stderr, only when a person is watching."""
+    """Progress on stderr. A person at a terminal (stderr a TTY): one self-overwriting status line. A log (CI, a
+    file): a plain line at most every ``INTERVAL_S`` seconds, with the time so far, and none in a run shorter than
+    that (a log is not a transcript of every event)."""
 
-    def __init__(self, enabled: bool):
+    INTERVAL_S = 10.0
+
+    def __init__(self, enabled: bool, tty: bool | None = None, clock=time.monotonic):
         self.enabled = enabled
+        self.tty = sys.stderr.isatty() if tty is None else tty
+        self._clock = clock
+        self._start = clock()
+        self._next = self._start + self.INTERVAL_S
         self._width = 0
 
     def __call__(self, message: str) -> None:
         if not self.enabled:
             return
         text = f"xladiag: {terminal_line(message)}"  # file names come from the capture folder
+        if not self.tty:
+            now = self._clock()
+            if now >= self._next:
+                click.echo(f"xladiag: [{now - self._start:.0f} s] {terminal_line(message)}", err=True)
+                self._next = now + self.INTERVAL_S
+            return
         sys.stderr.write("\r" + text.ljust(self._width))
         sys.stderr.flush()
         self._width = len(text)
 
     def done(self) -> None:
-        if self.enabled and self._width:
+        if self.enabled and self.tty and self._width:
             sys.stderr.write("\r" + " " * self._width + "\r")
             sys.stderr.flush()
 
@@ -95,13 +110,14 @@ def deliver(text: str, out: str | None) -> None:
         raise UsageError(f"-: cannot write to stdout: {exc.strerror or exc}") from None
 
 
-def conclude(out: str | None, gate_lines: list[str], annotations, summary) -> None:
+def conclude(out: str | None, gate_lines: list[str], annotations, summary, quiet: bool = False) -> None:
     """After the report: where it went, the tripped gates (one line each, then exit 3), on GitHub Actions the
     workflow commands ``annotations()`` gives (never mixed into a report on stdout), and ``summary()`` (the
-    Markdown) appended to the step summary unless it is None."""
+    Markdown) appended to the step summary unless it is None. ``quiet``: no "report: PATH" (-q says nothing
+    on success)."""
     from .report.github import append_step_summary, on_github_actions
 
-    if out is not None:
+    if out is not None and not quiet:
         click.echo(f"report: {visible_controls(clean_text(out))}")  # a path of unknown encoding
     for line in gate_lines:
         say(line)
@@ -158,13 +174,27 @@ def _some_rules(ctx, param, value: str | None) -> str | None:
     return value
 
 
+def rule_ids(ctx, param, incomplete: str) -> list:
+    """Shell completion (click's, ``_DIAGNOSE_COMPLETE``) of --select/--ignore: the rule ids, also after the
+    commas of a list already typed (``exposed_collective,re<TAB>``), none twice."""
+    from click.shell_completion import CompletionItem
+
+    from .rules.registry import RULE_IDS
+
+    typed, _, last = incomplete.rpartition(",")
+    taken = set(typed.split(",")) if typed else set()
+    prefix = typed + "," if typed else ""
+    return [CompletionItem(prefix + rule) for rule in RULE_IDS if rule.startswith(last) and rule not in taken]
+
+
 def select_options(f):
     """--select, --ignore, --baseline."""
     for option in reversed((
-        click.option("--select", metavar="RULE,...", callback=_some_rules,
+        click.option("--select", metavar="RULE,...", callback=_some_rules, shell_complete=rule_ids,
                      help="Report only these rules (ids as in docs/rules.md); "
                      "default: [tool.xladiag] select in pyproject.toml, else every rule."),
-        click.option("--ignore", metavar="RULE,...", help="Leave these rules out (default: [tool.xladiag] ignore)."),
+        click.option("--ignore", metavar="RULE,...", shell_complete=rule_ids,
+                     help="Leave these rules out (default: [tool.xladiag] ignore)."),
         click.option("--baseline", metavar="FILE", help="Accepted findings (a JSON report, or one key "
                      "rule:kind:main_op per line) left out of the report and its gates; "
                      "default: [tool.xladiag] baseline."),

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
+from . import __version__
 from .cli_common import (
     CHIP_OPTION,
     CONTEXT,
@@ -17,12 +17,14 @@ from .cli_common import (
     Progress,
     conclude,
     deliver,
+    location,
     path_given,
     quiet_debug_options,
     say,
     select_options,
     share,
 )
+from .cli_output import checked_output, default_output
 from .errors import InputError
 from .options import Options
 from .report.compare_model import COMPARE_FORMATS
@@ -46,12 +48,13 @@ Exit codes: 0 ok, 1 bad input, 2 usage, 3 --fail-on-regression tripped.
 
 
 @click.command(cls=OneLineErrors, epilog=_COMPARE_EPILOG, context_settings=CONTEXT)
-@click.argument("base", type=click.Path(path_type=Path))
-@click.argument("new", type=click.Path(path_type=Path))
+@click.argument("base", callback=location)
+@click.argument("new", callback=location)
 @click.option("--format", "format", type=click.Choice(list(COMPARE_FORMATS)), default="html", show_default=True,
               help="Report format.")
 @click.option("-o", "--output", metavar="PATH", callback=path_given,
-              help="Where to write; '-' for stdout. Default: xladiag_compare.<ext> beside NEW.")
+              help="Where to write; '-' for stdout. Default: xladiag_compare.<ext> beside NEW "
+              "(text: stdout).")
 @click.option("--fail-on-regression", metavar="SHARE", callback=share,
               help="Exit 3 when the mean step is slower beyond noise and by more than this (5% or 0.05).")
 @click.option("--step-summary", is_flag=True,
@@ -62,10 +65,11 @@ Exit codes: 0 ok, 1 bad input, 2 usage, 3 --fail-on-regression tripped.
 @STEPS_OPTION
 @HOST_OPTION
 @quiet_debug_options
+@click.version_option(__version__, prog_name="xladiag")
 def compare_main(base, new, **given):
     """Compare two captures: BASE (before) and NEW (after) are each a log dir, run folder, .xplane.pb, or a
-    JSON report written by `diagnose --format json`. Step time and MFU with a noise-aware verdict,
-    breakdown, per-op and per-finding deltas.
+    JSON report written by `diagnose --format json`, local or a URL (gs://, s3://, ...), in any mix. Step
+    time and MFU with a noise-aware verdict, breakdown, per-op and per-finding deltas.
     """
     from .api import compare
     from .config import load_project_config
@@ -78,20 +82,25 @@ def compare_main(base, new, **given):
         require_step_summary()  # before minutes of work
 
     for path in (base, new):
-        if not path.exists():
+        if isinstance(path, Path) and not path.exists():  # a URL is looked at when read
             raise InputError(f"{path}: no such file or directory")
-    out = None if output.output == "-" else output.output or str(
-        (new.parent if new.is_file() else new) / f"xladiag_compare.{COMPARE_FORMATS[output.format].extension}")
+    out, note = (None if output.output == "-" else output.output), None
+    if output.output is None and COMPARE_FORMATS[output.format].terminal:
+        out = None
+    elif output.output is None:
+        out, note = default_output(new, f"xladiag_compare.{COMPARE_FORMATS[output.format].extension}")
     if out is not None:  # never over BASE, NEW or the --baseline read
         baseline = options.rules.baseline
-        check_output_path(out, [base, new] + ([baseline] if isinstance(baseline, (str, Path)) else []))
-    progress = Progress(enabled=not output.quiet and sys.stderr.isatty())
+        checked_output(out, [base, new] + ([baseline] if isinstance(baseline, (str, Path)) else []), check_output_path)
+    progress = Progress(enabled=not output.quiet)
     try:
         comparison = compare(base, new, options=options.replace(config=load_project_config()), progress=progress)
         text = comparison.render(output.format)
     finally:
         progress.done()
     deliver(text, out)
+    if note is not None and not output.quiet:
+        say(f"diagnose compare: {note}")
     if not output.quiet:
         for warning in comparison.data["warnings"]:
             say(f"diagnose compare: warning: {warning}")
@@ -100,4 +109,4 @@ def compare_main(base, new, **given):
         if comparison.regressed else []
     conclude(out, regressed, lambda: report_annotations(comparison.gates, ()),
              (lambda: text if output.format == "markdown" else comparison.render("markdown"))
-             if output.step_summary else None)
+             if output.step_summary else None, quiet=output.quiet)

@@ -33,7 +33,7 @@ from .hlo.framework import detect_framework
 from .inputs import AnalysisError, Progress, Read, read_dump_only, read_trace
 from .models.collective_pricing import price_collectives
 from .models.roofline import predict_ops, step_roofline
-from .models.topology import parse_topology
+from .models.topology import check_topology
 from .scopes import scopes_of
 from .steps.choice import choices, program_share_note, step_choice
 from .steps.command_buffers import command_buffer_note
@@ -166,10 +166,7 @@ def analyze(source: Options | Path | str | None = None, *, progress: Progress | 
     given = source.replace(**options) if isinstance(source, Options) else Options.of(path=source, **options)
     capture, hardware = given.capture, given.hardware
     if hardware.topology is not None:
-        try:
-            parse_topology(hardware.topology)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+        check_topology(hardware.topology, hardware.chip, hardware.chip_file)  # before minutes of reading
     files = only_host(discover(capture.path, run=capture.run, hlo_dir=capture.hlo_dir), capture.host)
     if not files.xplane_files and (capture.steps is not None or capture.host is not None):
         raise UsageError("--steps and --host choose what a trace measures: give a profile directory")

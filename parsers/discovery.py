@@ -39,6 +39,7 @@ class CaptureFiles:
     run_name: str | None = None
     run_dir: Path | None = None
     other_runs: tuple[str, ...] = field(default_factory=tuple)
+    picked: bool = False  # the newest of several runs, taken without --run
     memory_reports: tuple[Path, ...] = field(default_factory=tuple)  # beside hlo_files, same stem
     buffer_assignments: tuple[Path, ...] = field(default_factory=tuple)
     # ``<module>(<program id>).hlo_proto.pb`` files xprof/TensorBoard tooling leaves beside the xplanes.
@@ -54,6 +55,13 @@ class CaptureFiles:
 
     def buffer_assignment_of(self, hlo_file: Path) -> Path | None:
         return _companion(hlo_file, BUFFER_ASSIGNMENT_SUFFIX, self.buffer_assignments)
+
+    @property
+    def runs_note(self) -> str | None:
+        """One line when the run was picked among several: which, and how to pick another."""
+        if not self.picked or not self.other_runs:
+            return None
+        return f"{len(self.other_runs) + 1} runs: using {self.run_name}; --run to pick"
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -141,31 +149,71 @@ def _discover(path, run, hlo_dir) -> CaptureFiles:
     elif any(path.glob("*" + XPLANE_SUFFIX)):
         run_dirs = [path]  # a run folder itself
     else:
-        # A parent of the log dir, or a custom layout: any folder below holding xplanes is a run.
-        run_dirs = sorted({p.parent for p in path.rglob("*" + XPLANE_SUFFIX)}, key=lambda d: d.name)
+        # A parent of log dirs (TensorBoard's tb/train, tb/eval), or a custom layout: any folder holding xplanes.
+        run_dirs = list({p.parent for p in path.rglob("*" + XPLANE_SUFFIX)})
 
     if not run_dirs:
         if hlo_files or find_hlo_files(path):
             return _with_reports(CaptureFiles(xplane_files=(), hlo_files=hlo_files or find_hlo_files(path)))
+        trace = next(iter(path.rglob("*.trace.json.gz")), None)
+        if trace is not None:  # TensorBoard's Chrome trace, written beside an xplane that is missing here
+            raise DiscoveryError(f"{path}: holds only a Chrome trace ({trace.name}: a timeline without the "
+                                 "XSpace's op metadata), not an XSpace; point at the folder with the .xplane.pb "
+                                 "files jax.profiler.trace writes (plugins/profile/<run>/<host>.xplane.pb)")
         raise DiscoveryError(f"{path}: {_NO_CAPTURE}")
 
-    names = [d.name for d in run_dirs]
-    if run is not None:
-        matches = [d for d in run_dirs if d.name == run]
-        if not matches:
-            raise DiscoveryError(f"{path}: no run named {run!r}; runs here: {', '.join(names)}")
-        chosen = matches[0]
-    else:
-        chosen = run_dirs[-1]  # run folders are named by timestamp: the last sorts newest
+    # Run folders are named by timestamp: sorted by it (then by their sub-logdir), the last is the newest.
+    labelled = sorted(((_run_label(path, d), d) for d in run_dirs), key=lambda ld: (ld[1].name, ld[0]))
+    label, chosen = _pick_run(path, labelled, run)
     xplanes = tuple(sorted(chosen.glob("*" + XPLANE_SUFFIX)))
     if not xplanes:  # listed with xplanes a moment ago: a local glob of a deleted folder finds nothing, silently
         raise FileNotFoundError(2, "no such directory", str(chosen))
     if not hlo_files:
         hlo_files = find_hlo_files(path)
     return _with_reports(CaptureFiles(  # names of unknown encoding: shown, never opened
-        xplane_files=xplanes, hlo_files=hlo_files, run_name=clean_text(chosen.name), run_dir=chosen,
-        other_runs=tuple(clean_text(n) for n in names if n != chosen.name),
+        xplane_files=xplanes, hlo_files=hlo_files, run_name=clean_text(label), run_dir=chosen,
+        other_runs=tuple(clean_text(name) for name, _ in labelled if name != label),
+        picked=run is None and len(labelled) > 1,
     ))
+
+
+def _run_label(root: Path, run_dir: Path) -> str:
+    """TensorBoard's name for a run: ``train/2026_01_01_...`` for ``root/train/plugins/profile/2026_01_01_...``
+    (the sub-logdir, then the run), the run folder's own name directly under ``root/plugins/profile``."""
+    if run_dir == root:
+        return run_dir.name
+    parent = run_dir.parent
+    if parent.name == "profile" and parent.parent.name == "plugins":
+        sub = parent.parent.parent
+        return run_dir.name if sub == root else f"{_relative(sub, root)}/{run_dir.name}"
+    return _relative(run_dir, root)
+
+
+def _relative(path: Path, root: Path) -> str:
+    # By text: a RemotePath (a URL) has no relative_to.
+    prefix = str(root).rstrip("/") + "/"
+    return str(path)[len(prefix):] if str(path).startswith(prefix) else path.name
+
+
+def _pick_run(path: Path, labelled: list[tuple[str, Path]], run: str | None) -> tuple[str, Path]:
+    """``--run``: a run's full name (``train/2026_...``), its folder name when only one run has it, or a
+    sub-logdir (``train``: its newest run); none given: the newest run."""
+    if run is None:
+        return labelled[-1]
+    names = ", ".join(name for name, _ in labelled)
+    exact = [ld for ld in labelled if ld[0] == run]
+    if exact:
+        return exact[0]
+    same_folder = [ld for ld in labelled if ld[1].name == run]
+    if len(same_folder) > 1:
+        raise DiscoveryError(f"{path}: --run {run!r} names {len(same_folder)} runs: "
+                             f"{', '.join(name for name, _ in same_folder)}; give one of them")
+    if same_folder:
+        return same_folder[0]
+    in_sub = [ld for ld in labelled if ld[0].startswith(run.rstrip("/") + "/")]
+    if in_sub:
+        return in_sub[-1]
+    raise DiscoveryError(f"{path}: no run named {run!r}; runs here: {names}")
 
 
 HLO_PROTO_SUFFIX = ".hlo_proto.pb"

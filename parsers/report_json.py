@@ -45,10 +45,12 @@ def looks_like_json(path: Path) -> bool:
     """A file that is a JSON report rather than a capture: by suffix, else by its first byte."""
     if not path.is_file():
         return False
-    if path.suffix.lower() == ".json":
+    if path.name.lower().endswith(".json"):
         return True
     if path.name.endswith(".xplane.pb"):
         return False
+    if hasattr(path, "head"):  # a RemotePath: its first bytes only
+        return path.head(64).lstrip()[:1] == b"{"
     with open(path, "rb") as fh:
         return fh.read(64).lstrip()[:1] == b"{"
 

@@ -165,6 +165,10 @@ class RemotePath:
         data = _PREFETCHED.pop((id(self.fs), self.path), None)
         return data if data is not None else self._call("cat_file", self.path)
 
+    def head(self, size: int) -> bytes:
+        """The first ``size`` bytes (a JSON report or a capture, told apart without reading it all)."""
+        return self._call("cat_file", self.path, start=0, end=size)
+
     def read_text(self, encoding: str = "utf-8", errors: str = "strict") -> str:
         return self.read_bytes().decode(encoding, errors)
 

@@ -82,6 +82,10 @@ def _parse(buf, path: Path, workers: int = 1) -> XSpaceTables:
     try:
         layout = split_space(buf)
     except WireError as exc:
+        kind = _other_format(bytes(buf[:64]))
+        if kind:  # a file named .xplane.pb that is something else: say what, not "unsupported wire type 3"
+            raise XPlaneError(f"{path}: {kind}, not an XSpace protobuf; point at the .xplane.pb files "
+                              "jax.profiler.trace writes (plugins/profile/<run>/<host>.xplane.pb)") from None
         raise XPlaneError(f"{path}: not a readable XSpace protobuf (truncated or corrupt): {exc}") from None
     except PlaneTooLarge as exc:
         raise XPlaneError(f"{path}: {exc}") from None
@@ -221,6 +225,16 @@ def _default_workers(size: int) -> int:
 def _hostname_from_path(path: Path) -> str:
     name = clean_text(path.name)  # a file name of unknown encoding: shown in every report
     return name[: -len(".xplane.pb")] if name.endswith(".xplane.pb") else Path(name).stem
+
+
+def _other_format(head: bytes) -> str | None:
+    """What a file that is no XSpace holds, from its first bytes: JSON (a report, a Chrome trace), gzip."""
+    start = head.lstrip()[:1]
+    if start in (b"{", b"["):
+        return "a JSON file (an xladiag report or a Chrome trace?)"
+    if head[:2] == b"\x1f\x8b":
+        return "a gzip file (a Chrome trace .trace.json.gz?)"
+    return None
 
 
 def _empty(path):

@@ -25,6 +25,8 @@ COMPARE_FORMATS: dict[str, Format] = {
     "html": Format(lazy("compare_html", "render_compare_html"), "html", "one self-contained page with charts"),
     "markdown": Format(lazy("compare_markdown", "render_compare_markdown"), "md", "for a PR comment"),
     "json": Format(lazy("compare_json", "render_compare_json"), "json", "the contract in docs/compare.md"),
+    "text": Format(lazy("compare_text", "render_compare_text"), "txt",
+                   "plain text for a terminal or a log (stdout by default)", terminal=True),
 }
 
 

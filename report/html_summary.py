@@ -78,7 +78,9 @@ def capture_rows(data: dict, analysis) -> list[tuple[str, str, str]]:
         ("Hosts", ", ".join(data["hosts"]) or "—", "trace" if data["measured"] else ""),
         ("Run", run["name"] or "—", str(run["dir"] or "")),
     ]
-    if run["other_runs"]:
+    if run.get("note"):
+        rows.append(("Runs", run["note"], "others: " + ", ".join(run["other_runs"])))
+    elif run["other_runs"]:
         rows.append(("Other runs present", ", ".join(run["other_runs"]), "pick one with --run NAME"))
     rows += choice_rows(data.get("choices") or {})
     if data["measured"]:

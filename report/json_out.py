@@ -290,6 +290,7 @@ def report_to_dict(report) -> dict:
                 "name": files.run_name,
                 "dir": files.run_dir,
                 "other_runs": list(files.other_runs),
+                "note": files.runs_note,
                 "xplane_files": list(files.xplane_files),
                 "hlo_files": list(files.hlo_files),
             },

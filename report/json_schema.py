@@ -263,7 +263,8 @@ def report_schema() -> dict:
                                   required=["device"])),
         "hosts": _list(STRING),
         "run": _obj({"name": _null(STRING), "dir": _null(STRING), "other_runs": _list(STRING),
-                     "xplane_files": _list(STRING), "hlo_files": _list(STRING)}),
+                     "note": _null(STRING), "xplane_files": _list(STRING), "hlo_files": _list(STRING)},
+                    required=["name", "dir", "other_runs", "xplane_files", "hlo_files"]),  # note: added later
         "steps": _steps(),
         "host_steps": _host_steps(),
         "step_s": _null(NON_NEG),

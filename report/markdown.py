@@ -260,7 +260,9 @@ def _capture(data: dict) -> list[str]:
     body += wrap(f"- **Platform:** {escape_text(data['platform'])}; **devices:** {data['devices']}; "
                  f"**hosts:** {escape_text(', '.join(data['hosts']) or '—', 200)}", indent="  ")
     body += wrap(f"- **Run:** {escape_text(run['name'] or '—')}"
-                 + (f" (other runs present: {escape_text(', '.join(run['other_runs']), 200)})"
+                 + (f" ({escape_text(run['note'], 200)}; others: {escape_text(', '.join(run['other_runs']), 200)})"
+                    if run.get("note") else
+                    f" (other runs present: {escape_text(', '.join(run['other_runs']), 200)})"
                     if run["other_runs"] else ""),
                  indent="  ")
     if data["measured"]:

@@ -76,6 +76,12 @@ _FINDING_COLUMNS = {"rank": "int64", "key": "object", "rule": "object", "kind": 
                     "lever": "object", "n_ops": "int64", "evidence": "object", "fix": "object"}
 
 
+# Report.ops: what a reader of one op asks first (name, where, how long, how far from its roofline, why).
+OPS_COLUMNS = ("op_name", "module", "category", "time_class", "occurrences_per_step", "measured_s_per_step",
+               "share_of_step", "predicted_s_per_step", "efficiency", "bound_by", "flops", "bytes_accessed",
+               "source")
+
+
 @dataclass(frozen=True, repr=False)
 class Report(Renderable):
     """``findings`` are ranked (biggest saving first); ``ops`` is the per-op table (one row per HLO op;
@@ -107,7 +113,17 @@ class Report(Renderable):
 
     @property
     def ops(self) -> pd.DataFrame:
-        return self.analysis.ops
+        """The per-op table to read: one row per HLO op, the op name first and the columns most asked for
+        (``OPS_COLUMNS``); ``ops_frame(all_columns=True)`` has every column (docs/json_schema.md)."""
+        return self.ops_frame()
+
+    def ops_frame(self, all_columns: bool = False) -> pd.DataFrame:
+        """The per-op table (a copy), ``op_name`` first: ``OPS_COLUMNS``, or with ``all_columns`` every column
+        of the analysis (its working columns too)."""
+        ops = self.analysis.ops
+        first = list(OPS_COLUMNS)  # declared columns (analyzer/tables.py): every ops table has them
+        rest = [c for c in ops.columns if c not in OPS_COLUMNS] if all_columns else []
+        return ops[first + rest].copy()
 
     @property
     def scopes(self) -> pd.DataFrame:
@@ -177,6 +193,10 @@ class Report(Renderable):
     def to_text(self, path: str | Path | None = None) -> str:
         return self.render("text", path)
 
+    def to_csv(self, path: str | Path | None = None) -> str:
+        """The ops table as CSV (one row per op, the JSON ops' columns, the op name first)."""
+        return self.render("csv", path)
+
     def input_files(self, baseline: bool = True) -> tuple:
         """The files this report was read from: the capture's, the dump's and (``baseline``) the baseline file."""
         f = self.analysis.files
@@ -194,8 +214,10 @@ class Report(Renderable):
         gates = f"; {len(self.tripped_gates)} of {count(len(self.gates), 'gate')} tripped" if self.gates else ""
         return f"<xladiag Report: {count(len(self.findings), 'finding')}{gates}; {terminal_line(self.headline)}>"
 
-    def _repr_html_(self) -> str:  # Jupyter shows the headline, not the whole report
+    def _repr_html_(self) -> str:
+        """A notebook shows the whole HTML report, in an iframe: its page's styles and scripts stay inside."""
         from html import escape
 
-        return (f"<b>xladiag</b>: {escape(self.headline)} ({count(len(self.findings), 'finding')}; "
-                f"<code>.to_html(path)</code> for the report)")
+        page = self.render("html")
+        return (f"<iframe srcdoc=\"{escape(page, quote=True)}\" title=\"xladiag report\" "
+                "style=\"width:100%;height:720px;border:1px solid #ddd\" sandbox=\"allow-scripts\"></iframe>")

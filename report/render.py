@@ -41,7 +41,19 @@ FORMATS: dict[str, Format] = {
     "json": Format(lazy("json_out", "render_json"), "json", "the versioned contract in docs/json_schema.md"),
     "text": Format(lazy("text", "render_text"), "txt", "for a terminal (stdout by default): verdict, fixes, top ops",
                    terminal=True),
+    "csv": Format(lazy("csv_out", "render_csv"), "csv", "the ops table, one row per op, for a spreadsheet"),
 }
+
+
+# A file name's extension -> the format it holds (a report.json holds JSON, not HTML).
+FORMAT_BY_EXTENSION = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".txt": "text",
+                       ".html": "html", ".htm": "html", ".csv": "csv"}
+
+
+def format_for(path, formats: dict[str, Format] = FORMATS) -> str | None:
+    """The format of ``formats`` that ``path``'s extension names, or None."""
+    found = FORMAT_BY_EXTENSION.get(Path(str(path)).suffix.lower())
+    return found if found in formats else None
 
 
 def render(report, fmt: str, formats: dict[str, Format] = FORMATS, *, color: bool = False) -> str:

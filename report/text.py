@@ -272,6 +272,8 @@ def render_text(report, *, color: bool = False, width: int | None = None) -> str
     title = data["run"]["name"] or data["chip"]["name"]
     out.line(f"xladiag · {clean_text(title)}", "bold")
     out.wrap(clean_text(data["headline"]))
+    if data["run"].get("note"):
+        out.wrap(clean_text(data["run"]["note"]), indent="  ", first="· ")
     if data.get("capture_scope"):
         out.wrap(clean_text(data["capture_scope"]), indent="  ", first="! ")
     for w in data["warnings"][:10]:

@@ -28,10 +28,15 @@ def cpu_report():
 def test_diagnose_returns_a_report_with_measured_collectives(cpu_report):
     r = cpu_report
     assert isinstance(r, model.Report) and isinstance(r, api.Report)
-    assert isinstance(r.ops, pd.DataFrame) and r.ops is r.analysis.ops
+    # The short table to read, the op name first; every column a call away.
+    assert isinstance(r.ops, pd.DataFrame) and list(r.ops.columns) == list(model.OPS_COLUMNS)
+    assert r.ops["op_name"].tolist() == r.analysis.ops["op_name"].tolist()
+    full = r.ops_frame(all_columns=True)
+    assert full.columns[0] == "op_name" and set(full.columns) == set(r.analysis.ops.columns)
     # Collectives of the sharded train step, with their measured time recomputed from the events:
     # an op's time per step = its event durations summed / measured device-steps (8 devices x 4 steps).
-    collectives = r.ops[r.ops["collective_kind"].notna() & r.ops["in_step"]]
+    ops = r.ops_frame(all_columns=True)
+    collectives = ops[ops["collective_kind"].notna() & ops["in_step"]]
     assert set(collectives["collective_kind"]) >= {"all-gather", "reduce-scatter", "all-reduce"}
     device_steps = len(r.analysis.steps.after_warmup)
     assert device_steps == 8 * 4
@@ -71,7 +76,7 @@ def test_diagnose_hlo_dump_only(tmp_path):
     (tmp_path / "module_0001.jit_f.after_optimizations.txt").write_text(HLO_TEXT)
     r = api.diagnose(hlo_dir=tmp_path, chip="v6e")
     assert r.analysis.platform == "hlo" and not r.analysis.measured
-    dot = r.ops.set_index("op_name").loc["dot.1"]
+    dot = r.ops_frame(all_columns=True).set_index("op_name").loc["dot.1"]
     # 2·1024³ FLOPs against 918 TFLOP/s vs 6 MiB (3 bf16 1024² arrays) against 1.64 TB/s: ~2.3 µs vs ~3.8 µs.
     assert dot["predicted_s"] == pytest.approx(max(2 * 1024**3 / r.analysis.chip.peak_bf16_flops_per_s,
                                                    dot["hbm_bytes"] / r.analysis.chip.hbm_bytes_per_s))
@@ -102,7 +107,7 @@ def test_profile_wraps_a_real_jax_trace(tmp_path):
     assert r.analysis.steps.annotated and r.analysis.steps.count == 3
     assert r.analysis.steps.after_warmup["step_num"].tolist() == [1, 2, 3]
     assert session.warnings == []
-    assert len(r.ops) >= 1 and (r.ops["occurrences"] >= 3).any()
+    assert len(r.ops) >= 1 and (r.ops_frame(all_columns=True)["occurrences"] >= 3).any()
     assert r.analysis.steps.mean_s > 0
 
 

@@ -32,8 +32,8 @@ STAGES = (
     ("history", "history/: across runs, run store", ("history",)),
     ("report", "report/ + templates/: renderers", ("report", "templates")),
     ("api", "api, config: the one pipeline", ("api", "config")),
-    ("cli", "cli: the commands", ("cli", "cli_compare", "cli_history", "cli_common", "mcp_server", "mcp_cache",
-                                  "mcp_views")),
+    ("cli", "cli: the commands", ("cli", "cli_compare", "cli_history", "cli_common", "cli_output", "__main__",
+                                  "mcp_server", "mcp_cache", "mcp_views")),
 )
 
 

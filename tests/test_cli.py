@@ -165,7 +165,8 @@ def test_default_report_path_and_printed(tmp_path, sample):
     assert result.exit_code == 0, result.stderr
     report = target / "xladiag_report.html"
     assert report.is_file() and report.stat().st_size > 1000
-    assert f"report: {report}" in result.stdout
+    assert result.stdout == ""  # -q: nothing on success
+    assert f"report: {report}" in run(target).stdout
     assert not [p for p in target.iterdir() if p.name.startswith(".xladiag_report")]  # no temp leftovers
 
 
@@ -320,6 +321,6 @@ def test_the_output_extension_picks_the_format_when_none_is_given(tmp_path, name
     result = CliRunner().invoke(main, [str(CPU_SAMPLE), "-o", str(out), "-q"])
     assert result.exit_code == 0, result.output
     assert check(out.read_text(encoding="utf-8"))
-    # Given explicitly, --format wins over the extension.
+    # Given explicitly, --format must agree with the extension (tests/test_cli_conventions.py).
     given = CliRunner().invoke(main, [str(CPU_SAMPLE), "-o", str(tmp_path / "x.json"), "-q", "--format", "markdown"])
-    assert given.exit_code == 0 and (tmp_path / "x.json").read_text(encoding="utf-8").startswith("# xladiag report")
+    assert given.exit_code == 2 and not (tmp_path / "x.json").exists()

@@ -61,7 +61,7 @@ def test_a_shared_program_name_is_a_usage_error_listing_ids_and_shares(tmp_path)
     message = str(err.value)
     assert "2 programs have this name" in message
     assert "jit_small_0(100) 15%" in message and "jit_small_0(101) 11%" in message
-    assert "--program jit_small_0(100) or --program 100" in message
+    assert "program=jit_small_0(100) or program=100" in message  # the API's keyword, not the flag
     # Picked by id, it is that program.
     assert diagnose(tmp_path, program="jit_small_0(101)").analysis.steps.program_id == "101"
     result = CliRunner().invoke(main, [str(tmp_path), "-o", str(tmp_path / "r.json"), "--program", "jit_small_0"])

@@ -176,7 +176,7 @@ def test_reports_carry_the_scopes_and_the_findings_on_them():
     assert data["scopes"] == records(report.scopes)
     assert data["scopes"][0]["parent"] is None and data["scopes"][0]["scope"] == ""
     keyed = {k for s in data["scopes"] for k in s["finding_keys"]}
-    in_step = set(report.ops.loc[report.ops["in_step"], "op_name"])
+    in_step = set(report.analysis.ops.loc[report.analysis.ops["in_step"], "op_name"])
     expect = {f.key for f in report.findings if any(op.name in in_step for op in f.ops)}
     assert keyed == expect and keyed
     assert top_scopes(data["scopes"], True)[0] == (TRAIN, data["scopes"][1])

@@ -58,7 +58,7 @@ def test_trace_holds_the_representative_step_and_every_finding_op(sample):
                 assert op.name in names and all(f.key in {t["finding"] for t in e["args"]["findings"]}
                                                 for e in tagged)
     # each slice names its op's scope, as the report's scopes add it up
-    scope = {int(i): "/".join(scope_of(t)) for i, t in zip(report.ops["op_id"], report.ops["tf_op"])}
+    scope = {int(i): "/".join(scope_of(t)) for i, t in zip(report.analysis.ops["op_id"], report.analysis.ops["tf_op"])}
     scoped = [e for e in slices if e["args"].get("scope")]
     known = set(report.scopes["scope"])
     assert scoped and all(e["args"]["scope"] in known for e in scoped)

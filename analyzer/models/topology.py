@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import UsageError
 from ...parsers.hlo_replica_groups import HloParseError, parse_replica_group_list, parse_source_target_pairs
-from ..chips.catalog import Chip
+from ..chips.catalog import Chip, ChipCatalogError, load_catalog
+from ..chips.names import find_chip
 
 DEFAULT_GPUS_PER_NODE = 8
 # DGX-1 V100 hybrid cube-mesh (NVIDIA's DGX-1 with V100 whitepaper, figure of the NVLink topology): NVLinks
@@ -82,6 +84,24 @@ def parse_topology(text: str) -> tuple[int, ...]:
     if min(dims) < 1 or math.prod(dims) > 2**20:
         raise ValueError(f"--topology {text!r}: every axis must be >= 1 and the slice at most 2^20 chips")
     return dims
+
+
+def check_topology(topology: str, chip_name: str | None = None, chip_file=None) -> tuple[int, ...]:
+    """``--topology`` parsed; ``UsageError`` when malformed or when it counts other chips than the slice a
+    ``--chip`` slice name gives (``v6e-8`` with ``4x4``: 16 chips against 8). Before the capture is read."""
+    try:
+        shape = parse_topology(topology)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        named = find_chip(chip_name, load_catalog(chip_file)) if chip_name else None
+    except ChipCatalogError:
+        return shape  # said where the chip is chosen
+    chips = math.prod(shape)
+    if named is not None and named.slice_chips and chips != named.slice_chips:
+        raise UsageError(f"--topology {topology!r} is {chips} chips, but --chip {chip_name!r} is a slice of "
+                         f"{named.slice_chips}: give a topology of {named.slice_chips} chips, or leave one out")
+    return shape
 
 
 def default_slice_shape(chips: int, dims: int) -> tuple[int, ...]:
