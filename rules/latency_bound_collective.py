@@ -292,7 +292,8 @@ def fix(n: Numbers, target: Target) -> str:
             "scales and biases into one array before sharding, or use one flattened gradient bucket), and inside a "
             + ("layer loop compiled as one loop body" if fw
                else f"scanned layer stack (MaxText {name('scan_layers')}=true)")
-            + " remember that collectives of different layers cannot merge.")
+            + " collectives of different layers merge only by hoisting them out of the loop (gathering every layer "
+              "at once holds all their weights: the memory FSDP exists to save).")
     if target.platform == "cpu":  # the threshold is the placeholder host's: no size advice for the accelerator
         return text + (" On this host each collective is a thread rendezvous, so fewer of them is what saves time "
                        "here; which array sizes are latency-bound on the accelerator depends on its links, which a "

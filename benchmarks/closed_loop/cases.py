@@ -59,6 +59,33 @@ def _wait(out):
     jax.block_until_ready(out)
 
 
+def _fsdp_train(jax, loss_fn, name: str, ws, rng, batch: int):
+    """An SGD step of ``loss_fn(w_shards, x)`` under shard_map over 8 devices: weights sharded on dim 1 (FSDP),
+    the batch on dim 0, the loss averaged over devices; returns ``step(i)``."""
+    import numpy as np
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    shard_map, kw = _shard_map(jax)
+    mesh = _mesh(jax, np, 8)
+
+    def local(w_shards, x):
+        loss, g = jax.value_and_grad(loss_fn)(w_shards, x)
+        return w_shards - 0.01 * g, jax.lax.pmean(loss, "d")
+
+    spec = P(None, "d")
+    fn = jax.jit(shard_map(_named(local, name), mesh=mesh, in_specs=(spec, P("d")), out_specs=(spec, P()),
+                           **{kw: False}))
+    state = {"w": jax.device_put(ws, NamedSharding(mesh, spec))}
+    x = jax.device_put(rng.standard_normal((batch, ws.shape[-1])).astype(np.float32), NamedSharding(mesh, P("d")))
+
+    def run(i):
+        state["w"], loss = fn(state["w"], x)
+        _wait(loss)
+
+    return run
+
+
 # --- latency-bound-collective -------------------------------------------------------------------
 
 def many_small_arrays(jax, fixed: bool):
@@ -115,11 +142,7 @@ def fsdp_scanned_layers(jax, fixed: bool):
     stays under 1 % (no 'combine them' for collectives of different iterations)."""
     import jax.numpy as jnp
     import numpy as np
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
 
-    shard_map, kw = _shard_map(jax)
-    mesh = _mesh(jax, np, 8)
     layers, width, batch = 8, 128, 256
     rng = np.random.default_rng(0)
     ws = (rng.standard_normal((layers, width, width)) / np.sqrt(width)).astype(np.float32)
@@ -137,21 +160,7 @@ def fsdp_scanned_layers(jax, fixed: bool):
             h, _ = jax.lax.scan(body, x, w_shards)
         return jnp.mean(h * h)
 
-    def local(w_shards, x):
-        loss, g = jax.value_and_grad(loss_fn)(w_shards, x)
-        return w_shards - 0.01 * g, jax.lax.pmean(loss, "d")
-
-    spec = P(None, "d")
-    fn = jax.jit(shard_map(_named(local, f"fsdp_scan_{'after' if fixed else 'before'}"), mesh=mesh,
-                           in_specs=(spec, P("d")), out_specs=(spec, P()), **{kw: False}))
-    state = {"w": jax.device_put(ws, NamedSharding(mesh, spec))}
-    x = jax.device_put(rng.standard_normal((batch, width)).astype(np.float32), NamedSharding(mesh, P("d")))
-
-    def run(i):
-        state["w"], loss = fn(state["w"], x)
-        _wait(loss)
-
-    return run
+    return _fsdp_train(jax, loss_fn, f"fsdp_scan_{'after' if fixed else 'before'}", ws, rng, batch)
 
 
 # --- remat-overhead -----------------------------------------------------------------------------
@@ -217,11 +226,7 @@ def remat_fsdp(jax, fixed: bool):
     gathered weights is what FSDP gives up), so only the matmuls' recomputation goes."""
     import jax.numpy as jnp
     import numpy as np
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
 
-    shard_map, kw = _shard_map(jax)
-    mesh = _mesh(jax, np, 8)
     layers, width, batch = 4, 256, 512
     rng = np.random.default_rng(0)
     ws = (rng.standard_normal((layers, width, width)) / np.sqrt(width)).astype(np.float32)
@@ -238,21 +243,7 @@ def remat_fsdp(jax, fixed: bool):
             h = layer(h, w_shards[i])
         return jnp.mean(h * h)
 
-    def local(w_shards, x):
-        loss, g = jax.value_and_grad(loss_fn)(w_shards, x)
-        return w_shards - 0.01 * g, jax.lax.pmean(loss, "d")
-
-    spec = P(None, "d")
-    fn = jax.jit(shard_map(_named(local, f"remat_fsdp_{'after' if fixed else 'before'}"), mesh=mesh,
-                           in_specs=(spec, P("d")), out_specs=(spec, P()), **{kw: False}))
-    state = {"w": jax.device_put(ws, NamedSharding(mesh, spec))}
-    x = jax.device_put(rng.standard_normal((batch, width)).astype(np.float32), NamedSharding(mesh, P("d")))
-
-    def run(i):
-        state["w"], loss = fn(state["w"], x)
-        _wait(loss)
-
-    return run
+    return _fsdp_train(jax, loss_fn, f"remat_fsdp_{'after' if fixed else 'before'}", ws, rng, batch)
 
 
 # --- input-bound --------------------------------------------------------------------------------
