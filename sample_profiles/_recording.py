@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+_IMPORTED_ROOT = Path(__file__).absolute().parent.parent  # the same folder as imported (a symlink's own path)
 RUN_DIR_NAME = "2000_01_01_00_00_00"  # fixed so tests need no glob
 HOST_FILE_NAME = "cpu-host.xplane.pb"
 ANSWERS = "known_answers.json"
@@ -80,7 +81,7 @@ def keep_text_dump(dump: Path) -> list[dict]:
             f.unlink()  # *.ll, *.o, *.pb: not HLO text; the two reports: large and read by no one
         else:
             text = f.read_text()
-            rel = text.replace(str(REPO_ROOT) + "/", "")
+            rel = text.replace(str(REPO_ROOT) + "/", "").replace(str(_IMPORTED_ROOT) + "/", "")
             if rel != text:
                 f.write_text(rel)
     rows = []
