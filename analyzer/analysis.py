@@ -32,6 +32,7 @@ from .hlo.facts import attach_hlo_facts
 from .hlo.framework import detect_framework
 from .inputs import AnalysisError, Progress, Read, read_dump_only, read_trace
 from .models.collective_pricing import price_collectives
+from .models.impossible_counts import drop_impossible_counts
 from .models.roofline import predict_ops, step_roofline
 from .models.topology import check_topology
 from .scopes import scopes_of
@@ -211,7 +212,7 @@ def _priced_ops(read: Read, chip: chip_catalog.Chip, topology: str | None, notes
     ops = attach_hlo_facts(op_table, read.op_metadata, read.match.by_program if read.match else {})
     ops = predict_ops(price_collectives(ops, chip, max(len(read.devices), 1), topology), chip)
     if read.platform != "hlo":
-        ops = _drop_impossible_flops(ops, chip, notes)
+        ops = drop_impossible_counts(ops, chip, notes)
     ops["predicted_s_per_step"] = ops["predicted_s"] * ops["occurrences_per_step"]
     if read.platform == "hlo":
         notes_of_runs = ops["runs_note"].fillna("").astype(str)
@@ -284,41 +285,6 @@ def _op_time(blocking: pd.DataFrame, measured: bool, chip: chip_catalog.Chip) ->
 def _share_of_time(time: pd.Series, where: pd.Series) -> float | None:
     total = float(time.sum())
     return float(time[where].sum()) / total if total > 0 else None
-
-
-# A compute-bound op that ran this much faster than its compute roofline did more FLOPs per second than
-# the chip can: its FLOP count is wrong (a damaged stat, a wrong chip), not the chip's peak. 1.5x leaves
-# room for the table's own uncertainty (trace peaks within 1.5x of the table are accepted as they are).
-IMPOSSIBLE_EFFICIENCY = 1.5
-
-
-# (bound, columns dropped, what they count, the peak's name): an op bound by one resource that beat its roofline
-# by IMPOSSIBLE_EFFICIENCY moved more FLOPs or HBM bytes per second than the chip can.
-_IMPOSSIBLE = (("compute", ["flops", "model_flops"], "FLOPs", "peak"),
-               ("hbm", ["bytes_accessed", "hbm_bytes"], "HBM bytes", "HBM bandwidth"))
-
-
-def _drop_impossible_flops(ops: pd.DataFrame, chip, notes: list[str]) -> pd.DataFrame:
-    """FLOPs or HBM bytes that the measured time makes impossible on this chip become unknown, with a note and a
-    warning. Async starts and dones are exempt: their bytes move while other ops run."""
-    dropped = False
-    for bound, columns, what, peak in _IMPOSSIBLE:
-        bad = (ops["bound_by"] == bound) & (ops["efficiency"] > IMPOSSIBLE_EFFICIENCY)
-        if bound == "hbm":
-            bad &= ~(ops["is_async_start"].fillna(False).astype(bool) | ops["is_async_done"].fillna(False).astype(bool))
-        if not bad.any():
-            continue
-        worst = float(ops.loc[bad, "efficiency"].max())
-        ops = ops.copy()
-        ops.loc[bad, [c for c in columns if c in ops]] = np.nan
-        why = f"{what} dropped: more than the chip's {peak} allows in the measured time"
-        ops.loc[bad, "cost_note"] = [f"{n}; {why}" if isinstance(n, str) and n else why
-                                     for n in ops.loc[bad, "cost_note"]]
-        notes.append(f"{int(bad.sum())} ops report more {what} than the {chip.name} allows in their measured time "
-                     f"(up to {format_number(worst)}x its {peak}): their {what} are treated as unknown (damaged "
-                     "counts, or the wrong --chip?)")
-        dropped = True
-    return predict_ops(ops, chip) if dropped else ops
 
 
 # A step this long is a damaged or rescaled clock, not a training step (the longest real ones take minutes).

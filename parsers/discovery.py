@@ -153,14 +153,7 @@ def _discover(path, run, hlo_dir) -> CaptureFiles:
         run_dirs = list({p.parent for p in path.rglob("*" + XPLANE_SUFFIX)})
 
     if not run_dirs:
-        if hlo_files or find_hlo_files(path):
-            return _with_reports(CaptureFiles(xplane_files=(), hlo_files=hlo_files or find_hlo_files(path)))
-        trace = next(iter(path.rglob("*.trace.json.gz")), None)
-        if trace is not None:  # TensorBoard's Chrome trace, written beside an xplane that is missing here
-            raise DiscoveryError(f"{path}: holds only a Chrome trace ({trace.name}: a timeline without the "
-                                 "XSpace's op metadata), not an XSpace; point at the folder with the .xplane.pb "
-                                 "files jax.profiler.trace writes (plugins/profile/<run>/<host>.xplane.pb)")
-        raise DiscoveryError(f"{path}: {_NO_CAPTURE}")
+        return _without_runs(path, hlo_files)
 
     # Run folders are named by timestamp: sorted by it (then by their sub-logdir), the last is the newest.
     labelled = sorted(((_run_label(path, d), d) for d in run_dirs), key=lambda ld: (ld[1].name, ld[0]))
@@ -175,6 +168,18 @@ def _discover(path, run, hlo_dir) -> CaptureFiles:
         other_runs=tuple(clean_text(name) for name, _ in labelled if name != label),
         picked=run is None and len(labelled) > 1,
     ))
+
+
+def _without_runs(path, hlo_files) -> CaptureFiles:
+    """A folder without xplane files: a dump alone, else an error that names what the folder holds instead."""
+    if hlo_files or find_hlo_files(path):
+        return _with_reports(CaptureFiles(xplane_files=(), hlo_files=hlo_files or find_hlo_files(path)))
+    trace = next(iter(path.rglob("*.trace.json.gz")), None)
+    if trace is not None:  # TensorBoard's Chrome trace, written beside an xplane that is missing here
+        raise DiscoveryError(f"{path}: holds only a Chrome trace ({trace.name}: a timeline without the "
+                             "XSpace's op metadata), not an XSpace; point at the folder with the .xplane.pb "
+                             "files jax.profiler.trace writes (plugins/profile/<run>/<host>.xplane.pb)")
+    raise DiscoveryError(f"{path}: {_NO_CAPTURE}")
 
 
 def _run_label(root: Path, run_dir: Path) -> str:

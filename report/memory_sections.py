@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..units import format_bytes, format_percent
-from .md_blocks import details, escape_html, escape_text
+from .md_blocks import details, escape_html, escape_text, wrap
 from .md_blocks import table as _table
 
 KIND_ORDER = ("parameter", "output", "activation", "temporary", "constant", "unused")
@@ -52,7 +52,8 @@ def markdown_section(section: dict | None, n: int = SHOWN) -> list[str]:
     if left > 0:
         body += ["", f"_{left} more in the JSON report's `memory_at_peak`._"]
     summary = escape_html(f"The {len(rows)} largest buffers at the memory peak", 120)
-    return ["## Memory at the peak", "", escape_text(headline(section), 600), ""] + details(summary, body) + [""]
+    head = ["## Memory at the peak", ""] + wrap(escape_text(headline(section), 600)) + [""]
+    return head + details(summary, body) + [""]
 
 
 def text_section(out, section: dict | None, clean, n: int = SHOWN) -> None:

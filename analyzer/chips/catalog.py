@@ -36,18 +36,9 @@ class ChipCatalogError(InputError):
 
 
 FLOAT_FIELDS = (
-    "peak_bf16_flops_per_s",
-    "peak_f16_flops_per_s",
-    "peak_f32_flops_per_s",
-    "peak_fp8_flops_per_s",
-    "peak_int8_flops_per_s",
-    "hbm_bytes_per_s",
-    "hbm_capacity_bytes",
-    "ici_link_bytes_per_s_oneway",
-    "per_hop_latency_s",
-    "kernel_launch_floor_s",
-    "pcie_bytes_per_s",
-    "dcn_bytes_per_s",
+    "peak_bf16_flops_per_s", "peak_f16_flops_per_s", "peak_f32_flops_per_s", "peak_fp8_flops_per_s",
+    "peak_int8_flops_per_s", "hbm_bytes_per_s", "hbm_capacity_bytes", "ici_link_bytes_per_s_oneway",
+    "per_hop_latency_s", "kernel_launch_floor_s", "pcie_bytes_per_s", "dcn_bytes_per_s",
 )
 INT_FIELDS = (
     "core_count", "ici_links", "torus_dims", "wraparound_axis_multiple", "mxu_dim", "vmem_bytes",
