@@ -273,7 +273,7 @@ def test_markup_and_controls_in_a_name_path_stay_text():
     from xladiag.report.model import Report
 
     report = diagnosed(SAMPLES / "cpu_jax_train_step")
-    ops = report.ops.copy()
+    ops = report.analysis.ops.copy()
     top = ops["measured_s_per_step"].idxmax()
     ops["tf_op"] = ops["tf_op"].astype(object)
     ops.at[top, "tf_op"] = "jit(f)/<img src=x onerror=alert(1)>/\x1b[31mred/dot_general"
