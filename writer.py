@@ -128,28 +128,39 @@ def _mkstemp(folder: Path, name: str) -> tuple[int, str]:
     return fd, tmp
 
 
-@contextlib.contextmanager
+def _remove_pending() -> None:
+    for tmp in list(_PENDING):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    _PENDING.clear()
+
+
 def _signals_cleanup():
     """On SIGINT/SIGTERM during the write: remove the temp file, then die of the same signal."""
+    return cleanup_on_signals(_remove_pending)
+
+
+@contextlib.contextmanager
+def cleanup_on_signals(cleanup):
+    """While inside: SIGINT/SIGTERM run ``cleanup``, then end the process the way the signal would have (the
+    handler that was there before gets it again). Main thread only; an ignored signal (nohup, a CI runner)
+    stays ignored: a handler would turn it into a failure. parsers/worker_start.py uses it for worker pools."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {}
 
     def handler(signum, frame):
-        for tmp in list(_PENDING):
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        _PENDING.clear()
-        signal.signal(signum, previous.get(signum, signal.SIG_DFL))
-        if signum == signal.SIGINT and previous.get(signum) is signal.default_int_handler:
+        cleanup()
+        old = previous.pop(signum, signal.SIG_DFL)
+        signal.signal(signum, old)
+        if signum == signal.SIGINT and old is signal.default_int_handler:
             raise KeyboardInterrupt
         os.kill(os.getpid(), signum)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         old = signal.getsignal(sig)
-        # An ignored signal (nohup, a CI runner) stays ignored: a handler would turn it into a failed write.
-        if old is not signal.SIG_IGN and old is not None:
+        if old is not signal.SIG_IGN and old is not None:  # None: set outside Python; left alone
             previous[sig] = old
             signal.signal(sig, handler)
     try:

@@ -25,6 +25,8 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing.context import BaseContext
 
+from ..writer import cleanup_on_signals
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -100,33 +102,10 @@ def _kill_workers(pool: ProcessPoolExecutor) -> None:
             process.kill()
 
 
-@contextlib.contextmanager
 def _end_workers_on_signal(pool: ProcessPoolExecutor):
     """While the pool runs: SIGTERM/SIGINT kill its workers, then end this process the way the signal would
-    have (the handler that was there before gets it again). Main thread only, never over SIG_IGN."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {}
-
-    def handler(signum, frame):
-        _kill_workers(pool)
-        old = previous.pop(signum)
-        signal.signal(signum, old)
-        if signum == signal.SIGINT and old is signal.default_int_handler:
-            raise KeyboardInterrupt
-        os.kill(os.getpid(), signum)
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        old = signal.getsignal(sig)
-        if old is not signal.SIG_IGN and old is not None:  # None: set outside Python; left alone
-            previous[sig] = old
-            signal.signal(sig, handler)
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+    have (writer.cleanup_on_signals: main thread only, never over SIG_IGN)."""
+    return cleanup_on_signals(lambda: _kill_workers(pool))
 
 
 @contextlib.contextmanager
