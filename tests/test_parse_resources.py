@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from builders.xspace_encoder import _varint_bytes as _varint
 from xladiag.parsers.xplane import XPlaneError, read_xspace
 from xladiag.parsers.xspace_schema import XSpace
 from xladiag.parsers.xspace_wire import BUDGET_ENV, MAX_TEXT_BYTES
@@ -39,14 +40,6 @@ def _measured(path, **env) -> dict:
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
-
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, v = v & 0x7F, v >> 7
-        out.append(byte | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
 
 
 def _sparse_plane(path, claimed: int, line_start: bytes = b"") -> None:

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 import xladiag.parsers.xplane as xplane_module
+from builders.xspace_encoder import _varint_bytes as _varint
 from xladiag.parsers.xplane import XPlaneError, parse_xspace_bytes, read_xspace
 from xladiag.parsers.xspace_schema import MemoryAccessBreakdown, XPlane, XSpace
 
@@ -160,14 +161,6 @@ def test_corrupt_stats_on_a_named_line_is_an_input_error(tmp_path):
     with pytest.raises(XPlaneError, match="corrupt event"):
         read_xspace(path)
 
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 # The forked child only decodes planes: JAX, imported by other tests of this process, never runs there.
