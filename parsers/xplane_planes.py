@@ -90,6 +90,13 @@ def _stats_dict(stats, stat_names: dict[int, str]) -> dict:
     return {stat_names.get(s.metadata_id, f"#{s.metadata_id}"): _stat_value(s, stat_names) for s in stats}
 
 
+def _plane_stats(stats, stat_names: dict[int, str]) -> dict:
+    """A plane's named stats (peaks, vendor, profile window). A stat whose id has no metadata is no
+    property: one plane (``/host:__ScopeRangeCallStack__``, JAX 0.11 on GPU) holds 300k of them, a call-stack
+    tree of id pairs that took 2 s to turn into a dict nobody reads."""
+    return {stat_names[s.metadata_id]: _stat_value(s, stat_names) for s in stats if s.metadata_id in stat_names}
+
+
 def _hbm_bytes(breakdown) -> float:
     """HBM bytes read+written from the ``memory_access_breakdown`` stat; NaN when absent, empty or not bytes
     (a damaged file can store any stat as a number or a string)."""
@@ -145,7 +152,7 @@ def decode_plane(plane_idx: int, plane_name: str, data: bytes, tpu_capture: bool
         raise PlaneError(f"not a readable XSpace protobuf (truncated or corrupt): {exc}") from None
     del data  # its bytes are in the message now
     stat_names = {k: _text(v.name) for k, v in plane.stat_metadata.items()}
-    out = PlaneTables((plane_idx, plane.id, plane_name), _stats_dict(plane.stats, stat_names))
+    out = PlaneTables((plane_idx, plane.id, plane_name), _plane_stats(plane.stats, stat_names))
     _decode_event_metadata(out, plane.event_metadata, plane_name == _METADATA_PLANE, stat_names)
     _decode_lines(out, plane.lines, _WantedStats.of(stat_names, tpu_capture and plane_name.startswith("/host:")))
     return out
