@@ -29,16 +29,8 @@ from . import event_stat_values
 from .input_files import open_input, read_input_bytes
 from .storage import RemotePath, as_path
 from .worker_start import fork_is_safe, usable_cores
-from .xplane_planes import (
-    _INT_EVENT_STATS,
-    _NUMERIC_METADATA_STATS,
-    _TPU_DEVICE_PLANE,
-    EVENT_STAT_NAMES,
-    METADATA_STAT_NAMES,
-    PlaneError,
-    _text,
-    decode_planes,
-)
+from .xplane_metadata import _NUMERIC_METADATA_STATS, META_COLUMNS, _text
+from .xplane_planes import _INT_EVENT_STATS, _TPU_DEVICE_PLANE, EVENT_STAT_NAMES, PlaneError, decode_planes
 from .xspace_wire import PlaneTooLarge, WireError, split_space
 
 
@@ -201,8 +193,7 @@ class _JoinedPlanes:
 
 
 def _event_metadata(meta_rows: list) -> pd.DataFrame:
-    meta_cols = ["plane", "metadata_id", "name", "display_name", *METADATA_STAT_NAMES, "hbm_bytes"]
-    event_metadata = pd.DataFrame(meta_rows, columns=meta_cols)
+    event_metadata = pd.DataFrame(meta_rows, columns=list(META_COLUMNS))  # rows are tuples in this order
     for key in _NUMERIC_METADATA_STATS:
         event_metadata[key] = pd.to_numeric(event_metadata[key], errors="coerce")
     return event_metadata
