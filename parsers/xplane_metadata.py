@@ -76,7 +76,9 @@ def metadata_rows(plane_idx: int, plane_name: str, plane, stat_names: dict, plac
     """(one row per op, in ``META_COLUMNS`` order; the programs' (id, name, HloProto bytes) on the metadata plane).
 
     ``places``: the plane's bytes and where its fields lie (xevent_runs.PlaneEvents)."""
-    if plane_name != METADATA_PLANE and places.metadata is not None and len(plane.event_metadata):
+    if not len(plane.event_metadata):
+        return [], []
+    if plane_name != METADATA_PLANE and places.metadata is not None:
         try:
             rows = metadata_columns(places.buf, places.metadata, list(plane.event_metadata), stat_names,
                                     METADATA_STAT_NAMES, _NUMERIC_METADATA_STATS)
