@@ -17,22 +17,32 @@ import itertools
 import numpy as np
 
 from .xevent_columns import EventBuffer
-from .xspace_wire import INDEXED_FIELDS, PlaneBytes, WireError, fields
+from .xspace_wire import INDEXED_FIELDS, PlaneBytes, WireError, fields, release_pages
 
 _EVENT_TAG = 4 << 3 | 2  # XLine.events: field 4, length-delimited
 _MAX_HEADER_FIELDS = 32  # fields before a line's first event (real lines: id, name, timestamp_ns)
 _MAX_LENGTH = 1 << 40  # a length past any plane (< 2 GiB): damage; also keeps the sums below from wrapping
-_FIXED = {1: 8, 5: 4}  # bytes after the tag of the fixed-size wire types
+_CHUNK = 1 << 16  # events whose lengths are checked at once
 
 
-def padded_plane(data) -> np.ndarray:
+# 16 bytes after the plane, for :class:`EventBuffer` (it loads 8-byte words at any position before the end):
+# one field upb keeps as unknown (XPlane field 2047, 13 bytes), so that upb parses the padded bytes as they are
+# (it copies a memoryview's bytes first, not a bytearray's), and the padding costs no second copy of the plane.
+_PAD_FIELD = b"\xfa\x7f\x0d" + bytes(13)
+_SLICE = 1 << 24  # bytes copied out of the file's map at a time
+
+
+def padded_plane(data) -> bytearray:
     """The plane's bytes (bytes, or ``xspace_wire.PlaneBytes`` still in the file's map) copied once, followed by
-    16 zero bytes (:class:`EventBuffer` loads 8-byte words at any position before the end)."""
+    ``_PAD_FIELD``. The plane's own fields end where it starts (``xspace_wire.split_space`` checked them)."""
     size = len(data)
-    out = np.zeros(size + 16, np.uint8)
     src, start = (data.buf, data.start) if isinstance(data, PlaneBytes) else (data, 0)
+    out = bytearray(size + len(_PAD_FIELD))
+    out[size:] = _PAD_FIELD
     with memoryview(src) as view:  # released at once: a map with an exported view cannot be closed
-        out[:size] = np.frombuffer(view[start:start + size], np.uint8)
+        for at in range(0, size, _SLICE):  # slice by slice, each one's file pages dropped once copied
+            out[at:min(at + _SLICE, size)] = view[start + at:start + min(at + _SLICE, size)]
+            release_pages(src, start + at, start + min(at + _SLICE, size))
     return out
 
 
@@ -82,27 +92,36 @@ def event_payloads(buf: EventBuffer, line_start: np.ndarray, line_end: np.ndarra
     first = _first_events(buf, line_start, line_end)
     if first is None:
         return None
+    # Few arrays the size of the events, computed in place: this runs on millions of events at once.
     length_size = _varint_sizes(lengths)
-    field_end = np.cumsum(1 + length_size + lengths)  # of every field of the run, as if the lines were one
+    at = lengths + length_size
+    at += 1
+    np.cumsum(at, out=at)  # where each field of the run ends, as if the lines' runs were one
     line_last = np.cumsum(counts) - 1
-    before = np.r_[0, field_end[line_last[:-1]]]  # the runs of the earlier lines
-    if (first + field_end[line_last] - before > line_end).any():
+    before = np.r_[0, at[line_last[:-1]]]  # the runs of the earlier lines
+    if (first + at[line_last] - before > line_end).any():
         return None
-    tag_at = field_end - (1 + length_size + lengths) + np.repeat(first - before, counts)
-    if (buf.u8[tag_at] != _EVENT_TAG).any():
+    at -= lengths
+    at -= length_size
+    at -= 1
+    at += first[0] if len(counts) == 1 else np.repeat(first - before, counts)  # each event's tag
+    if (buf.u8[at] != _EVENT_TAG).any():
         return None
-    value, value_size = buf.varints(tag_at + 1)
-    if (value.view(np.int64) != lengths).any() or (value_size != length_size).any():
-        return None
-    start = tag_at + 1 + length_size
-    return start, start + lengths
+    at += 1
+    for part in range(0, at.size, _CHUNK):  # the varints after the tags, in slices
+        value, value_size = buf.varints(at[part:part + _CHUNK])
+        if (value.view(np.int64) != lengths[part:part + _CHUNK]).any() or (
+                value_size != length_size[part:part + _CHUNK]).any():
+            return None
+    at += length_size
+    return at, at + lengths
 
 
 class PlaneEvents:
     """A plane's padded bytes, and ``(start, end)`` in them of each line and each op metadata entry, in order
     (None: unknown, or not as many as upb read)."""
 
-    def __init__(self, raw: np.ndarray, index: dict | None, num_lines: int, num_metadata: int):
+    def __init__(self, raw: bytearray, index: dict | None, num_lines: int, num_metadata: int):
         self.buf = EventBuffer(raw)
         self.lines = _ranges(index, INDEXED_FIELDS[0], num_lines)
         self.metadata = _ranges(index, INDEXED_FIELDS[1], num_metadata)
@@ -126,7 +145,7 @@ def _ranges(index: dict | None, number: int, count: int) -> np.ndarray | None:
     return np.array(index[number], np.int64).reshape(-1, 2)
 
 
-def plane_index(raw: np.ndarray, size: int) -> dict | None:
+def plane_index(raw: bytearray, size: int) -> dict | None:
     """``xspace_wire.PlaneBytes.index`` of the serialized plane ``raw[:size]``, walking its top-level fields."""
     index: dict = {number: [] for number in INDEXED_FIELDS}
     try:

@@ -147,7 +147,7 @@ class _JoinedPlanes:
     """The planes' lines, events and event stats, renumbered from the plane's own 0 to the whole file's."""
 
     line_rows: list = field(default_factory=list)
-    ev_parts: list = field(default_factory=list)  # per plane: its event columns
+    ev_parts: list = field(default_factory=list)  # per plane: (plane index, first line, its event columns)
     stat_rows: list = field(default_factory=list)
     stat_parts: dict = field(default_factory=dict)
     int_stats: list = field(default_factory=list)
@@ -162,8 +162,7 @@ class _JoinedPlanes:
             plane_idx, line_base = plane.plane_row[0], len(out.line_rows)
             out.line_rows += [(line_base + i, plane_idx, *rest) for i, *rest in plane.line_rows]
             n = len(plane.events["line"])
-            out.ev_parts.append({"plane": np.full(n, plane_idx, np.int32), **plane.events,
-                                 "line": plane.events["line"] + np.int32(line_base)})
+            out.ev_parts.append((plane_idx, line_base, plane.events))
             out.stat_rows += [out.num_events + rows for rows in plane.stat_rows]
             for name, parts in plane.stat_parts.items():
                 out.stat_parts.setdefault(name, []).extend(parts)
@@ -176,9 +175,19 @@ class _JoinedPlanes:
     def events(self) -> pd.DataFrame:
         if not self.num_events:
             return pd.DataFrame({c: pd.Series(dtype="int64") for c in _EVENT_COLUMNS})
+        counts = [len(columns["line"]) for *_, columns in self.ev_parts]
+        out = {"plane": np.repeat(np.array([plane for plane, *_ in self.ev_parts], np.int32), counts)}
+        for c in _EVENT_COLUMNS[1:]:  # column by column, each plane's part freed once copied: the peak is the
+            out[c] = column = np.empty(self.num_events, self.ev_parts[0][2][c].dtype)  # parts and one column
+            at = 0
+            for (_, line_base, columns), n in zip(self.ev_parts, counts):
+                column[at:at + n] = columns.pop(c)
+                if c == "line":
+                    column[at:at + n] += np.int32(line_base)
+                at += n
+        self.ev_parts = []
         # copy=False: one block per column, no 2-D copy of millions of rows (pandas consolidates otherwise).
-        return pd.DataFrame({c: np.concatenate([part[c] for part in self.ev_parts]) for c in _EVENT_COLUMNS},
-                            copy=False)
+        return pd.DataFrame(out, copy=False)
 
     def event_stats(self) -> pd.DataFrame:
         stat_rows = self.stat_rows

@@ -75,7 +75,7 @@ def decode_plane(plane_idx: int, plane_name: str, data: bytes, tpu_capture: bool
     per-event stats are never read (decoding them would be the slowest part of the parse)."""
     raw = padded_plane(data)  # copied out of the file's map now (xspace_wire.PlaneBytes), once
     try:
-        plane = parse_plane_raw_events(memoryview(raw)[:len(data)])
+        plane = parse_plane_raw_events(raw)
     except DecodeError as exc:
         raise PlaneError(f"not a readable XSpace protobuf (truncated or corrupt): {exc}") from None
     index = data.index if isinstance(data, PlaneBytes) and data.index is not None else plane_index(raw, len(data))
@@ -149,8 +149,8 @@ def _decode_lines(out: PlaneTables, lines, wanted: _WantedStats, places: PlaneEv
         batch_events, batch_key = batch_events + n, key
     if batch:
         _decode_line_events(out, batch, wanted, columns, num_events, places)
-    out.events = {k: np.concatenate(v) if v else np.zeros(0, np.int32 if k == "line" else np.int64)
-                  for k, v in columns.items()}
+    out.events = {k: (v[0] if len(v) == 1 else np.concatenate(v)) if v  # one line (TPU ops): no copy
+                  else np.zeros(0, np.int32 if k == "line" else np.int64) for k, v in columns.items()}
 
 
 def _read_events(batch: list, wanted_ints: dict, value_ids: dict, places: PlaneEvents) -> dict:

@@ -22,6 +22,7 @@ Planes are copied out of the map one at a time, when decoded (:class:`PlaneBytes
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 from dataclasses import dataclass, field
 
@@ -164,8 +165,21 @@ def _digest(data) -> bytes:
         with memoryview(data.buf) as view:  # released at once: a map with an exported view cannot be closed
             for at in range(data.start, data.end, 1 << 24):
                 sha.update(view[at:min(at + (1 << 24), data.end)])
+                release_pages(data.buf, at, min(at + (1 << 24), data.end))
         return sha.digest()[:16]
     return hashlib.sha256(data).digest()[:16]  # SHA-256 has CPU instructions: twice blake2b's speed
+
+
+def release_pages(buf, start: int, end: int) -> None:
+    """Drop the file's pages ``[start, end)`` (whole pages only) from this process's memory once read: the page
+    cache keeps them, and a later read maps them again. Without this a big file, read whole once to hash it,
+    stays resident in the process until its map is closed."""
+    if not isinstance(buf, mmap.mmap):
+        return
+    first = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+    last = end // mmap.PAGESIZE * mmap.PAGESIZE
+    if last > first:
+        buf.madvise(mmap.MADV_DONTNEED, first, last - first)
 
 
 def memory_budget() -> int | None:
