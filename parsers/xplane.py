@@ -161,7 +161,7 @@ class _JoinedPlanes:
         for plane in decoded:  # numbered from 0 in each plane: offset into the whole file's lines and events
             plane_idx, line_base = plane.plane_row[0], len(out.line_rows)
             out.line_rows += [(line_base + i, plane_idx, *rest) for i, *rest in plane.line_rows]
-            n = len(plane.events["line"])
+            n = sum(map(len, plane.events["line"]))
             out.ev_parts.append((plane_idx, line_base, plane.events))
             out.stat_rows += [out.num_events + rows for rows in plane.stat_rows]
             for name, parts in plane.stat_parts.items():
@@ -175,16 +175,17 @@ class _JoinedPlanes:
     def events(self) -> pd.DataFrame:
         if not self.num_events:
             return pd.DataFrame({c: pd.Series(dtype="int64") for c in _EVENT_COLUMNS})
-        counts = [len(columns["line"]) for *_, columns in self.ev_parts]
+        counts = [sum(map(len, columns["line"])) for *_, columns in self.ev_parts]
         out = {"plane": np.repeat(np.array([plane for plane, *_ in self.ev_parts], np.int32), counts)}
-        for c in _EVENT_COLUMNS[1:]:  # column by column, each plane's part freed once copied: the peak is the
-            out[c] = column = np.empty(self.num_events, self.ev_parts[0][2][c].dtype)  # parts and one column
+        for c in _EVENT_COLUMNS[1:]:  # column by column, each part freed once copied: the peak is the parts
+            out[c] = column = np.empty(self.num_events, np.int32 if c == "line" else np.int64)  # and one column
             at = 0
-            for (_, line_base, columns), n in zip(self.ev_parts, counts):
-                column[at:at + n] = columns.pop(c)
-                if c == "line":
-                    column[at:at + n] += np.int32(line_base)
-                at += n
+            for _, line_base, columns in self.ev_parts:
+                for part in columns.pop(c):  # each plane's parts (runs of its lines), in order
+                    column[at:at + len(part)] = part
+                    if c == "line":
+                        column[at:at + len(part)] += np.int32(line_base)
+                    at += len(part)
         self.ev_parts = []
         # copy=False: one block per column, no 2-D copy of millions of rows (pandas consolidates otherwise).
         return pd.DataFrame(out, copy=False)

@@ -60,7 +60,7 @@ class PlaneTables:
     meta_rows: list = field(default_factory=list)
     hlo_protos: list = field(default_factory=list)
     line_rows: list = field(default_factory=list)  # (line, line_id, name, display_name, timestamp_ns)
-    events: dict = field(default_factory=dict)  # line, metadata_id, start_ps, span_ps, duration_ps
+    events: dict = field(default_factory=dict)  # line, metadata_id, start_ps, span_ps, duration_ps: lists of parts
     stat_rows: list = field(default_factory=list)  # per named line: event rows that carry a wanted stat
     stat_parts: dict = field(default_factory=dict)  # per stat name: its values on those rows, line by line
     int_stats: list = field(default_factory=list)  # integer stats read column-wise (TPU host threads)
@@ -149,8 +149,7 @@ def _decode_lines(out: PlaneTables, lines, wanted: _WantedStats, places: PlaneEv
         batch_events, batch_key = batch_events + n, key
     if batch:
         _decode_line_events(out, batch, wanted, columns, num_events, places)
-    out.events = {k: (v[0] if len(v) == 1 else np.concatenate(v)) if v  # one line (TPU ops): no copy
-                  else np.zeros(0, np.int32 if k == "line" else np.int64) for k, v in columns.items()}
+    out.events = columns  # the parts are joined once, with the other planes' (xplane)
 
 
 def _read_events(batch: list, wanted_ints: dict, value_ids: dict, places: PlaneEvents) -> dict:
