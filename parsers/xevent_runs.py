@@ -78,7 +78,10 @@ def _first_events(buf: EventBuffer, start: np.ndarray, end: np.ndarray) -> np.nd
 def _varint_sizes(values: np.ndarray) -> np.ndarray:
     """Bytes of the shortest varint of each (non-negative) value."""
     size = np.ones(values.size, np.int64)
+    longest = int(values.max(initial=0))
     for bits in range(7, 42, 7):
+        if longest < 1 << bits:  # events are short: one or two passes
+            break
         size += values >= (1 << bits)
     return size
 

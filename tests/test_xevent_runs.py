@@ -112,3 +112,40 @@ def test_a_corrupt_event_is_the_same_one_line_error_in_place_and_joined(tmp_path
     assert str(in_place.value) == str(by_join.value)
     assert "bad.xplane.pb: corrupt event on line 'XLA Ops': malformed protobuf" in str(in_place.value)
     assert "\n" not in str(in_place.value) and joined
+
+
+def _locate(line: bytes, lengths: list):
+    """event_payloads on one serialized XLine (its bytes as the plane's), with upb-like ``lengths``."""
+    import numpy as np
+
+    from xladiag.parsers.xevent_columns import EventBuffer
+
+    buf = EventBuffer(line + bytes(16))
+    return xevent_runs.event_payloads(buf, np.array([0]), np.array([len(line)]), np.array(lengths, np.int64),
+                                      np.array([len(lengths)]))
+
+
+def test_event_positions_follow_from_the_lengths_of_one_and_many_byte_varints():
+    payloads = [XEvent(metadata_id=i, offset_ps=7).SerializeToString() + b"\x22" + _varint(size) + bytes(size)
+                for i, size in ((1, 3), (2, 200), (3, 20_000))]  # length varints of 1, 2 and 3 bytes
+    head = XLine(id=3, name=b"XLA Ops", timestamp_ns=9).SerializeToString()
+    line = head + b"".join(map(_field, payloads)) + b"\x48\x05"  # duration_ps after the events
+    start, end = _locate(line, [len(p) for p in payloads])
+    assert [line[s:e] for s, e in zip(start.tolist(), end.tolist())] == payloads
+
+
+@pytest.mark.parametrize("damage", ["interleaved", "long_length", "past_the_end", "wrong_length"])
+def test_events_not_one_plain_run_are_not_located(damage):
+    payloads = [XEvent(metadata_id=i, offset_ps=7).SerializeToString() for i in range(1, 4)]
+    fields = [_field(p) for p in payloads]
+    lengths = [len(p) for p in payloads]
+    if damage == "interleaved":
+        fields.insert(1, b"\x08\x03")  # the line's id between two events
+    elif damage == "long_length":  # a length varint written in two bytes where one does
+        fields[1] = b"\x22" + bytes([0x80 | lengths[1], 0]) + payloads[1]
+    elif damage == "wrong_length":
+        lengths[2] += 1
+    line = XLine(id=3).SerializeToString() + b"".join(fields)
+    if damage == "past_the_end":
+        line = line[:-1]
+    assert _locate(line, lengths) is None
