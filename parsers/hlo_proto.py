@@ -227,11 +227,12 @@ def _printed(data: bytes, source: str) -> PrintedModule:
         order = [by_id[i] for i in schedule.get(comp.id, ()) if i in by_id]
         if len(order) != len(by_id):
             order = list(comp.instructions)
-        # Each shape printed once (operands repeat their definition's shape); ids repeat only in damaged protos.
-        shapes = {i: shape_text(ins.shape) for i, ins in by_id.items()} if len(by_id) == len(order) else None
+        # Each shape and name printed once (operands repeat their definition's); ids repeat only in damaged protos.
+        refs = {i: (shape_text(ins.shape), _text(ins.name)) for i, ins in by_id.items()}
+        own = refs if len(by_id) == len(order) else None
         head = ("ENTRY " if comp.id == entry_id else "") + "%" + _text(comp.name) + " {"
         lines.append(head)
-        pieces = [_instruction_pieces(ins, by_id, comp.root_id, comp_names, shapes) for ins in order]
+        pieces = [_instruction_pieces(ins, by_id, comp.root_id, comp_names, (refs, own)) for ins in order]
         printed.append((_text(comp.name), comp.id == entry_id, pieces))
         lines.extend(p.line for p in pieces)
         lines.extend(["}", ""])
@@ -261,18 +262,20 @@ def _stack_frame_tables(index) -> list[str]:
     return out
 
 
-def _instruction_pieces(ins, by_id: dict, root_id: int, comp_names: dict, shapes: dict | None) -> PrintedInstruction:
+def _instruction_pieces(ins, by_id: dict, root_id: int, comp_names: dict, refs: tuple) -> PrintedInstruction:
+    """``refs``: (shape text, name) by id of the computation's instructions, and the same for ``ins`` itself
+    (None where ids repeat: its own are then printed from it)."""
+    by_ref, own = refs
     opcode = _text(ins.opcode)
-    operands = [by_id[i] for i in ins.operand_ids if i in by_id]
-    if shapes is None:
-        shapes = {}
-    pairs = [(shapes.get(op.id) or shape_text(op.shape), _text(op.name)) for op in operands]
+    pairs = [by_ref[i] for i in ins.operand_ids if i in by_ref]
     operand_text = ", ".join(f"{shape} %{name}" for shape, name in pairs)
     if opcode == "parameter":
         operand_text = str(ins.parameter_number)
     called = [comp_names[c] for c in ins.called_computation_ids if c in comp_names]
-    attrs = _attributes(ins, opcode, called, [op.shape for op in operands])
-    is_root, name, shape = ins.id == root_id, _text(ins.name), shapes.get(ins.id) or shape_text(ins.shape)
+    conv = ins.HasField("convolution_dimension_numbers")  # the only attribute reading operand shapes
+    attrs = _attributes(ins, opcode, called, [by_id[i].shape for i in ins.operand_ids if i in by_id] if conv else [])
+    shape, name = own[ins.id] if own is not None else (shape_text(ins.shape), _text(ins.name))
+    is_root = ins.id == root_id
     tail = (", " + ", ".join(attrs)) if attrs else ""
     line = f"  {'ROOT ' if is_root else ''}%{name} = {shape} {opcode}({operand_text}){tail}"
     return PrintedInstruction(line, is_root, name, shape, opcode, operand_text, pairs, attrs)

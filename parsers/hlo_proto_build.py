@@ -10,6 +10,7 @@ reads the text, which gives that text's exact result, errors and warnings includ
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import NamedTuple
@@ -64,6 +65,8 @@ def build_module(printed: PrintedModule, source: str) -> HloModule | None:
     if not _plain_text(printed):
         return None
     reader = _ModuleParser("", source, False)
+    # Thousands of instructions share a few hundred stack frames: each frame resolved once.
+    reader.frame_location = functools.lru_cache(maxsize=None)(reader.frame_location)
     reader.module_name, reader.scheduled = printed.name, printed.scheduled
     _read_tables(reader, printed.tables)
     try:
