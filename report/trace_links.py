@@ -63,7 +63,10 @@ def analysis_thread_labels(analysis) -> dict[str, str]:
     so = getattr(analysis, "step_ops", None)
     if so is None or so.empty or "line" not in so:
         return {}
-    return thread_labels(pd.unique(so["line"].astype(object)))
+    line = so["line"]
+    if isinstance(line.dtype, pd.CategoricalDtype):  # the names in use, without a pass over every event's text
+        return thread_labels(line.cat.remove_unused_categories().cat.categories)
+    return thread_labels(pd.unique(line.astype(object)))
 
 
 def finding_occurrences(finding, index: tuple[dict, dict]) -> list[dict | None]:
