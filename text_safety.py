@@ -70,14 +70,16 @@ def clean_text(text: str) -> str:
 
 # Workflow commands a CI runner (GitHub Actions) parses from any output line: "::cmd::" at the start of a line
 # (after blanks), "##[cmd]" anywhere in it.
-_CI_COMMAND = re.compile(r"##\[|^([ \t]*):(?=:)", re.MULTILINE)
+_CI_COMMAND = re.compile(r"^([ \t]*):(?=:)", re.MULTILINE)
 
 
 def ci_inert(text: str, joiner: str = ZERO_WIDTH_SPACE) -> str:
     """``text`` with ``joiner`` inside every ``##[`` and every line-leading ``::``, so no line of it is a workflow
     command (our own annotations, report/github.py, are printed apart from any text passed through here).
     ``joiner`` is the format's invisible (or, in JSON, the escaped same) character: in JSON ``\\u0023`` is ``#``."""
-    return _CI_COMMAND.sub(lambda m: f"#{joiner}#[" if m.group(1) is None else f"{m.group(1)}:{joiner}", text)
+    # Two passes (a '##[' and a '::' never overlap): a plain replace, and the regex only where '::' occurs.
+    text = text.replace("##[", f"#{joiner}#[")
+    return _CI_COMMAND.sub(lambda m: f"{m.group(1)}:{joiner}", text) if "::" in text else text
 
 
 MAX_NESTING = 100  # far above any file of ours (a report nests ~6 deep), far below a recursive parser's limit

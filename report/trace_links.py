@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
 
 from ..units import format_seconds
@@ -65,7 +66,9 @@ def analysis_thread_labels(analysis) -> dict[str, str]:
         return {}
     line = so["line"]
     if isinstance(line.dtype, pd.CategoricalDtype):  # the names in use, without a pass over every event's text
-        return thread_labels(line.cat.remove_unused_categories().cat.categories)
+        codes = line.cat.codes.to_numpy()
+        used = np.bincount(codes[codes >= 0], minlength=len(line.cat.categories)) > 0
+        return thread_labels(line.cat.categories[used])
     return thread_labels(pd.unique(line.astype(object)))
 
 

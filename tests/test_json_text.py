@@ -81,3 +81,14 @@ def test_visible_controls_keep_same_as_lookahead():
         kept = "".join(re.escape(c) for c in keep)
         old = re.compile(f"(?![{kept}])[{controls}]" if kept else f"[{controls}]")
         assert visible_controls(text, keep) == old.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def test_ci_inert_same_as_one_regex():
+    import re
+
+    from xladiag.text_safety import ci_inert
+
+    old = re.compile(r"##\[|^([ \t]*):(?=:)", re.MULTILINE)
+    for text in ("", "plain", "##[error]x", "a ##[ b\n  ::warning::x\n:: \n\t::c ##[##[", ":::\n##[::", "x::y\n::"):
+        expected = old.sub(lambda m: "#\u200b#[" if m.group(1) is None else f"{m.group(1)}:\u200b", text)
+        assert ci_inert(text) == expected
