@@ -26,7 +26,8 @@ def column_values(column: pd.Series, clean) -> list:
         for i in np.flatnonzero(~np.isfinite(values)).tolist():
             out[i] = None
         return out
-    return [clean(v) for v in column.tolist()]
+    # An extension column (pandas' str, Categorical, Int64) as one object array: iterating it is per-cell Python.
+    return [clean(v) for v in column.to_numpy(dtype=object)]
 
 
 def _field(key: str, values: list) -> list:

@@ -64,6 +64,8 @@ def test_column_values_match_cell_by_cell_clean():
         "c": pd.Categorical(["x", None, "y", "x"]),
         "n": pd.array([1, None, 3, 4], dtype="Int64"),
         "u": np.array([1, 2, 3, 4], dtype=np.uint8),
+        "s": pd.Series(["a", None, "", "b"], dtype="str"),
+        "B": pd.array([True, None, False, True], dtype="boolean"),
     })
     for col in frame:
         expected = [clean(v) for row in frame[[col]].itertuples(index=False, name=None) for v in row]
