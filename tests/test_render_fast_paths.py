@@ -1,5 +1,6 @@
-"""The fast JSON writer (report/json_text.py) and the column-wise op records (report/ops_json.py) write what the
-standard library and the cell-by-cell cleaning wrote, byte for byte."""
+"""The render's fast paths give what the slower code they replace gave: the JSON writer (report/json_text.py) and
+the column-wise op records (report/ops_json.py) byte for byte, the control-character and CI-command guards, and
+the timeline's choice of events."""
 
 from __future__ import annotations
 
@@ -94,3 +95,20 @@ def test_ci_inert_same_as_one_regex():
     for text in ("", "plain", "##[error]x", "a ##[ b\n  ::warning::x\n:: \n\t::c ##[##[", ":::\n##[::", "x::y\n::"):
         expected = old.sub(lambda m: "#\u200b#[" if m.group(1) is None else f"{m.group(1)}:\u200b", text)
         assert ci_inert(text) == expected
+
+
+def test_device_step_lookup_matches_isin():
+    from xladiag.report.chart_data import _in_device_steps
+
+    rng = np.random.default_rng(5)
+    so = pd.DataFrame({"device": rng.integers(0, 6, 5000), "step": rng.integers(0, 300, 5000)})
+    chosen = pd.DataFrame({"device": [0, 3, 5, 5], "step": [7, 299, 0, 150]})
+    width = 300
+    expected = np.isin(so["device"] * width + so["step"], chosen["device"] * width + chosen["step"])
+    assert np.array_equal(_in_device_steps(so, chosen), expected)
+    sparse = so.assign(step=so["step"] * 10**9)  # keys too spread for a table: np.isin, same answer
+    chosen_sparse = chosen.assign(step=chosen["step"] * 10**9)
+    width = 299 * 10**9 + 1
+    wanted = chosen_sparse["device"] * width + chosen_sparse["step"]
+    expected = np.isin(sparse["device"] * width + sparse["step"], wanted)
+    assert np.array_equal(_in_device_steps(sparse, chosen_sparse), expected)
