@@ -259,16 +259,31 @@ def assigned_steps(ops: pd.DataFrame, steps: Steps) -> tuple[pd.DataFrame, np.nd
         empty = ops.iloc[0:0].assign(step=pd.Series(dtype="int64"), event=pd.Series(dtype="int64"))
         return empty, np.full(len(ops), -1, np.int64)
     start = ops["start_ps"].to_numpy(np.int64)
-    order = np.argsort(start, kind="stable")
     when = start
     if steps.by_launch and "launch_ps" in ops:
         launch = ops["launch_ps"].to_numpy(np.int64)
         when = np.where(launch >= 0, launch, start)  # the span that launched it, else where it ran
-    rows = step_rows(steps, ops["device"].to_numpy(np.int64)[order], when[order])
-    inside = rows >= 0
-    out = ops.iloc[order[inside]].rename_axis("event").reset_index()
-    out["step"] = measured["step"].to_numpy(np.int64)[rows[inside]]
+    # In the rows' own order: a capture's events come by (device, start), which locate needs no sort for.
+    by_row = step_rows(steps, ops["device"].to_numpy(np.int64), when)
+    order = np.argsort(start, kind="stable")  # per device already in order: a merge of sorted runs
+    inside = by_row[order] >= 0
+    events = order[inside]
+    out = _take(ops, events)
+    out.insert(0, "event", events)
+    out["step"] = measured["step"].to_numpy(np.int64)[by_row[events]]
     out.index = np.flatnonzero(inside)
-    by_row = np.empty(len(ops), np.int64)
-    by_row[order] = rows
     return out, by_row
+
+
+def _take(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
+    """``frame.take(rows)`` with a fresh index, built from each column's array (categoricals: their codes):
+    half the time of pandas' take on millions of rows."""
+    columns = {}
+    for name, col in frame.items():
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            columns[name] = pd.Categorical.from_codes(col.cat.codes.to_numpy()[rows], dtype=col.dtype, validate=False)
+        elif isinstance(col.dtype, np.dtype):
+            columns[name] = col.to_numpy()[rows]
+        else:
+            columns[name] = col.array.take(rows)
+    return pd.DataFrame(columns, copy=False)
