@@ -108,7 +108,10 @@ def _by_op(op_ids: np.ndarray, values: np.ndarray, ops: pd.DataFrame) -> np.ndar
     """Sum of ``values`` per op_id, aligned with the rows of ``ops`` (0 for ops without values)."""
     ids = ops["op_id"].to_numpy(np.int64)
     size = max(int(ids.max(initial=-1)), int(op_ids.max(initial=-1)), 0) + 1  # >= 1: the take below reads row 0
-    sums = np.bincount(op_ids[op_ids >= 0], weights=values[op_ids >= 0], minlength=size)
+    some = op_ids >= 0
+    if not some.all():  # (copies of millions of events only where some have no op)
+        op_ids, values = op_ids[some], values[some]
+    sums = np.bincount(op_ids, weights=values, minlength=size)
     return np.where(ids >= 0, sums[np.maximum(ids, 0)], 0.0)
 
 
@@ -118,18 +121,26 @@ def done_ends(start, rows, op, ev_rows, ev_op, ev_end) -> np.ndarray:
 
     The recorded span can end before its done op does (v6e: copy-done.5 waits 182 ms behind a span that
     closed 115 ms after the start), so the transfer runs to the done op's end."""
-    ev_op = np.asarray(ev_op, np.int64)
-    keep = _among(ev_op, op)
+    start, rows, op = (np.asarray(x, np.int64) for x in (start, rows, op))
+    ev_rows, ev_op, ev_end = (np.asarray(x, np.int64) for x in (ev_rows, ev_op, ev_end))
+    keep = _among(ev_op, op) & (ev_rows >= 0)
     ev_rows, ev_op, ev_end = ev_rows[keep], ev_op[keep], ev_end[keep]
-    if len(ev_end) == 0:
-        return np.full(len(start), -1, np.int64)
+    out = np.full(len(start), -1, np.int64)
+    asks = np.flatnonzero((op >= 0) & (rows >= 0))  # spans with a done op in a measured step
+    if len(ev_end) == 0 or len(asks) == 0:
+        return out
+    start, rows, op = start[asks], rows[asks], op[asks]
     # Group = (device-step, done op), the op numbered densely among the done ops: small codes, one sort key.
     dense = np.cumsum(_among(np.arange(max(int(op.max()), int(ev_op.max())) + 1), op)) - 1
     width = int(dense[-1]) + 1
-    ev_group = ev_rows * width + dense[ev_op]
-    span_group = np.where(op >= 0, rows * width + dense[np.maximum(op, 0)], -1)
-    hit = first_at_or_after(start, span_group, ev_end, ev_group)
-    return np.where(hit >= 0, ev_end[np.maximum(hit, 0)], -1)
+    # Times from their device-step's earliest: (group, time) fits one int64 key however long the capture.
+    base = np.full(int(max(rows.max(), ev_rows.max())) + 1, np.iinfo(np.int64).max)
+    np.minimum.at(base, rows, start)
+    np.minimum.at(base, ev_rows, ev_end)
+    hit = first_at_or_after(start - base[rows], rows * width + dense[op], ev_end - base[ev_rows],
+                            ev_rows * width + dense[ev_op])
+    out[asks] = np.where(hit >= 0, ev_end[np.maximum(hit, 0)], -1)
+    return out
 
 
 def transfer_spans(async_spans: pd.DataFrame, ops: pd.DataFrame, step_ops: pd.DataFrame,
@@ -237,9 +248,11 @@ def _span_exposure(ops, step_ops, steps, spans: pd.DataFrame, o: _Ops, totals: H
         on_span_ps = totals.span_device_ps[totals.span_device_ps.index >= 0]
         exposed_where = _by_op(on_span_ps.index.to_numpy(np.int64), on_span_ps.to_numpy(float), ops) / PS_PER_S / n_span
     else:
+        ev_op, duration = step_ops["op_id"].to_numpy(np.int64), step_ops["duration_ps"].to_numpy(float)
         on_span = _among(step_ops["device"].to_numpy(np.int64), span_devices.astype(np.int64))
-        exposed_where = _by_op(step_ops["op_id"].to_numpy(np.int64)[on_span],
-                               step_ops["duration_ps"].to_numpy(float)[on_span], ops) / PS_PER_S / n_span
+        if not on_span.all():  # (usually every device records spans: no copy then)
+            ev_op, duration = ev_op[on_span], duration[on_span]
+        exposed_where = _by_op(ev_op, duration, ops) / PS_PER_S / n_span
     sync = ~o.is_async
     return exposed, np.where(sync, exposed, in_flight), np.where(sync, exposed, exposed_where), n_span
 
@@ -281,7 +294,7 @@ def attach_transfers(ops: pd.DataFrame, step_ops: pd.DataFrame | None, steps: St
         non_transfer = float(ops.loc[plain, "predicted_s_per_step"].sum())
     else:
         n = max(len(steps.after_warmup), 1)
-        ev = _events(ops, step_ops, o)
+        ev = _events(ops, step_ops, o) if platform != "tpu" else None  # TPU: the op line and spans suffice
         if gpu:
             exposed, in_flight, exposed_where = _gpu_exposure(ops, step_ops, steps, ev)
             comm = ev.is_comm
