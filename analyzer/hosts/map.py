@@ -142,6 +142,14 @@ def _map(executor: Executor, calls: dict[int, tuple], progress: Progress | None,
     return out
 
 
+def _why_in_full(parts: list[HostPart]) -> str:
+    lacking = [p.hostname or p.path for p in parts if p.space is not None]
+    if lacking:
+        return (f"{', '.join(lacking[:3])}{' ...' if len(lacking) > 3 else ''} cannot be reduced alone (a program "
+                "without its HLO in the host file, or no op event)")
+    return "hosts of several platforms (" + ", ".join(sorted({p.platform for p in parts})) + ")"
+
+
 def _single(spaces, progress: Progress | None, choice: StepChoice | None = None) -> Measured:
     """All events of the hosts in one capture: the single-capture path."""
     capture = build_capture(spaces)
@@ -181,11 +189,13 @@ def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, wo
         parts = _map(executor, {i: (p, None, False, choice) for i, p in enumerate(paths)}, progress, "read", where,
                      programs)
         parts = [parts[i] for i in range(len(paths))]
-        if all(p.space is None for p in parts):
+        if all(p.space is None for p in parts) and len({p.platform for p in parts}) == 1:
             parts = [programs.give_back(i, p) for i, p in enumerate(parts)]
             return merge_hosts(parts, lambda calls: _map(executor, calls, progress, "reduced again with the run's "
                                                          "steps:", where), choice)
-        # Not all TPU: every host's events are needed (see the module doc).
+        # Hosts of several platforms, or one that cannot be reduced: every host's events (see the module doc).
+        if progress:
+            progress(f"the hosts are read in full: {_why_in_full(parts)}")
         raw = {i: (p.path, None, True) for i, p in enumerate(parts) if p.space is None}
         again = _map(executor, raw, progress, "read again in full", where) if raw else {}
     spaces = [again[i].space if i in again else p.space for i, p in enumerate(parts)]
