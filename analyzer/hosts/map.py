@@ -2,10 +2,11 @@
 
 One host file: read here, all events kept (the single-capture path). Several: each host is decoded and
 reduced where it is read (``host_reduce``) and the reductions merged (``host_merge``), so memory is
-bounded by the largest host, not the sum. Only TPU hosts are reduced that way: on GPU and CPU captures
-which ops are transfers, and so the unions the transfer numbers take (communication kernels against
-compute kernels, the non-transfer ops), come from the HLO, known only once every host is merged; those
-hosts are decoded in parallel and their events all kept.
+bounded by the largest host, not the sum. On GPU and CPU hosts which ops are transfers (what the unions of
+the transfer numbers take: communication kernels against compute kernels, the non-transfer ops) comes from
+the HLO each host file carries (``transfer_totals``). Hosts of several platforms, or a host that cannot be
+reduced alone (a program without its HLO in the file, no op event), send the capture the all-events way:
+every host decoded in parallel, its events all kept.
 
 Where the map runs: ``workers`` local processes (default: the cores this process may use), in this
 process with one, or the Dask cluster at ``scheduler`` (``dask.distributed``; the workers read the host
