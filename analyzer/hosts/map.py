@@ -133,8 +133,9 @@ def _map(executor: Executor, calls: dict[int, tuple], progress: Progress | None,
     out = {}
     try:
         for done, future in enumerate(as_completed(futures), 1):
-            key = futures[future]
+            key = futures.pop(future)  # the future goes with its result: only what `take` keeps stays held
             out[key] = programs.take(key, future.result()) if programs else future.result()
+            del future
             if progress:
                 progress(f"{what} {done}/{len(calls)} hosts ({where})")
     except BrokenProcessPool:
