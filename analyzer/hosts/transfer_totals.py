@@ -25,7 +25,7 @@ import pandas as pd
 from ..capture.intervals import covered, union_length
 from ..hlo.embedded import with_capture_hlo
 from ..hlo.facts import attach_hlo_facts
-from ..steps.op_stats import OP_KEY
+from ..steps.op_stats import OP_KEY, first_seen_ids
 from ..steps.windows import Steps, measured_rows
 
 KEY = ["program_id", "op_name"]
@@ -40,10 +40,20 @@ class HostSums:
     kind_busy_ps: dict | None = None  # GPU: transfer kind (sorted) -> the union of its kernels' time
 
 
+def _op_keys(step_ops: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """Per event its op's number (-1: no key), and the ops' keys (OP_KEY, text) in that numbering: from the
+    columns' category codes, no string per event."""
+    ids = first_seen_ids(step_ops[OP_KEY])
+    rows = np.flatnonzero(ids >= 0)
+    first = np.full(int(ids.max(initial=-1)) + 1, len(ids), np.int64)
+    np.minimum.at(first, ids[rows], rows)
+    return ids, step_ops[OP_KEY].iloc[first].astype(str).reset_index(drop=True)
+
+
 def op_roles(step_ops: pd.DataFrame, op_metadata: pd.DataFrame | None, hlo) -> pd.DataFrame | None:
     """Per op key of the step's events: ``kind`` (transfer kind or None), ``is_async`` (starts or waits for a
     transfer), from the HLO this host carries; None when it lacks the HLO of a program it ran."""
-    keys = step_ops[OP_KEY].astype(str).drop_duplicates().reset_index(drop=True)
+    keys = _op_keys(step_ops)[1]
     carried = {pid for pid, _, _ in hlo.hlo_protos}
     traced = keys[(keys["module"] != "") & (keys["program_id"] != "")]
     if not set(traced["program_id"]) <= carried:
@@ -57,9 +67,10 @@ def op_roles(step_ops: pd.DataFrame, op_metadata: pd.DataFrame | None, hlo) -> p
 
 def _event_roles(step_ops: pd.DataFrame, roles: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per step event: (its op's transfer kind or None, whether its op is async)."""
-    query = step_ops[OP_KEY].astype(str).reset_index(drop=True)
-    joined = query.merge(roles, on=OP_KEY, how="left")
-    return joined["kind"].to_numpy(object), joined["is_async"].fillna(False).to_numpy(bool)
+    ids, keys = _op_keys(step_ops)
+    joined = keys.merge(roles, on=OP_KEY, how="left")
+    kind = np.append(joined["kind"].to_numpy(object), None)  # [-1]: an event without a key
+    return kind[ids], np.append(joined["is_async"].fillna(False).to_numpy(bool), False)[ids]
 
 
 def transfer_totals(step_ops: pd.DataFrame, steps: Steps, roles: pd.DataFrame, gpu: bool) -> HostSums:
