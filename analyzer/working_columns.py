@@ -129,6 +129,8 @@ WORKING: tuple[Working, ...] = (
            first_start_ps="a device's first event start", last_start_ps="its last event start",
            done_op="an async span's done op name", done_end_ps="end of the done op the span waits for (-1: none)",
            code="row of a key in the host's op keys"),
+    _frame("analyzer/hosts/transfer_totals.py", "a GPU host's communication kernels, per op",
+           exposed_ps="time of the op's kernels no compute kernel on the same device overlaps"),
     # --- rules: per-rule scratch columns and dicts ---------------------------------------------------------
     _frame("rules/exposed_collective.py", "the step's transfer waits (exposure_by_op), short names",
            is_async="tables.OPS transfer_is_async", bytes_per_step="tables.OPS transfer_bytes_per_step",

@@ -15,6 +15,7 @@ flow into every number of the report, so they are dropped here, each kind counte
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import replace
 
@@ -136,6 +137,7 @@ def _keep_events(space: XSpaceTables, keep: np.ndarray) -> XSpaceTables:
     return replace(space, events=space.events[keep].reset_index(drop=True), event_stats=stats.reset_index(drop=True))
 
 
+@functools.lru_cache(maxsize=1)  # once per process: a worker checks many hosts against the same catalog
 def _fastest() -> tuple[float, float]:
     """(FLOP/s, bytes/s): the highest peak and memory bandwidth of any chip in the catalog."""
     chips = load_catalog().values()
