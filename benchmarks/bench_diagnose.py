@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 
 _REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling modules, also when loaded by file path
+from bench_floor import count_events, floor_command, floor_table  # noqa: E402
 
 # (label, hosts, events per host) by row name; "NxK" rows are N hosts of K events each.
 _ROWS = {"1M": (1, 1_000_000), "5M": (1, 5_000_000), "10M": (1, 10_000_000), "16x304k": (16, 304_000)}
@@ -122,6 +124,7 @@ def commands(logdir: Path, files: list[Path], out: Path) -> dict[str, list[str]]
     ours = [sys.executable, "-m", "xladiag.cli", str(logdir), "--quiet"]
     return {
         "xprof": [sys.executable, "-c", _XPROF, *map(str, files)],
+        "floor": floor_command(files),
         "json": ours + ["--format", "json", "-o", str(out / "report.json")],
         "html": ours + ["--format", "html", "-o", str(out / "report.html")],
     }
@@ -146,6 +149,7 @@ def run_row(logdir: Path, files: list[Path], work: Path, repeat: int) -> dict:
             continue
         out[key] = {"wall_s": statistics.median(r["wall_s"] for r in rs),
                     "peak_rss_bytes": statistics.median(r["peak_rss_bytes"] for r in rs),
+                    "cpu_s": statistics.median(r["cpu_s"] for r in rs),
                     "cpu_per_wall": statistics.median(r["cpu_s"] / r["wall_s"] for r in rs), "runs": rs}
     return out
 
@@ -198,8 +202,11 @@ def render(results: list[dict], repeat: int, note: str = "") -> str:
         cpu = ", ".join("-" if "error" in r else f"{r['cpu_per_wall']:.2f}" for r in (x, j, h))
         lines.append(f"| {row['label']} | {_cell(x)} | {_cell(j)} | {_cell(h)} | {_ratio(j, x)} | {_ratio(h, x)} "
                      f"| {cpu} |")
+    lines += ["", *floor_table(results)]
     lines += ["", f"Medians of {repeat} interleaved run{'s' if repeat != 1 else ''} per command, xprof's cache "
-              "removed before each; RSS: peak of the summed process tree. " + (note.rstrip(". ") + ". " if note else "")
+              "removed before each; RSS: peak of the summed process tree; the parse floor: upb parsing the same files "
+              "in as many processes as `diagnose` (one per file, up to the cores), interpreter start included. "
+              + (note.rstrip(". ") + ". " if note else "")
               + "Machine: " + machine() + "."]
     return "\n".join(lines)
 
@@ -252,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {len(files)} file(s)", file=sys.stderr)
             row = run_row(logdir, files, work, repeat)
             row["label"] = _label(name, hosts, events, files)
+            row["events"] = count_events(files)
             results.append(row)
         out = render(results, repeat, args.note)
         print(out)

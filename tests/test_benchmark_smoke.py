@@ -36,13 +36,17 @@ def test_smoke_benchmark_prints_the_table_within_loose_bounds(tmp_path, capsys):
     assert "20k events" in table and "2 hosts × 10k events" in table and "Machine: " in table
     rows = json.loads((tmp_path / "r.json").read_text())["rows"]
     for row in rows:
-        for key in ("xprof", "json", "html"):
+        for key in ("xprof", "floor", "json", "html"):
             assert "error" not in row[key], (row["label"], key, row[key])
             assert row[key]["wall_s"] > 0 and row[key]["peak_rss_bytes"] > 10 * 2**20
         # Loose: on captures this small interpreter start-up dominates both sides.
         for key in ("json", "html"):
             assert row[key]["peak_rss_bytes"] < 4 * row["xprof"]["peak_rss_bytes"]
             assert row[key]["wall_s"] < 60
+        # The floor parses the same bytes and nothing else: it takes less CPU than any full run.
+        assert row["floor"]["cpu_s"] < min(row["json"]["cpu_s"], row["xprof"]["cpu_s"])
+        assert row["events"] > 20_000 if row["label"].startswith("20k") else row["events"] > 2 * 10_000
+    assert "| parse floor wall / RSS (CPU s) |" in table and "events/s per core" in table
     assert (tmp_path / "report.json").exists() is False  # outputs stay in the benchmark's temp folder
     text = readme.read_text()
     assert "old" not in text and table.strip().splitlines()[0] in text and text.endswith("after\n")
