@@ -1,8 +1,8 @@
 """``diagnose`` against xprof's ``hlo_stats`` converter: wall time, peak memory and CPU, as one markdown table.
 
-    python benchmarks/bench_diagnose.py                          # 1M, 5M and 16 hosts x 304k; 3 runs each
+    python benchmarks/bench_diagnose.py                          # TPU 1M, 5M, 16 hosts x 259k; GPU 5M, 16 x 259k
     python benchmarks/bench_diagnose.py --captures /tmp/xbench   # build the captures there once, reuse them
-    python benchmarks/bench_diagnose.py --rows 1M,5M,10M,16x304k # any of these (10M: xprof needs ~12 GB)
+    python benchmarks/bench_diagnose.py --rows 1M,gpu1M          # any of _ROWS (10M: xprof needs ~12 GB)
     python benchmarks/bench_diagnose.py --readme README.md       # also rewrite the README's summary
     python benchmarks/bench_diagnose.py --smoke                  # tiny captures, one run (the CI check)
 
@@ -38,9 +38,13 @@ _REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling modules, also when loaded by file path
 from bench_floor import count_events, floor_command, floor_table  # noqa: E402
 
-# (label, hosts, events per host) by row name; "NxK" rows are N hosts of K events each.
-_ROWS = {"1M": (1, 1_000_000), "5M": (1, 5_000_000), "10M": (1, 10_000_000), "16x304k": (16, 304_000)}
-_SMOKE_ROWS = {"20k": (1, 20_000), "2x10k": (2, 10_000)}
+# (hosts, events per host) by row name; "NxK" rows are N hosts of K events each; "gpu" rows are GPU-shaped
+# (tests/builders/gpu_capture.py), the others TPU-shaped (tests/builders/large_capture.py).
+_ROWS = {"1M": (1, 1_000_000), "5M": (1, 5_000_000), "10M": (1, 10_000_000), "16x259k": (16, 259_000),
+         "16x304k": (16, 304_000), "gpu1M": (1, 1_000_000), "gpu5M": (1, 5_000_000),
+         "gpu16x259k": (16, 259_000)}
+_SMOKE_ROWS = {"20k": (1, 20_000), "2x10k": (2, 10_000), "gpu20k": (1, 20_000)}
+_DEFAULT_ROWS = "1M,5M,16x259k,gpu5M,gpu16x259k"
 
 _WRAPPER = r"""
 import json, resource, subprocess, sys, time
@@ -91,15 +95,18 @@ def measure(cmd: list[str]) -> dict:
 def build_capture(root: Path, name: str, hosts: int, events: int) -> tuple[Path, list[Path]]:
     """The log dir of row ``name`` under ``root`` (built once, reused) and its host files."""
     sys.path.insert(0, str(_REPO / "tests"))
-    from builders import large_capture  # noqa: E402  (test fixture module, not part of the package)
+    from builders import gpu_capture, large_capture  # noqa: E402  (test fixture modules, not the package)
 
     logdir = root / name
     files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
     if len(files) != hosts:
         shutil.rmtree(logdir, ignore_errors=True)
         t0 = time.perf_counter()
+        gpu = name.startswith("gpu")
         if hosts == 1:
-            large_capture.large_capture(logdir, num_events=events)
+            (gpu_capture.gpu_capture if gpu else large_capture.large_capture)(logdir, num_events=events)
+        elif gpu:
+            gpu_capture.multi_host_gpu_capture(logdir, hosts=hosts, events_per_host=events)
         else:
             large_capture.multi_host_capture(logdir, hosts=hosts, events_per_host=events)
         files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
@@ -213,9 +220,11 @@ def render(results: list[dict], repeat: int, note: str = "") -> str:
 
 def _label(name: str, hosts: int, events: int, files: list[Path]) -> str:
     size = f"{_size(files) / 1e6:.1f} MB"
+    shape = "GPU " if name.startswith("gpu") else ""
     if hosts == 1:
-        return f"{events / 1e6:g}M events, {size}" if events >= 1e6 else f"{events / 1e3:g}k events, {size}"
-    return f"{hosts} hosts × {events / 1e3:g}k events, {size}"
+        count = f"{events / 1e6:g}M" if events >= 1e6 else f"{events / 1e3:g}k"
+        return f"{shape}{count} events, {size}"
+    return f"{shape}{hosts} hosts × {events / 1e3:g}k events, {size}"
 
 
 _README_START, _README_END = "<!-- benchmark:start -->", "<!-- benchmark:end -->"
@@ -235,7 +244,7 @@ def update_readme(readme: Path, table: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--captures", type=Path, help="folder to build the captures into and keep (reused if present)")
-    ap.add_argument("--rows", default="1M,5M,16x304k", help=f"comma-separated, of {', '.join(_ROWS)}")
+    ap.add_argument("--rows", default=_DEFAULT_ROWS, help=f"comma-separated, of {', '.join(_ROWS)}")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved runs per command (medians)")
     ap.add_argument("--smoke", action="store_true", help="tiny captures, one run: checks the benchmark works")
     ap.add_argument("--json", type=Path, help="also write every run's numbers here")
