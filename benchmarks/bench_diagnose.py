@@ -36,13 +36,14 @@ from pathlib import Path
 
 _REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling modules, also when loaded by file path
+from bench_dask import dask_table, run_dask_row  # noqa: E402
 from bench_floor import count_events, floor_command, floor_table  # noqa: E402
 
 # (hosts, events per host) by row name; "NxK" rows are N hosts of K events each; "gpu" rows are GPU-shaped
 # (tests/builders/gpu_capture.py), the others TPU-shaped (tests/builders/large_capture.py).
 _ROWS = {"1M": (1, 1_000_000), "5M": (1, 5_000_000), "10M": (1, 10_000_000), "16x259k": (16, 259_000),
          "16x304k": (16, 304_000), "gpu1M": (1, 1_000_000), "gpu5M": (1, 5_000_000),
-         "gpu16x259k": (16, 259_000)}
+         "gpu16x259k": (16, 259_000), "64x100k": (64, 100_000)}
 _SMOKE_ROWS = {"20k": (1, 20_000), "2x10k": (2, 10_000), "gpu20k": (1, 20_000)}
 _DEFAULT_ROWS = "1M,5M,16x259k,gpu5M,gpu16x259k"
 
@@ -199,18 +200,22 @@ def _ratio(r: dict, ref: dict) -> str:
     return f"{r['wall_s'] / ref['wall_s']:.2f} / {r['peak_rss_bytes'] / ref['peak_rss_bytes']:.2f}"
 
 
-def render(results: list[dict], repeat: int, note: str = "") -> str:
-    """The markdown table (one row per capture) and the machine line under it."""
-    lines = ["| capture | xprof `hlo_stats` wall / RSS | `diagnose` JSON wall / RSS | `diagnose` HTML wall / RSS "
-             "| ratio JSON time / memory | ratio HTML time / memory | CPU/wall xprof, JSON, HTML |",
-             "|---|---|---|---|---|---|---|"]
-    for row in results:
-        x, j, h = row["xprof"], row["json"], row["html"]
-        cpu = ", ".join("-" if "error" in r else f"{r['cpu_per_wall']:.2f}" for r in (x, j, h))
-        lines.append(f"| {row['label']} | {_cell(x)} | {_cell(j)} | {_cell(h)} | {_ratio(j, x)} | {_ratio(h, x)} "
-                     f"| {cpu} |")
-    lines += ["", *floor_table(results)]
-    lines += ["", f"Medians of {repeat} interleaved run{'s' if repeat != 1 else ''} per command, xprof's cache "
+def render(results: list[dict], repeat: int, note: str = "", dask: dict | None = None) -> str:
+    """The markdown tables (against xprof; against the parse floor; the Dask run if any) and the machine line."""
+    lines = []
+    if results:
+        lines += ["| capture | xprof `hlo_stats` wall / RSS | `diagnose` JSON wall / RSS | `diagnose` HTML wall / RSS "
+                  "| ratio JSON time / memory | ratio HTML time / memory | CPU/wall xprof, JSON, HTML |",
+                  "|---|---|---|---|---|---|---|"]
+        for row in results:
+            x, j, h = row["xprof"], row["json"], row["html"]
+            cpu = ", ".join("-" if "error" in r else f"{r['cpu_per_wall']:.2f}" for r in (x, j, h))
+            lines.append(f"| {row['label']} | {_cell(x)} | {_cell(j)} | {_cell(h)} | {_ratio(j, x)} | {_ratio(h, x)} "
+                         f"| {cpu} |")
+        lines += ["", *floor_table(results), ""]
+    if dask:
+        lines += [*dask_table(dask["label"], dask), ""]
+    lines += [f"Medians of {repeat} interleaved run{'s' if repeat != 1 else ''} per command, xprof's cache "
               "removed before each; RSS: peak of the summed process tree; the parse floor: upb parsing the same files "
               "in as many processes as `diagnose` (one per file, up to the cores), interpreter start included. "
               + (note.rstrip(". ") + ". " if note else "")
@@ -241,27 +246,37 @@ def update_readme(readme: Path, table: str) -> None:
     readme.write_text(pattern.sub(lambda _: block, text))
 
 
-def main(argv: list[str] | None = None) -> int:
+def _args(argv: list[str] | None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--captures", type=Path, help="folder to build the captures into and keep (reused if present)")
-    ap.add_argument("--rows", default=_DEFAULT_ROWS, help=f"comma-separated, of {', '.join(_ROWS)}")
+    ap.add_argument("--rows", default=None, help=f"comma-separated, of {', '.join(_ROWS)} (default {_DEFAULT_ROWS}; "
+                    "with --smoke every smoke row); '' for none")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved runs per command (medians)")
     ap.add_argument("--smoke", action="store_true", help="tiny captures, one run: checks the benchmark works")
+    ap.add_argument("--dask", metavar="ROW", help="also run this many-host row through --scheduler on a Dask "
+                    "LocalCluster of 2 workers: peak RSS of every process (e.g. 16x259k, 64x100k; 2x10k with --smoke)")
     ap.add_argument("--json", type=Path, help="also write every run's numbers here")
     ap.add_argument("--readme", type=Path, help="rewrite this README's benchmark section with the table")
     ap.add_argument("--note", default="", help="a sentence printed under the table (e.g. what else ran)")
     args = ap.parse_args(argv)
     table = _SMOKE_ROWS if args.smoke else _ROWS
-    names = list(_SMOKE_ROWS) if args.smoke else [n.strip() for n in args.rows.split(",") if n.strip()]
-    unknown = [n for n in names if n not in table]
+    rows = (",".join(_SMOKE_ROWS) if args.smoke else _DEFAULT_ROWS) if args.rows is None else args.rows
+    names = [n.strip() for n in rows.split(",") if n.strip()]
+    unknown = [n for n in names + ([args.dask] if args.dask else []) if n not in table]
     if unknown:
         ap.error(f"unknown rows {unknown}; choose from {', '.join(table)}")
-    repeat = 1 if args.smoke else args.repeat
+    if args.dask and table[args.dask][0] < 2:
+        ap.error(f"--dask {args.dask}: a row of several hosts")
+    return args, table, names
 
+
+def main(argv: list[str] | None = None) -> int:
+    args, table, names = _args(argv)
+    repeat = 1 if args.smoke else args.repeat
     with tempfile.TemporaryDirectory(prefix="xladiag_bench_") as tmp:
         work = Path(tmp)
         root = args.captures or work / "captures"
-        results = []
+        results, dask = [], None
         for name in names:
             hosts, events = table[name]
             logdir, files = build_capture(root, name, hosts, events)
@@ -270,10 +285,16 @@ def main(argv: list[str] | None = None) -> int:
             row["label"] = _label(name, hosts, events, files)
             row["events"] = count_events(files)
             results.append(row)
-        out = render(results, repeat, args.note)
+        if args.dask:
+            hosts, events = table[args.dask]
+            logdir, files = build_capture(root, args.dask, hosts, events)
+            dask = run_dask_row(logdir, files, repeat)
+            dask["label"] = _label(args.dask, hosts, events, files)
+        out = render(results, repeat, args.note, dask)
         print(out)
         if args.json:
-            args.json.write_text(json.dumps({"machine": machine(), "repeat": repeat, "rows": results}, indent=2))
+            args.json.write_text(json.dumps({"machine": machine(), "repeat": repeat, "rows": results, "dask": dask},
+                                            indent=2))
         if args.readme:
             update_readme(args.readme, out)
     return 0

@@ -53,3 +53,21 @@ def test_smoke_benchmark_prints_the_table_within_loose_bounds(tmp_path, capsys):
     assert "old" not in text and table.strip().splitlines()[0] in text and text.endswith("after\n")
     # xprof's cache never stays behind in the capture folders.
     assert not list((tmp_path / "c").glob("*/plugins/profile/*/*.op_stats*.pb"))
+
+
+@pytest.mark.slow
+def test_smoke_dask_row_reports_every_process(tmp_path, capsys):
+    pytest.importorskip("distributed")
+    bench = _bench()
+    assert bench.main(["--smoke", "--rows", "", "--dask", "2x10k", "--json", str(tmp_path / "r.json"),
+                       "--captures", str(tmp_path / "c")]) == 0
+    table = capsys.readouterr().out
+    assert "on a LocalCluster of 2 workers" in table and "| Dask worker 2 " in table
+    assert "| capture | xprof" not in table  # --rows '' runs no other row
+    dask = json.loads((tmp_path / "r.json").read_text())["dask"]
+    assert "error" not in dask, dask
+    assert len(dask["worker_rss_bytes"]) == 2 and dask["alone_rss_bytes"] > 10 * 2**20
+    # A worker that read a host grew past what it held idle; loose bounds against the host alone.
+    assert max(dask["worker_rss_bytes"]) > max(dask["worker_idle_rss_bytes"])
+    assert max(dask["worker_rss_bytes"]) < 4 * dask["alone_rss_bytes"]
+    assert 10 * 2**20 < dask["main_rss_bytes"] < 4 * dask["alone_rss_bytes"]
