@@ -43,6 +43,14 @@ def test_help_loads_neither_pandas_nor_numpy_nor_the_report_stack():
     modules = _modules_after(_cli(["--help"]))
     assert "xladiag.cli" in modules  # the command did run
     assert _loaded(modules, ("pandas", "numpy", *_REPORT_STACK)) == []
+    # The subcommands load when called, not for the main command's help.
+    assert _loaded(modules, ("xladiag.cli_compare", "xladiag.cli_history", "xladiag.mcp_server")) == []
+
+
+@pytest.mark.slow
+def test_subcommands_still_dispatch_and_import_by_name():
+    modules = _modules_after(_cli(["compare", "--help"]) + "from xladiag.cli import history_main, mcp_main\n")
+    assert {"xladiag.cli_compare", "xladiag.cli_history", "xladiag.mcp_server"} <= modules
 
 
 @pytest.mark.slow
