@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -29,9 +30,11 @@ from .cli_common import (
 )
 from .cli_output import checked_output, default_output, format_of
 from .errors import InputError, UsageError
-from .options import Options
 from .report.gates import MEASURES
 from .report.render import FORMATS
+
+if TYPE_CHECKING:
+    from .options import Options
 
 __all__ = ["main", "compare_main", "history_main", "mcp_main"]  # noqa: F822 (module __getattr__)
 
@@ -182,6 +185,7 @@ def main(**given):
     # Imported here so that `--help` stays instant.
     from .api import diagnose
     from .config import baseline_keys, baseline_text, load_project_config, project_gates
+    from .options import Options
     from .report.github import report_annotations
     from .writer import check_output_path, write_report
 
