@@ -5,8 +5,8 @@ Nothing here runs rules or reads files: ``xladiag.api`` builds the report.
 
 __all__ = ["FORMATS", "Report", "evaluate_gates"]  # noqa: F822 (module __getattr__)
 
-# Loaded on first use: the CLI reads report.render and report.gates for its help; the report model (pandas
-# helpers, many dataclasses) is only needed once a report is built.
+# Loaded on first use: the CLI reads report.render and report.gates for its help; the report model (a large
+# dataclass) is only needed once a report is built.
 _WHERE = {"FORMATS": "render", "Report": "model", "evaluate_gates": "gates"}
 
 
