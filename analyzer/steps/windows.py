@@ -212,9 +212,10 @@ def with_busy_time(steps: Steps, step_ops: pd.DataFrame,
                    in_capture_order: tuple[pd.DataFrame, np.ndarray] | None = None) -> Steps:
     """``steps`` with ``busy_ps``: per measured device-step, the union of its events' [start, start + span).
 
-    ``in_capture_order``: (the capture's events, their rows from :func:`assigned_steps`): the same intervals in
-    the capture's (device, start) order, which needs no sort. ``busy_any_ps``, per step the union over every
-    device, is the union of the per-device blocks: far fewer intervals than events."""
+    ``step_ops``: from :func:`assign_steps` (tables.STEP_EVENTS). ``in_capture_order``: (the capture's events,
+    their rows from :func:`assigned_steps`): the same intervals in the capture's (device, start) order.
+    ``busy_any_ps``, per step the union over every device, is the union of the per-device blocks: far fewer
+    intervals than events."""
     if in_capture_order is not None:
         events, rows = in_capture_order
         inside = rows >= 0
@@ -224,7 +225,7 @@ def with_busy_time(steps: Steps, step_ops: pd.DataFrame,
         rows, step = rows[inside], None  # (every row measured: no step needed)
         del inside
     else:  # the events by their row in the capture, (device, start), which blocks needs no sort for
-        order = _by_event(step_ops["event"].to_numpy(np.int64)) if "event" in step_ops else slice(None)
+        order = _by_event(step_ops["event"].to_numpy(np.int64))
         start = step_ops["start_ps"].to_numpy(np.int64)[order]
         end = start + step_ops["span_ps"].to_numpy(np.int64)[order]  # the timeline extent: streams, async ops overlap
         step = step_ops["step"].to_numpy(np.int64)[order]
