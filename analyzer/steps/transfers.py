@@ -91,7 +91,7 @@ def _among(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
     size = max(int(values.max(initial=-1)), int(codes.max(initial=-1))) + 1
     table = np.zeros(size + 1, bool)  # the last slot stays False: a negative value reads it
     table[codes] = True
-    return table[np.where(values >= 0, values, size)]
+    return table[values] if values.min(initial=0) >= 0 else table[np.where(values >= 0, values, size)]
 
 
 def _op_rows(ops: pd.DataFrame, op_id: np.ndarray) -> np.ndarray:

@@ -281,11 +281,12 @@ def assigned_steps(ops: pd.DataFrame, steps: Steps) -> tuple[pd.DataFrame, np.nd
     # In the rows' own order: a capture's events come by (device, start), which locate needs no sort for.
     by_row = step_rows(steps, ops["device"].to_numpy(np.int64), when)
     order = np.argsort(start, kind="stable")  # per device already in order: a merge of sorted runs
-    inside = by_row[order] >= 0
+    rows = by_row[order]
+    inside = rows >= 0
     events = order[inside]
     out = _take(ops, events)
     out.insert(0, "event", events)
-    out["step"] = measured["step"].to_numpy(np.int64)[by_row[events]]
+    out["step"] = measured["step"].to_numpy(np.int64)[rows[inside]]
     out.index = np.flatnonzero(inside)
     return out, by_row
 
