@@ -109,8 +109,9 @@ def _decode(w: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     return value, length, longest
 
 
-class _Buffer:
-    """The joined payloads, as bytes and as 8-byte little-endian words starting at every byte offset."""
+class EventBuffer:
+    """Event payloads (joined, or a plane's own bytes) followed by 16 zero bytes: as bytes, and as 8-byte
+    little-endian words starting at every byte offset."""
 
     def __init__(self, data: bytes):
         self.u8 = np.frombuffer(data, np.uint8)
@@ -131,7 +132,7 @@ class _Buffer:
         return value, length
 
 
-def _fields(buf: _Buffer, start: np.ndarray, end: np.ndarray) -> Iterator[tuple]:
+def _fields(buf: EventBuffer, start: np.ndarray, end: np.ndarray) -> Iterator[tuple]:
     """Walk the messages ``[start, end)`` of ``buf`` together, one round per field position.
 
     Yields (rows, tags, values, after) for the messages with bytes left: rows index them (``_ALL``
@@ -229,16 +230,26 @@ def read_line_events(line_raw_events: Sequence[bytes], timestamp_ns: int,
 def read_lines_events(lines_raw_events: Sequence[Sequence[bytes]], timestamps_ns: Sequence[int],
                       wanted_stat_ids: dict[str, int], value_stat_ids: dict[str, tuple] | None = None) -> dict:
     """:func:`read_line_events` of several lines at once, their events one after the other: a plane of many
-    lines of few events (50k threads of one event each) costs numpy's per-call overhead once, not per line."""
+    lines of few events (50k threads of one event each) costs numpy's per-call overhead once, not per line.
+
+    The payloads are joined into one buffer here; :func:`read_events` decodes events where they lie."""
     # One pass over upb's containers; a list is fast to measure and join.
     payloads = list(itertools.chain.from_iterable(lines_raw_events))
     n = len(payloads)
     lengths = np.fromiter(map(len, payloads), np.int64, n)
     payloads.append(_PAD)
-    buf = _Buffer(b"".join(payloads))
+    buf = EventBuffer(b"".join(payloads))
     del payloads
     end = np.cumsum(lengths)
-    start = end - lengths
+    counts = np.fromiter(map(len, lines_raw_events), np.int64, len(lines_raw_events))
+    return read_events(buf, end - lengths, end, counts, timestamps_ns, wanted_stat_ids, value_stat_ids)
+
+
+def read_events(buf: EventBuffer, start: np.ndarray, end: np.ndarray, counts: np.ndarray,
+                timestamps_ns: Sequence[int], wanted_stat_ids: dict[str, int],
+                value_stat_ids: dict[str, tuple] | None = None) -> dict:
+    """:func:`read_lines_events` of the event payloads ``buf[start:end]`` (in line order, ``counts`` per line)."""
+    n = len(start)
     # int64 fields arrive as uint64 bits (two's complement), so the views below restore negatives.
     out = {key: np.zeros(n, np.uint64) for key in ("metadata_id", "offset_ps", "duration_ps")}
     out.update({name: np.full(n, -1, np.int64) for name in wanted_stat_ids})
@@ -250,7 +261,6 @@ def read_lines_events(lines_raw_events: Sequence[Sequence[bytes]], timestamps_ns
         part = slice(first, first + _CHUNK)
         _read_chunk(buf, start[part], end[part], {key: column[part] for key, column in out.items()}, wanted_stat_ids,
                     {name: tuple(c[part] for c in cols) for name, cols in values.items()}, value_stat_ids)
-    counts = np.fromiter(map(len, lines_raw_events), np.int64, len(lines_raw_events))
     start, start_valid = starts([int(t) for t in timestamps_ns], counts, out.pop("offset_ps").view(np.int64))
     stat_values = {}
     for name, (kind, value, where) in values.items():
@@ -268,7 +278,7 @@ def read_lines_events(lines_raw_events: Sequence[Sequence[bytes]], timestamps_ns
     }
 
 
-def _read_chunk(buf: _Buffer, start: np.ndarray, end: np.ndarray, out: dict, wanted_stat_ids: dict,
+def _read_chunk(buf: EventBuffer, start: np.ndarray, end: np.ndarray, out: dict, wanted_stat_ids: dict,
                 values: dict, value_stat_ids: dict) -> None:
     """Decode the events ``[start, end)`` into the (sliced) columns ``out`` and ``values``."""
     stats: list[tuple] = []  # per round: (event row, start, end) of its stats fields
@@ -286,18 +296,7 @@ def _read_chunk(buf: _Buffer, start: np.ndarray, end: np.ndarray, out: dict, wan
         return
     # Concatenated round by round: within one event, its stats stay in document order.
     event, start, end = (np.concatenate(c) for c in zip(*stats))
-    metadata_id, value = np.zeros(event.size, _U), np.zeros(event.size, _U)
-    kind, where = np.zeros(event.size, np.int8), np.zeros(event.size, np.int64)
-    for rows, tags, val, after in _fields(buf, start, end):
-        if hit := _pick(rows, tags, _ST_METADATA_ID):
-            metadata_id[hit[0]] = val[hit[1]]
-        # The value fields are one oneof: the last one present decides.
-        for tag, code in _VALUE_KINDS:
-            if hit := _pick(rows, tags, tag):
-                kind[hit[0]] = code
-                at = after[hit[1]]
-                value[hit[0]] = buf.word[at] if tag == _ST_DOUBLE else val[hit[1]]  # str/bytes: the length
-                where[hit[0]] = at
+    metadata_id, kind, value, where = stat_records(buf, start, end)
 
     is_int = (kind == KIND_UINT64) | (kind == KIND_INT64)
     for name, stat_id in wanted_stat_ids.items():
@@ -322,3 +321,21 @@ def _read_chunk(buf: _Buffer, start: np.ndarray, end: np.ndarray, out: dict, wan
         out_kind[rows] = np.where(kind[match] == 0, KIND_NONE, kind[match])
         out_value[rows] = value[match]
         out_where[rows] = where[match]
+
+
+def stat_records(buf: EventBuffer, start: np.ndarray, end: np.ndarray) -> tuple:
+    """The XStat messages ``buf[start:end]`` as (metadata_id uint64, kind int8 KIND_* or 0 without a value,
+    value uint64: the integer, ref id, double's bits or str/bytes length, where: the str/bytes payload's start)."""
+    metadata_id, value = np.zeros(start.size, _U), np.zeros(start.size, _U)
+    kind, where = np.zeros(start.size, np.int8), np.zeros(start.size, np.int64)
+    for rows, tags, val, after in _fields(buf, start, end):
+        if hit := _pick(rows, tags, _ST_METADATA_ID):
+            metadata_id[hit[0]] = val[hit[1]]
+        # The value fields are one oneof: the last one present decides.
+        for tag, code in _VALUE_KINDS:
+            if hit := _pick(rows, tags, tag):
+                kind[hit[0]] = code
+                at = after[hit[1]]
+                value[hit[0]] = buf.word[at] if tag == _ST_DOUBLE else val[hit[1]]  # str/bytes: the length
+                where[hit[0]] = at
+    return metadata_id, kind, value, where

@@ -29,16 +29,8 @@ from . import event_stat_values
 from .input_files import open_input, read_input_bytes
 from .storage import RemotePath, as_path
 from .worker_start import fork_is_safe, usable_cores
-from .xplane_planes import (
-    _INT_EVENT_STATS,
-    _NUMERIC_METADATA_STATS,
-    _TPU_DEVICE_PLANE,
-    EVENT_STAT_NAMES,
-    METADATA_STAT_NAMES,
-    PlaneError,
-    _text,
-    decode_planes,
-)
+from .xplane_metadata import _NUMERIC_METADATA_STATS, META_COLUMNS, _text
+from .xplane_planes import _INT_EVENT_STATS, _TPU_DEVICE_PLANE, EVENT_STAT_NAMES, PlaneError, decode_planes
 from .xspace_wire import PlaneTooLarge, WireError, split_space
 
 
@@ -155,7 +147,7 @@ class _JoinedPlanes:
     """The planes' lines, events and event stats, renumbered from the plane's own 0 to the whole file's."""
 
     line_rows: list = field(default_factory=list)
-    ev_parts: list = field(default_factory=list)  # per plane: its event columns
+    ev_parts: list = field(default_factory=list)  # per plane: (plane index, first line, its event columns)
     stat_rows: list = field(default_factory=list)
     stat_parts: dict = field(default_factory=dict)
     int_stats: list = field(default_factory=list)
@@ -169,9 +161,8 @@ class _JoinedPlanes:
         for plane in decoded:  # numbered from 0 in each plane: offset into the whole file's lines and events
             plane_idx, line_base = plane.plane_row[0], len(out.line_rows)
             out.line_rows += [(line_base + i, plane_idx, *rest) for i, *rest in plane.line_rows]
-            n = len(plane.events["line"])
-            out.ev_parts.append({"plane": np.full(n, plane_idx, np.int32), **plane.events,
-                                 "line": plane.events["line"] + np.int32(line_base)})
+            n = sum(map(len, plane.events["line"]))
+            out.ev_parts.append((plane_idx, line_base, plane.events))
             out.stat_rows += [out.num_events + rows for rows in plane.stat_rows]
             for name, parts in plane.stat_parts.items():
                 out.stat_parts.setdefault(name, []).extend(parts)
@@ -184,9 +175,20 @@ class _JoinedPlanes:
     def events(self) -> pd.DataFrame:
         if not self.num_events:
             return pd.DataFrame({c: pd.Series(dtype="int64") for c in _EVENT_COLUMNS})
+        counts = [sum(map(len, columns["line"])) for *_, columns in self.ev_parts]
+        out = {"plane": np.repeat(np.array([plane for plane, *_ in self.ev_parts], np.int32), counts)}
+        for c in _EVENT_COLUMNS[1:]:  # column by column, each part freed once copied: the peak is the parts
+            out[c] = column = np.empty(self.num_events, np.int32 if c == "line" else np.int64)  # and one column
+            at = 0
+            for _, line_base, columns in self.ev_parts:
+                for part in columns.pop(c):  # each plane's parts (runs of its lines), in order
+                    column[at:at + len(part)] = part
+                    if c == "line":
+                        column[at:at + len(part)] += np.int32(line_base)
+                    at += len(part)
+        self.ev_parts = []
         # copy=False: one block per column, no 2-D copy of millions of rows (pandas consolidates otherwise).
-        return pd.DataFrame({c: np.concatenate([part[c] for part in self.ev_parts]) for c in _EVENT_COLUMNS},
-                            copy=False)
+        return pd.DataFrame(out, copy=False)
 
     def event_stats(self) -> pd.DataFrame:
         stat_rows = self.stat_rows
@@ -201,8 +203,7 @@ class _JoinedPlanes:
 
 
 def _event_metadata(meta_rows: list) -> pd.DataFrame:
-    meta_cols = ["plane", "metadata_id", "name", "display_name", *METADATA_STAT_NAMES, "hbm_bytes"]
-    event_metadata = pd.DataFrame(meta_rows, columns=meta_cols)
+    event_metadata = pd.DataFrame(meta_rows, columns=list(META_COLUMNS))  # rows are tuples in this order
     for key in _NUMERIC_METADATA_STATS:
         event_metadata[key] = pd.to_numeric(event_metadata[key], errors="coerce")
     return event_metadata

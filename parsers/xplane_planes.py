@@ -18,8 +18,10 @@ from ..errors import InputError
 from . import event_stat_values
 from .duplicate_lines import repeats_a_line
 from .worker_start import capped_workers, worker_pool
-from .xevent_columns import parse_plane_raw_events, read_lines_events
-from .xspace_schema import MemoryAccessBreakdown
+from .xevent_columns import parse_plane_raw_events, read_events, read_lines_events
+from .xevent_runs import PlaneEvents, padded_plane, plane_index
+from .xplane_metadata import _text, metadata_rows, plane_stats
+from .xspace_wire import PlaneBytes
 
 
 class PlaneError(InputError):
@@ -36,25 +38,9 @@ _INT_EVENT_STATS = {"correlation_id", "run_id", "device_ordinal", "step_num", "_
 # which program execution each host event launched (run_id, device_ordinal match the XLA Modules line).
 _TPU_HOST_INT_STATS = ("step_num", "run_id", "device_ordinal")
 
-# Per-op metadata stats written by XLA on TPU (and some GPU) captures.
-METADATA_STAT_NAMES = (
-    "hlo_category",
-    "program_id",
-    "flops",
-    "model_flops",
-    "bytes_accessed",
-    "raw_bytes_accessed",
-    "shape_with_layout",
-    "tf_op",
-    "source",
-    "deduplicated_name",
-)
-_NUMERIC_METADATA_STATS = {"flops", "model_flops", "bytes_accessed", "raw_bytes_accessed"}
-
 # Lines whose per-event stats we never need (the hot, op-per-event lines on accelerators).
 _LINES_WITHOUT_EVENT_STATS = {"XLA Ops", "XLA TraceMe", "Sparse Core Ops", "Overlay"}
 
-_MEMORY_SPACE_HBM = 1
 _TPU_DEVICE_PLANE = re.compile(r"^/device:TPU:\d+$")
 
 # TPU op events carry the device's own measurement. The host-timeline duration of an event
@@ -63,58 +49,6 @@ _TPU_DEVICE_PLANE = re.compile(r"^/device:TPU:\d+$")
 # do we for what an op costs. The timeline itself (start, span) stays the host one,
 # consistent with module and step events (device_offset_ps is not on the same clock).
 _DEVICE_DURATION_STAT = "device_duration_ps"
-
-
-# Longer strings are damage (the longest real ones are HLO instruction texts of a few KB): cut, so
-# that a garbage length never turns into a str many times its size.
-_MAX_TEXT_BYTES = 1 << 20
-
-
-def _text(raw: bytes) -> str:
-    return raw[:_MAX_TEXT_BYTES].decode("utf-8", errors="replace")
-
-
-def _stat_value(stat, stat_names: dict[int, str]):
-    kind = stat.WhichOneof("value")
-    if kind is None:
-        return None
-    value = getattr(stat, kind)
-    if kind == "ref_value":
-        return stat_names.get(value)
-    if kind == "str_value":
-        return _text(value)
-    return value  # numbers; bytes_value stays bytes
-
-
-def _stats_dict(stats, stat_names: dict[int, str]) -> dict:
-    return {stat_names.get(s.metadata_id, f"#{s.metadata_id}"): _stat_value(s, stat_names) for s in stats}
-
-
-def _hbm_bytes(breakdown) -> float:
-    """HBM bytes read+written from the ``memory_access_breakdown`` stat; NaN when absent, empty or not bytes
-    (a damaged file can store any stat as a number or a string)."""
-    if not breakdown or not isinstance(breakdown, bytes):
-        return np.nan
-    msg = MemoryAccessBreakdown()
-    try:
-        msg.ParseFromString(breakdown)
-    except DecodeError:
-        return np.nan
-    total = sum(m.bytes for m in msg.memory_accessed if m.memory_space == _MEMORY_SPACE_HBM)
-    return float(total) if msg.memory_accessed else np.nan
-
-
-_METADATA_PLANE = "/host:metadata"
-_HLO_PROTO_STAT = "Hlo Proto"
-_PROGRAM_NAME = re.compile(r"^(.*)\((\d+)\)$")
-
-
-def _program_entry(name: str, stats: dict) -> tuple[str, str, bytes]:
-    """(program id, program name, HloProto bytes); the id from the stat, else from 'name(<id>)'."""
-    m = _PROGRAM_NAME.match(name)
-    program = stats.get("program_id")
-    program_id = str(program % 2**64) if isinstance(program, int) else (m.group(2) if m else "")
-    return program_id, m.group(1) if m else name, stats[_HLO_PROTO_STAT]
 
 
 @dataclass
@@ -126,7 +60,7 @@ class PlaneTables:
     meta_rows: list = field(default_factory=list)
     hlo_protos: list = field(default_factory=list)
     line_rows: list = field(default_factory=list)  # (line, line_id, name, display_name, timestamp_ns)
-    events: dict = field(default_factory=dict)  # line, metadata_id, start_ps, span_ps, duration_ps
+    events: dict = field(default_factory=dict)  # line, metadata_id, start_ps, span_ps, duration_ps: lists of parts
     stat_rows: list = field(default_factory=list)  # per named line: event rows that carry a wanted stat
     stat_parts: dict = field(default_factory=dict)  # per stat name: its values on those rows, line by line
     int_stats: list = field(default_factory=list)  # integer stats read column-wise (TPU host threads)
@@ -139,36 +73,20 @@ def decode_plane(plane_idx: int, plane_name: str, data: bytes, tpu_capture: bool
 
     ``tpu_capture``: on TPU captures op identity lives in the device planes' metadata; the host threads'
     per-event stats are never read (decoding them would be the slowest part of the parse)."""
+    raw = padded_plane(data)  # copied out of the file's map now (xspace_wire.PlaneBytes), once
     try:
-        plane = parse_plane_raw_events(bytes(data))  # copied out of the file's map now (xspace_wire.PlaneBytes)
+        plane = parse_plane_raw_events(raw)
     except DecodeError as exc:
         raise PlaneError(f"not a readable XSpace protobuf (truncated or corrupt): {exc}") from None
-    del data  # its bytes are in the message now
+    index = data.index if isinstance(data, PlaneBytes) and data.index is not None else plane_index(raw, len(data))
+    del data
     stat_names = {k: _text(v.name) for k, v in plane.stat_metadata.items()}
-    out = PlaneTables((plane_idx, plane.id, plane_name), _stats_dict(plane.stats, stat_names))
-    _decode_event_metadata(out, plane.event_metadata, plane_name == _METADATA_PLANE, stat_names)
-    _decode_lines(out, plane.lines, _WantedStats.of(stat_names, tpu_capture and plane_name.startswith("/host:")))
+    out = PlaneTables((plane_idx, plane.id, plane_name), plane_stats(plane.stats, stat_names))
+    places = PlaneEvents(raw, index, len(plane.lines), len(plane.event_metadata))
+    out.meta_rows, out.hlo_protos = metadata_rows(plane_idx, plane_name, plane, stat_names, places)
+    _decode_lines(out, plane.lines, _WantedStats.of(stat_names, tpu_capture and plane_name.startswith("/host:")),
+                  places)
     return out
-
-
-def _decode_event_metadata(out: PlaneTables, event_metadata, is_metadata_plane: bool, stat_names: dict) -> None:
-    """One ``meta_rows`` row per op metadata; on the metadata plane the programs' HloProtos instead."""
-    plane_idx = out.plane_row[0]
-    for md_id, md in event_metadata.items():
-        stats = _stats_dict(md.stats, stat_names)
-        if is_metadata_plane and isinstance(stats.get(_HLO_PROTO_STAT), bytes):
-            out.hlo_protos.append(_program_entry(_text(md.name), stats))
-            continue
-        row = {
-            "plane": plane_idx,
-            "metadata_id": md_id,
-            "name": _text(md.name),
-            "display_name": _text(md.display_name),
-            "hbm_bytes": _hbm_bytes(stats.get("memory_access_breakdown")),
-        }
-        for key in METADATA_STAT_NAMES:
-            row[key] = event_stat_values.metadata_value(key, stats.get(key), key in _NUMERIC_METADATA_STATS)
-        out.meta_rows.append(row)
 
 
 @dataclass(frozen=True)
@@ -208,7 +126,7 @@ _EVENT_COLUMNS = ("line", "metadata_id", "start_ps", "span_ps", "duration_ps")
 _BATCH_EVENTS = 1 << 16
 
 
-def _decode_lines(out: PlaneTables, lines, wanted: _WantedStats) -> None:
+def _decode_lines(out: PlaneTables, lines, wanted: _WantedStats, places: PlaneEvents) -> None:
     """``line_rows`` and the event columns of every line, events numbered in line order."""
     columns: dict[str, list] = {k: [] for k in _EVENT_COLUMNS}
     num_events, batch, batch_events, batch_key = 0, [], 0, None
@@ -225,21 +143,24 @@ def _decode_lines(out: PlaneTables, lines, wanted: _WantedStats) -> None:
             continue
         key = wanted.for_line(line_name)
         if batch and (key != batch_key or batch_events + n > _BATCH_EVENTS):
-            num_events += _decode_line_events(out, batch, wanted, columns, num_events)
+            num_events += _decode_line_events(out, batch, wanted, columns, num_events, places)
             batch, batch_events = [], 0
         batch.append((line_idx, line_name, line))
         batch_events, batch_key = batch_events + n, key
     if batch:
-        _decode_line_events(out, batch, wanted, columns, num_events)
-    out.events = {k: np.concatenate(v) if v else np.zeros(0, np.int32 if k == "line" else np.int64)
-                  for k, v in columns.items()}
+        _decode_line_events(out, batch, wanted, columns, num_events, places)
+    out.events = columns  # the parts are joined once, with the other planes' (xplane)
 
 
-def _read_events(batch: list, wanted_ints: dict, value_ids: dict) -> dict:
-    """The event columns of the lines in ``batch``; a corrupt event is a PlaneError naming its line."""
+def _read_events(batch: list, wanted_ints: dict, value_ids: dict, places: PlaneEvents) -> dict:
+    """The event columns of the lines in ``batch``, decoded where they lie in the plane's bytes (else from their
+    payloads joined); a corrupt event is a PlaneError naming its line."""
+    events, timestamps = [line.events for *_, line in batch], [line.timestamp_ns for *_, line in batch]
     try:
-        return read_lines_events([line.events for *_, line in batch], [line.timestamp_ns for *_, line in batch],
-                                 wanted_ints, value_ids)
+        located = places.payloads([idx for idx, *_ in batch], events)
+        if located is not None:
+            return read_events(places.buf, *located, timestamps, wanted_ints, value_ids)
+        return read_lines_events(events, timestamps, wanted_ints, value_ids)
     except ValueError as exc:
         for _, name, line in batch:  # which line (only on this error path: one line at a time)
             try:
@@ -249,11 +170,12 @@ def _read_events(batch: list, wanted_ints: dict, value_ids: dict) -> dict:
         raise PlaneError(f"corrupt event on line {batch[0][1]!r}: {exc}") from None
 
 
-def _decode_line_events(out: PlaneTables, batch: list, wanted: _WantedStats, columns: dict, first_event: int) -> int:
+def _decode_line_events(out: PlaneTables, batch: list, wanted: _WantedStats, columns: dict, first_event: int,
+                        places: PlaneEvents) -> int:
     """Append the event columns (and wanted stats) of the lines ``batch`` ((index, name, line) of lines read
     alike) to ``columns``/``out``; return their kept events."""
     want_duration, wanted_ints, value_ids = wanted.for_line(batch[0][1])
-    cols = _read_events(batch, wanted_ints, value_ids)
+    cols = _read_events(batch, wanted_ints, value_ids, places)
     counts = np.fromiter((len(line.events) for *_, line in batch), np.int64, len(batch))
     line_column = np.repeat(np.array([idx for idx, *_ in batch], np.int32), counts)
     valid = cols.pop("start_valid")

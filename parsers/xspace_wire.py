@@ -22,6 +22,7 @@ Planes are copied out of the map one at a time, when decoded (:class:`PlaneBytes
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 from dataclasses import dataclass, field
 
@@ -37,10 +38,12 @@ _PEAK_PER_PLANE_BYTE = 2
 # Field numbers (xplane.proto).
 _SPACE_PLANES, _SPACE_HOSTNAMES = 1, 4
 _PLANE_NAME, _PLANE_EVENT_METADATA = 2, 4
+INDEXED_FIELDS = (3, 4)  # XPlane.lines, XPlane.event_metadata
 _PLANE_MESSAGES = (3, 4, 5, 6)  # lines, event and stat metadata entries, stats
 _ENTRY_VALUE = 2
 _METADATA_NAMES = (2, 4)  # XEventMetadata name, display_name
 _LEN = 2
+_CHECKED_MESSAGE_BYTES = 1 << 16  # messages past this have their first field checked before the copy
 
 
 class WireError(InputError):
@@ -54,8 +57,11 @@ class PlaneTooLarge(InputError):
 class PlaneBytes:
     """A plane's bytes, still in the file's map (or buffer): copied out by ``bytes()`` when it is decoded."""
 
-    def __init__(self, buf, start: int, end: int):
+    def __init__(self, buf, start: int, end: int, index: dict | None = None):
         self.buf, self.start, self.end = buf, start, end
+        # {field number: [(start, end) of each payload, from the plane's start]} of its lines and op metadata
+        # entries (INDEXED_FIELDS): they are decoded in place (xevent_runs)
+        self.index = index
 
     def __len__(self) -> int:
         return self.end - self.start
@@ -88,27 +94,54 @@ def fields(buf, start: int, end: int):
     pos = start
     while pos < end:
         at = pos
-        key, pos = _varint(buf, pos, end)
+        key = buf[pos]
+        # The usual field: a one-byte key, then a one-byte length or value (a plane can have a million
+        # such stats, walked here one by one); anything longer goes through _varint.
+        if key < 0x80 and pos + 1 < end and buf[pos + 1] < 0x80:
+            pos += 1
+            wire = key & 7
+            if wire == _LEN:
+                length, pos = buf[pos], pos + 1
+                nxt = pos + length
+            elif wire == 0:
+                nxt = pos + 1
+            else:
+                nxt = -1
+        else:
+            nxt = -1
+        if nxt < 0:
+            pos = at
+            nxt, pos, key = _slow_field(buf, pos, end)
         number, wire = key >> 3, key & 7
         if number == 0:
             raise WireError(f"field number 0 at byte {at}")
-        if wire == 0:
-            _, nxt = _varint(buf, pos, end)
-        elif wire == 1:
-            nxt = pos + 8
-        elif wire == 5:
-            nxt = pos + 4
-        elif wire == _LEN:
-            length, pos = _varint(buf, pos, end)
-            if length > end - pos:
-                raise WireError(f"field {number} at byte {at} claims {length:,} bytes where {end - pos:,} remain")
-            nxt = pos + length
-        else:
-            raise WireError(f"unsupported wire type {wire} at byte {at}")
         if nxt > end:
+            if wire == _LEN:
+                raise WireError(f"field {number} at byte {at} claims {nxt - pos:,} bytes where {end - pos:,} remain")
             raise WireError(f"field {number} at byte {at} runs past the end of its message")
         yield number, wire, at, pos, nxt
         pos = nxt
+
+
+def _slow_field(buf, pos: int, end: int) -> tuple[int, int, int]:
+    """(end of the field, start of its value, its key) of the field at ``pos``, keys and lengths of any size."""
+    at = pos
+    key, pos = _varint(buf, pos, end)
+    number, wire = key >> 3, key & 7
+    if number == 0:
+        raise WireError(f"field number 0 at byte {at}")
+    if wire == 0:
+        _, nxt = _varint(buf, pos, end)
+    elif wire == 1:
+        nxt = pos + 8
+    elif wire == 5:
+        nxt = pos + 4
+    elif wire == _LEN:
+        length, pos = _varint(buf, pos, end)
+        nxt = pos + length
+    else:
+        raise WireError(f"unsupported wire type {wire} at byte {at}")
+    return nxt, pos, key
 
 
 @dataclass
@@ -160,8 +193,21 @@ def _digest(data) -> bytes:
         with memoryview(data.buf) as view:  # released at once: a map with an exported view cannot be closed
             for at in range(data.start, data.end, 1 << 24):
                 sha.update(view[at:min(at + (1 << 24), data.end)])
+                release_pages(data.buf, at, min(at + (1 << 24), data.end))
         return sha.digest()[:16]
     return hashlib.sha256(data).digest()[:16]  # SHA-256 has CPU instructions: twice blake2b's speed
+
+
+def release_pages(buf, start: int, end: int) -> None:
+    """Drop the file's pages ``[start, end)`` (whole pages only) from this process's memory once read: the page
+    cache keeps them, and a later read maps them again. Without this a big file, read whole once to hash it,
+    stays resident in the process until its map is closed."""
+    if not isinstance(buf, mmap.mmap):
+        return
+    first = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+    last = end // mmap.PAGESIZE * mmap.PAGESIZE
+    if last > first:
+        buf.madvise(mmap.MADV_DONTNEED, first, last - first)
 
 
 def memory_budget() -> int | None:
@@ -196,12 +242,16 @@ def _check_size(name: str, size: int) -> None:
 
 def _plane_bytes(buf, start: int, end: int) -> tuple[str, bytes | PlaneBytes, int, int]:
     """(name, bytes to parse, oversize names left out, op names cut) of the plane ``buf[start:end]``."""
-    name, edits, cut = "", [], 0
+    name, edits, cut, index = "", [], 0, {number: [] for number in INDEXED_FIELDS}
     for number, wire, tag_at, value_start, value_end in fields(buf, start, end):
         if wire != _LEN:
             continue
-        if number in _PLANE_MESSAGES:  # its first field only: zeros (a sparse file's hole) fail here, not
-            next(fields(buf, value_start, value_end), None)  # after the plane is copied and handed to upb
+        if number in index:
+            index[number].append((value_start - start, value_end - start))
+        if number in _PLANE_MESSAGES and value_end - value_start > _CHECKED_MESSAGE_BYTES:
+            # Its first field only: zeros (a sparse file's hole) fail here, not after the plane is copied and
+            # handed to upb. A small message costs little to copy; a plane can hold a million of them.
+            next(fields(buf, value_start, value_end), None)
         if number == _PLANE_NAME:
             if value_end - value_start > MAX_NAME_BYTES:
                 edits.append((tag_at, value_end, b""))  # the name's bytes are never read
@@ -216,7 +266,7 @@ def _plane_bytes(buf, start: int, end: int) -> tuple[str, bytes | PlaneBytes, in
                 edits.append((tag_at, value_end, _tagged(number, entry[0])))
                 cut += entry[1]
     if not edits:
-        return name, PlaneBytes(buf, start, end), 0, 0
+        return name, PlaneBytes(buf, start, end, index), 0, 0
     parts, pos = [], start
     for tag_at, value_end, replacement in edits:
         parts += [buf[pos:tag_at], replacement]

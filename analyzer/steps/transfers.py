@@ -46,6 +46,11 @@ class HostTotals:
 
     span_device_ps: pd.Series  # op_id -> device time summed over the devices with spans in measured steps
     recording_devices: int  # devices whose capture recorded any async span
+    # GPU and CPU hosts (analyzer/hosts/transfer_totals.py), summed over their measured device-steps: the union
+    # of the compute events; GPU: op_id -> exposed time of its communication kernels, kind -> their union.
+    non_transfer_ps: int | None = None
+    exposed_ps: pd.Series | None = None
+    kind_busy_ps: dict | None = None
 
 
 def _flag(ops: pd.DataFrame, col: str) -> np.ndarray:
@@ -257,14 +262,61 @@ def _span_exposure(ops, step_ops, steps, spans: pd.DataFrame, o: _Ops, totals: H
     return exposed, np.where(sync, exposed, in_flight), np.where(sync, exposed, exposed_where), n_span
 
 
-def _busy_by_kind(parts: pd.DataFrame, steps: Steps, n: int, sync_exposed: pd.Series) -> dict[str, float]:
-    """Per kind: the union of its transfers' time per step, plus its synchronous transfers' time."""
-    busy = {k: _union_s(steps, p["device"], p["step"], p["start_ps"].to_numpy(np.int64),
-                        p["end_ps"].to_numpy(np.int64)) / n
+def _kind_union_ps(parts: pd.DataFrame, steps: Steps) -> dict[str, int]:
+    """Per kind (sorted): the union of its transfers' time over the measured device-steps, summed (ps)."""
+    return {k: int(union_length(p["start_ps"].to_numpy(np.int64), p["end_ps"].to_numpy(np.int64),
+                                 measured_rows(steps, p["device"], p["step"]), len(steps.after_warmup)).sum())
             for k, p in parts.groupby("kind", sort=True, observed=True)}
+
+
+def _busy_by_kind(union_ps: dict[str, int], n: int, sync_exposed: pd.Series) -> dict[str, float]:
+    """Per kind: the union of its transfers' time per step, plus its synchronous transfers' time."""
+    busy = {k: float(v) / PS_PER_S / n for k, v in union_ps.items()}
     for k, part in sync_exposed.groupby(sync_exposed.index.to_numpy(), sort=True):
         busy[k] = busy.get(k, 0.0) + float(part.sum())  # synchronous: the time is the transfer
     return busy
+
+
+def _gpu_from_totals(ops: pd.DataFrame, steps: Steps, totals: HostTotals):
+    """_gpu_exposure's columns from the hosts' sums of exposed time per op."""
+    per_op = _by_op(totals.exposed_ps.index.to_numpy(np.int64), totals.exposed_ps.to_numpy(float), ops)
+    exposed = per_op / PS_PER_S / len(steps.after_warmup)
+    return exposed, ops["measured_s_per_step"].to_numpy(float), exposed
+
+
+def _measured(ops, step_ops, steps: Steps, async_spans, platform: str, totals: HostTotals | None, o: _Ops):
+    """(exposed, in flight, exposed where in flight, spans, recording devices, non-transfer s, busy by kind)
+    per step of a measured capture; ``totals``: its hosts' sums where they were reduced where read."""
+    n = max(len(steps.after_warmup), 1)
+    summed = totals is not None and totals.non_transfer_ps is not None  # GPU/CPU hosts reduced where read
+    ev = None if summed or platform == "tpu" else _events(ops, step_ops, o)  # TPU: the op line and spans suffice
+    spans, recording = TRANSFER_SPANS.empty(), 0
+    if platform == "gpu" and summed:
+        (exposed, in_flight, exposed_where), union_ps = _gpu_from_totals(ops, steps, totals), totals.kind_busy_ps
+    elif platform == "gpu":
+        exposed, in_flight, exposed_where = _gpu_exposure(ops, step_ops, steps, ev)
+        comm = ev.is_comm
+        parts = pd.DataFrame({"device": step_ops["device"].to_numpy()[comm], "step": step_ops["step"].to_numpy()[comm],
+                              "start_ps": ev.start[comm], "end_ps": ev.end[comm], "kind": ev.kind(comm)})
+        union_ps = _kind_union_ps(parts, steps)
+    else:
+        spans = transfer_spans(async_spans, ops, step_ops, steps)
+        recording = int(async_spans["device"].nunique()) if async_spans is not None and len(async_spans) else 0
+        recording = totals.recording_devices if totals else recording
+        exposed, in_flight, exposed_where, n_span = _span_exposure(ops, step_ops, steps, spans, o, totals)
+        union_ps, n = _kind_union_ps(spans[spans["kind"].notna()], steps), (n_span if len(spans) else n)
+    plain = o.kind.isna().to_numpy() & ~o.is_async
+    if platform == "tpu":  # one op at a time on the op line: the union is the plain sum
+        non_transfer = float(ops.loc[_flag(ops, "in_step") & plain, "measured_s_per_step"].sum())
+    elif summed:
+        non_transfer = float(totals.non_transfer_ps) / PS_PER_S / max(len(steps.after_warmup), 1)
+    else:
+        compute = ~ev.is_comm & ~ev.is_async
+        non_transfer = _union_s(steps, step_ops["device"].to_numpy()[compute], step_ops["step"].to_numpy()[compute],
+                                ev.start[compute], ev.end[compute]) / max(len(steps.after_warmup), 1)
+    sync = o.waits & ~o.is_async
+    busy = _busy_by_kind(union_ps, n, pd.Series(exposed[sync], index=o.kind[sync].to_numpy()))
+    return exposed, in_flight, exposed_where, spans, recording, non_transfer, busy
 
 
 def attach_transfers(ops: pd.DataFrame, step_ops: pd.DataFrame | None, steps: Steps | None,
@@ -293,28 +345,8 @@ def attach_transfers(ops: pd.DataFrame, step_ops: pd.DataFrame | None, steps: St
         exposed_where = exposed
         non_transfer = float(ops.loc[plain, "predicted_s_per_step"].sum())
     else:
-        n = max(len(steps.after_warmup), 1)
-        ev = _events(ops, step_ops, o) if platform != "tpu" else None  # TPU: the op line and spans suffice
-        if gpu:
-            exposed, in_flight, exposed_where = _gpu_exposure(ops, step_ops, steps, ev)
-            comm = ev.is_comm
-            parts = pd.DataFrame({"device": step_ops["device"].to_numpy()[comm],
-                                  "step": step_ops["step"].to_numpy()[comm], "start_ps": ev.start[comm],
-                                  "end_ps": ev.end[comm], "kind": ev.kind(comm)})
-        else:
-            spans = transfer_spans(async_spans, ops, step_ops, steps)
-            recording = int(async_spans["device"].nunique()) if async_spans is not None and len(async_spans) else 0
-            recording = totals.recording_devices if totals else recording
-            exposed, in_flight, exposed_where, n_span = _span_exposure(ops, step_ops, steps, spans, o, totals)
-            parts, n = spans[spans["kind"].notna()], (n_span if len(spans) else n)
-        if platform == "tpu":  # one op at a time on the op line: the union is the plain sum
-            non_transfer = float(ops.loc[in_step & plain, "measured_s_per_step"].sum())
-        else:
-            compute = ~ev.is_comm & ~ev.is_async
-            non_transfer = _union_s(steps, step_ops["device"].to_numpy()[compute], step_ops["step"].to_numpy()[compute],
-                                    ev.start[compute], ev.end[compute]) / max(len(steps.after_warmup), 1)
-        sync = o.waits & ~o.is_async
-        busy = _busy_by_kind(parts, steps, n, pd.Series(exposed[sync], index=kind[sync].to_numpy()))
+        exposed, in_flight, exposed_where, spans, recording, non_transfer, busy = _measured(
+            ops, step_ops, steps, async_spans, platform, totals, o)
     ops["exposed_s_per_step"] = np.where(o.waits, exposed, np.nan)
     ops["exposed_where_in_flight_measured_s_per_step"] = np.where(o.waits, exposed_where, np.nan)
     ops["in_flight_s_per_step"] = np.where(o.waits, in_flight, np.nan)

@@ -46,6 +46,9 @@ class Steps:
     # program as (name, id, share), most first (a small share means the "step" may not be the training step).
     program_share: float | None = None
     other_programs: tuple = ()
+    # Hosts reduced where read (analyzer/hosts): step -> its events' first launch (a device op's start where
+    # none is recorded), which the step events, then one step per device, no longer show. None: read them.
+    first_launch: pd.Series | None = None
 
     def __repr__(self) -> str:
         return f"<Steps {self.count} measured of {self.mean_s:.6g} s mean ({self.source})>"
