@@ -73,6 +73,11 @@ def _module(program_id: str, data: bytes, source: str) -> DumpModule | None:
     return _PARSED[key]
 
 
+def forget_programs() -> None:
+    """Drop the parsed modules (a run read in this process: the analysis parses its own)."""
+    _PARSED.clear()
+
+
 def _programs(traced: pd.DataFrame, hlo) -> dict:
     """(module, program id) -> the module this host carries, where its name is the traced one (as
     ``with_capture_hlo`` matches them without a dump)."""
