@@ -33,6 +33,7 @@ from ..steps.choice import StepChoice, choose_steps
 from ..steps.op_stats import measure
 from .merge import Measured, devices_that_ran, merge_hosts
 from .reduce import HostHlo, HostPart, reduce_host
+from .transfer_totals import forget_programs
 
 Progress = Callable[[str], None]
 
@@ -191,6 +192,7 @@ def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, wo
         parts = _map(executor, {i: (p, None, False, choice) for i, p in enumerate(paths)}, progress, "read", where,
                      programs)
         parts = [parts[i] for i in range(len(paths))]
+        forget_programs()  # hosts reduced in this process (one worker) leave their parsed HLO here
         if all(p.space is None for p in parts) and len({p.platform for p in parts}) == 1:
             parts = [programs.give_back(i, p) for i, p in enumerate(parts)]
             return merge_hosts(parts, lambda calls: _map(executor, calls, progress, "reduced again with the run's "

@@ -1,4 +1,4 @@
-"""The reduced hosts of a multi-host TPU capture (:mod:`.host_reduce`) merged into the tables the analysis
+"""The reduced hosts of a multi-host capture (:mod:`.host_reduce`) merged into the tables the analysis
 reads, as :func:`.op_stats.measure` makes them from all events: the same steps, op ids, per-op statistics
 and busy times; the step events of one representative step per device; the transfer inputs as totals.
 

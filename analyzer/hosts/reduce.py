@@ -1,4 +1,4 @@
-"""One host of a multi-host TPU capture, decoded and reduced where it is read (a worker process, a Dask
+"""One host of a multi-host capture, decoded and reduced where it is read (a worker process, a Dask
 worker) to what the report needs; its events are freed there. :mod:`.host_merge` adds the hosts up.
 
 What a host keeps, everything keyed by ``(program_id, op_name)`` (a TPU op's module follows from its
@@ -15,6 +15,9 @@ program id, which the merge resolves over all hosts), devices numbered from 0 on
   draws), the events the rules that read events see;
 - the small tables steps are found from (annotations, ``Steps`` line, module executions), so the merge
   can find the steps over all hosts and send back a host whose own choice differs.
+
+A GPU or CPU host also keeps its transfer sums (:mod:`.transfer_totals`): which of its ops are transfers comes
+from the HLO its file carries.
 
 Steps are found on the host alone, as the user chose them (``--program``, ``--steps``) if they did; the
 merge checks them against the steps of the whole run (the dominant program is a sum over hosts) and reduces a

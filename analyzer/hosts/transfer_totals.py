@@ -17,13 +17,18 @@ Per host, with the measured device-steps as the rows (``measured_rows``):
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ...parsers.hlo_proto import parse_hlo_proto
+from ...parsers.hlo_text import HloParseError
 from ..capture.intervals import covered, union_length
-from ..hlo.embedded import with_capture_hlo
+from ..hlo.dump import DumpModule
+from ..hlo.embedded import CAPTURE_ORIGIN
 from ..hlo.facts import attach_hlo_facts
 from ..steps.op_stats import OP_KEY, first_seen_ids
 from ..steps.windows import Steps, measured_rows
@@ -50,6 +55,43 @@ def _op_keys(step_ops: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     return ids, step_ops[OP_KEY].iloc[first].astype(str).reset_index(drop=True)
 
 
+_PARSED: dict[tuple[str, bytes], DumpModule | None] = {}  # (program id, sha1 of its HloProto) -> its module
+
+
+def _module(program_id: str, data: bytes, source: str) -> DumpModule | None:
+    """The parsed module of a program, once per worker process: the hosts of a run carry the same bytes."""
+    key = (program_id, hashlib.sha1(data).digest())
+    if key not in _PARSED:
+        if len(_PARSED) >= 16:
+            _PARSED.clear()
+        try:
+            module = parse_hlo_proto(data, source)
+        except HloParseError:  # as embedded_modules: the program's facts come from the trace only
+            module = None
+        _PARSED[key] = module and DumpModule(module, None, int(program_id) if program_id.isdigit() else None,
+                                             origin=CAPTURE_ORIGIN)
+    return _PARSED[key]
+
+
+def forget_programs() -> None:
+    """Drop the parsed modules (a run read in this process: the analysis parses its own)."""
+    _PARSED.clear()
+
+
+def _programs(traced: pd.DataFrame, hlo) -> dict:
+    """(module, program id) -> the module this host carries, where its name is the traced one (as
+    ``with_capture_hlo`` matches them without a dump)."""
+    first: dict[str, bytes] = {}
+    for program_id, _, data in hlo.hlo_protos:
+        first.setdefault(program_id, data)
+    out = {}
+    for name, program_id in sorted(set(zip(traced["module"], traced["program_id"]))):
+        own = _module(program_id, first[program_id], f"{Path(hlo.path).name}: HLO of {name}({program_id})")
+        if own is not None and own.name == name:
+            out[(name, program_id)] = own
+    return out
+
+
 def op_roles(step_ops: pd.DataFrame, op_metadata: pd.DataFrame | None, hlo) -> pd.DataFrame | None:
     """Per op key of the step's events: ``kind`` (transfer kind or None), ``is_async`` (starts or waits for a
     transfer), from the HLO this host carries; None when it lacks the HLO of a program it ran."""
@@ -58,8 +100,7 @@ def op_roles(step_ops: pd.DataFrame, op_metadata: pd.DataFrame | None, hlo) -> p
     traced = keys[(keys["module"] != "") & (keys["program_id"] != "")]
     if not set(traced["program_id"]) <= carried:
         return None
-    match = with_capture_hlo(None, keys, [hlo])
-    facts = attach_hlo_facts(keys.assign(mean_s=np.nan), op_metadata, match.by_program if match else {})
+    facts = attach_hlo_facts(keys.assign(mean_s=np.nan), op_metadata, _programs(traced, hlo))
     kind = facts["transfer_kind"].astype(object).where(facts["transfer_kind"].notna(), None)
     start = facts["is_async_start"].fillna(False).to_numpy(bool) | facts["opcode"].isin(["send", "recv"]).to_numpy()
     return keys.assign(kind=kind.to_numpy(), is_async=start | facts["is_async_done"].fillna(False).to_numpy(bool))
