@@ -4,8 +4,9 @@ Only this module knows the wire format. It returns pandas tables, built column b
 column from the protobuf, and keeps no per-event Python objects once it returns.
 
 Hot-path notes:
-- upb parses the file with each line's events left as serialized payloads, and
-  ``xevent_columns`` decodes them all at once with numpy (no Python object per event).
+- upb parses each plane with each line's events left as serialized payloads, and
+  ``xevent_columns`` decodes them all at once with numpy, where they lie in the plane's bytes
+  (``xevent_runs``; no Python object per event kept). Op metadata is decoded the same way (``xmetadata_columns``).
 - TPU ``XLA Ops`` lines hold most of a capture's events; of their stats only
   ``device_duration_ps`` is read. Events on the other lines, which carry names as stats,
   are decoded one by one, and only the names in ``EVENT_STAT_NAMES`` are kept.
