@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -27,16 +28,26 @@ from .cli_common import (
     select_options,
     share,
 )
-from .cli_compare import compare_main
-from .cli_history import history_main
 from .cli_output import checked_output, default_output, format_of
 from .errors import InputError, UsageError
-from .mcp_server import mcp_main
-from .options import Options
 from .report.gates import MEASURES
 from .report.render import FORMATS
 
-__all__ = ["main", "compare_main", "history_main", "mcp_main"]
+if TYPE_CHECKING:
+    from .options import Options
+
+__all__ = ["main", "compare_main", "history_main", "mcp_main"]  # noqa: F822 (module __getattr__)
+
+# The subcommands load on first use (``diagnose --help`` and a plain diagnosis never import them).
+_SUBCOMMANDS = {"compare_main": "cli_compare", "history_main": "cli_history", "mcp_main": "mcp_server"}
+
+
+def __getattr__(name):
+    if name in _SUBCOMMANDS:
+        from importlib import import_module
+
+        return getattr(import_module(f"{__package__}.{_SUBCOMMANDS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _EPILOG = """\b
 Examples:
@@ -76,10 +87,16 @@ class _Diagnose(OneLineErrors):
     def main(self, args=None, **kwargs):
         args = sys.argv[1:] if args is None else list(args)
         if args[:1] == ["compare"]:
+            from .cli_compare import compare_main
+
             return compare_main.main(args[1:], **{**kwargs, "prog_name": "diagnose compare"})
         if args[:1] == ["history"]:
+            from .cli_history import history_main
+
             return history_main.main(args[1:], **{**kwargs, "prog_name": "diagnose history"})
         if args[:1] == ["mcp"]:
+            from .mcp_server import mcp_main
+
             return mcp_main.main(args[1:], prog_name="diagnose mcp", **kwargs)
         return super().main(args, **kwargs)
 
@@ -168,6 +185,7 @@ def main(**given):
     # Imported here so that `--help` stays instant.
     from .api import diagnose
     from .config import baseline_keys, baseline_text, load_project_config, project_gates
+    from .options import Options
     from .report.github import report_annotations
     from .writer import check_output_path, write_report
 

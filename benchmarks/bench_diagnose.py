@@ -1,8 +1,8 @@
 """``diagnose`` against xprof's ``hlo_stats`` converter: wall time, peak memory and CPU, as one markdown table.
 
-    python benchmarks/bench_diagnose.py                          # 1M, 5M and 16 hosts x 304k; 3 runs each
+    python benchmarks/bench_diagnose.py                          # TPU 1M, 5M, 16 hosts x 259k; GPU 5M, 16 x 259k
     python benchmarks/bench_diagnose.py --captures /tmp/xbench   # build the captures there once, reuse them
-    python benchmarks/bench_diagnose.py --rows 1M,5M,10M,16x304k # any of these (10M: xprof needs ~12 GB)
+    python benchmarks/bench_diagnose.py --rows 1M,gpu1M          # any of _ROWS (10M: xprof needs ~12 GB)
     python benchmarks/bench_diagnose.py --readme README.md       # also rewrite the README's summary
     python benchmarks/bench_diagnose.py --smoke                  # tiny captures, one run (the CI check)
 
@@ -35,10 +35,17 @@ import time
 from pathlib import Path
 
 _REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling modules, also when loaded by file path
+from bench_dask import dask_table, run_dask_row  # noqa: E402
+from bench_floor import count_events, floor_command, floor_table  # noqa: E402
 
-# (label, hosts, events per host) by row name; "NxK" rows are N hosts of K events each.
-_ROWS = {"1M": (1, 1_000_000), "5M": (1, 5_000_000), "10M": (1, 10_000_000), "16x304k": (16, 304_000)}
-_SMOKE_ROWS = {"20k": (1, 20_000), "2x10k": (2, 10_000)}
+# (hosts, events per host) by row name; "NxK" rows are N hosts of K events each; "gpu" rows are GPU-shaped
+# (tests/builders/gpu_capture.py), the others TPU-shaped (tests/builders/large_capture.py).
+_ROWS = {"1M": (1, 1_000_000), "5M": (1, 5_000_000), "10M": (1, 10_000_000), "16x259k": (16, 259_000),
+         "16x304k": (16, 304_000), "gpu1M": (1, 1_000_000), "gpu5M": (1, 5_000_000),
+         "gpu16x259k": (16, 259_000), "64x100k": (64, 100_000)}
+_SMOKE_ROWS = {"20k": (1, 20_000), "2x10k": (2, 10_000), "gpu20k": (1, 20_000)}
+_DEFAULT_ROWS = "1M,5M,16x259k,gpu5M,gpu16x259k"
 
 _WRAPPER = r"""
 import json, resource, subprocess, sys, time
@@ -89,15 +96,18 @@ def measure(cmd: list[str]) -> dict:
 def build_capture(root: Path, name: str, hosts: int, events: int) -> tuple[Path, list[Path]]:
     """The log dir of row ``name`` under ``root`` (built once, reused) and its host files."""
     sys.path.insert(0, str(_REPO / "tests"))
-    from builders import large_capture  # noqa: E402  (test fixture module, not part of the package)
+    from builders import gpu_capture, large_capture  # noqa: E402  (test fixture modules, not the package)
 
     logdir = root / name
     files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
     if len(files) != hosts:
         shutil.rmtree(logdir, ignore_errors=True)
         t0 = time.perf_counter()
+        gpu = name.startswith("gpu")
         if hosts == 1:
-            large_capture.large_capture(logdir, num_events=events)
+            (gpu_capture.gpu_capture if gpu else large_capture.large_capture)(logdir, num_events=events)
+        elif gpu:
+            gpu_capture.multi_host_gpu_capture(logdir, hosts=hosts, events_per_host=events)
         else:
             large_capture.multi_host_capture(logdir, hosts=hosts, events_per_host=events)
         files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
@@ -122,6 +132,7 @@ def commands(logdir: Path, files: list[Path], out: Path) -> dict[str, list[str]]
     ours = [sys.executable, "-m", "xladiag.cli", str(logdir), "--quiet"]
     return {
         "xprof": [sys.executable, "-c", _XPROF, *map(str, files)],
+        "floor": floor_command(files),
         "json": ours + ["--format", "json", "-o", str(out / "report.json")],
         "html": ours + ["--format", "html", "-o", str(out / "report.html")],
     }
@@ -146,6 +157,7 @@ def run_row(logdir: Path, files: list[Path], work: Path, repeat: int) -> dict:
             continue
         out[key] = {"wall_s": statistics.median(r["wall_s"] for r in rs),
                     "peak_rss_bytes": statistics.median(r["peak_rss_bytes"] for r in rs),
+                    "cpu_s": statistics.median(r["cpu_s"] for r in rs),
                     "cpu_per_wall": statistics.median(r["cpu_s"] / r["wall_s"] for r in rs), "runs": rs}
     return out
 
@@ -188,27 +200,36 @@ def _ratio(r: dict, ref: dict) -> str:
     return f"{r['wall_s'] / ref['wall_s']:.2f} / {r['peak_rss_bytes'] / ref['peak_rss_bytes']:.2f}"
 
 
-def render(results: list[dict], repeat: int, note: str = "") -> str:
-    """The markdown table (one row per capture) and the machine line under it."""
-    lines = ["| capture | xprof `hlo_stats` wall / RSS | `diagnose` JSON wall / RSS | `diagnose` HTML wall / RSS "
-             "| ratio JSON time / memory | ratio HTML time / memory | CPU/wall xprof, JSON, HTML |",
-             "|---|---|---|---|---|---|---|"]
-    for row in results:
-        x, j, h = row["xprof"], row["json"], row["html"]
-        cpu = ", ".join("-" if "error" in r else f"{r['cpu_per_wall']:.2f}" for r in (x, j, h))
-        lines.append(f"| {row['label']} | {_cell(x)} | {_cell(j)} | {_cell(h)} | {_ratio(j, x)} | {_ratio(h, x)} "
-                     f"| {cpu} |")
-    lines += ["", f"Medians of {repeat} interleaved run{'s' if repeat != 1 else ''} per command, xprof's cache "
-              "removed before each; RSS: peak of the summed process tree. " + (note.rstrip(". ") + ". " if note else "")
+def render(results: list[dict], repeat: int, note: str = "", dask: dict | None = None) -> str:
+    """The markdown tables (against xprof; against the parse floor; the Dask run if any) and the machine line."""
+    lines = []
+    if results:
+        lines += ["| capture | xprof `hlo_stats` wall / RSS | `diagnose` JSON wall / RSS | `diagnose` HTML wall / RSS "
+                  "| ratio JSON time / memory | ratio HTML time / memory | CPU/wall xprof, JSON, HTML |",
+                  "|---|---|---|---|---|---|---|"]
+        for row in results:
+            x, j, h = row["xprof"], row["json"], row["html"]
+            cpu = ", ".join("-" if "error" in r else f"{r['cpu_per_wall']:.2f}" for r in (x, j, h))
+            lines.append(f"| {row['label']} | {_cell(x)} | {_cell(j)} | {_cell(h)} | {_ratio(j, x)} | {_ratio(h, x)} "
+                         f"| {cpu} |")
+        lines += ["", *floor_table(results), ""]
+    if dask:
+        lines += [*dask_table(dask["label"], dask), ""]
+    lines += [f"Medians of {repeat} interleaved run{'s' if repeat != 1 else ''} per command, xprof's cache "
+              "removed before each; RSS: peak of the summed process tree; the parse floor: upb parsing the same files "
+              "in as many processes as `diagnose` (one per file, up to the cores), interpreter start included. "
+              + (note.rstrip(". ") + ". " if note else "")
               + "Machine: " + machine() + "."]
     return "\n".join(lines)
 
 
 def _label(name: str, hosts: int, events: int, files: list[Path]) -> str:
     size = f"{_size(files) / 1e6:.1f} MB"
+    shape = "GPU " if name.startswith("gpu") else ""
     if hosts == 1:
-        return f"{events / 1e6:g}M events, {size}" if events >= 1e6 else f"{events / 1e3:g}k events, {size}"
-    return f"{hosts} hosts × {events / 1e3:g}k events, {size}"
+        count = f"{events / 1e6:g}M" if events >= 1e6 else f"{events / 1e3:g}k"
+        return f"{shape}{count} events, {size}"
+    return f"{shape}{hosts} hosts × {events / 1e3:g}k events, {size}"
 
 
 _README_START, _README_END = "<!-- benchmark:start -->", "<!-- benchmark:end -->"
@@ -225,38 +246,55 @@ def update_readme(readme: Path, table: str) -> None:
     readme.write_text(pattern.sub(lambda _: block, text))
 
 
-def main(argv: list[str] | None = None) -> int:
+def _args(argv: list[str] | None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--captures", type=Path, help="folder to build the captures into and keep (reused if present)")
-    ap.add_argument("--rows", default="1M,5M,16x304k", help=f"comma-separated, of {', '.join(_ROWS)}")
+    ap.add_argument("--rows", default=None, help=f"comma-separated, of {', '.join(_ROWS)} (default {_DEFAULT_ROWS}; "
+                    "with --smoke every smoke row); '' for none")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved runs per command (medians)")
     ap.add_argument("--smoke", action="store_true", help="tiny captures, one run: checks the benchmark works")
+    ap.add_argument("--dask", metavar="ROW", help="also run this many-host row through --scheduler on a Dask "
+                    "LocalCluster of 2 workers: peak RSS of every process (e.g. 16x259k, 64x100k; 2x10k with --smoke)")
     ap.add_argument("--json", type=Path, help="also write every run's numbers here")
     ap.add_argument("--readme", type=Path, help="rewrite this README's benchmark section with the table")
     ap.add_argument("--note", default="", help="a sentence printed under the table (e.g. what else ran)")
     args = ap.parse_args(argv)
     table = _SMOKE_ROWS if args.smoke else _ROWS
-    names = list(_SMOKE_ROWS) if args.smoke else [n.strip() for n in args.rows.split(",") if n.strip()]
-    unknown = [n for n in names if n not in table]
+    rows = (",".join(_SMOKE_ROWS) if args.smoke else _DEFAULT_ROWS) if args.rows is None else args.rows
+    names = [n.strip() for n in rows.split(",") if n.strip()]
+    unknown = [n for n in names + ([args.dask] if args.dask else []) if n not in table]
     if unknown:
         ap.error(f"unknown rows {unknown}; choose from {', '.join(table)}")
-    repeat = 1 if args.smoke else args.repeat
+    if args.dask and table[args.dask][0] < 2:
+        ap.error(f"--dask {args.dask}: a row of several hosts")
+    return args, table, names
 
+
+def main(argv: list[str] | None = None) -> int:
+    args, table, names = _args(argv)
+    repeat = 1 if args.smoke else args.repeat
     with tempfile.TemporaryDirectory(prefix="xladiag_bench_") as tmp:
         work = Path(tmp)
         root = args.captures or work / "captures"
-        results = []
+        results, dask = [], None
         for name in names:
             hosts, events = table[name]
             logdir, files = build_capture(root, name, hosts, events)
             print(f"{name}: {len(files)} file(s)", file=sys.stderr)
             row = run_row(logdir, files, work, repeat)
             row["label"] = _label(name, hosts, events, files)
+            row["events"] = count_events(files)
             results.append(row)
-        out = render(results, repeat, args.note)
+        if args.dask:
+            hosts, events = table[args.dask]
+            logdir, files = build_capture(root, args.dask, hosts, events)
+            dask = run_dask_row(logdir, files, repeat)
+            dask["label"] = _label(args.dask, hosts, events, files)
+        out = render(results, repeat, args.note, dask)
         print(out)
         if args.json:
-            args.json.write_text(json.dumps({"machine": machine(), "repeat": repeat, "rows": results}, indent=2))
+            args.json.write_text(json.dumps({"machine": machine(), "repeat": repeat, "rows": results, "dask": dask},
+                                            indent=2))
         if args.readme:
             update_readme(args.readme, out)
     return 0

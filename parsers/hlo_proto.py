@@ -2,8 +2,10 @@
 ``Hlo Proto``) and ``<module>(<id>).hlo_proto.pb`` files.
 
 The proto is printed as HLO text in the form XLA's own printer uses (shapes with layouts, operand
-shapes, the attributes the cost model reads), then read by the one text parser, so a capture without a
-dump gets exactly the FLOPs, bytes and categories a dump would give. Instruction order follows the
+shapes, the attributes the cost model reads), and read as the one text parser reads it, so a capture
+without a dump gets exactly the FLOPs, bytes and categories a dump would give. The parsed module is built
+from the printed pieces where they are plain (:mod:`.hlo_proto_build`, several times faster than reading
+the text back), else by parsing the text. Instruction order follows the
 module's schedule where it has one (the text of a scheduled module lists ENTRY in execution order).
 """
 
@@ -13,6 +15,7 @@ import json
 
 from google.protobuf.message import DecodeError
 
+from .hlo_proto_build import PrintedInstruction, PrintedModule, build_module
 from .hlo_proto_schema import HloProto
 from .hlo_text import HloModule, HloParseError, parse_hlo_module
 from .input_files import read_input_bytes
@@ -193,8 +196,7 @@ def _attributes(ins, opcode: str, called: list[str], operand_shapes: list) -> li
     return attrs
 
 
-def hlo_proto_to_text(data: bytes, source: str = "<HloProto>") -> str:
-    """The module in ``data`` (a serialized ``xla.HloProto``) printed as HLO text."""
+def _decoded_module(data: bytes, source: str):
     if len(data) >= _MAX_PROTO_BYTES:
         raise HloParseError(f"{source}: HloProto of {len(data)} bytes is over protobuf's 2 GiB limit")
     proto = HloProto()
@@ -202,26 +204,44 @@ def hlo_proto_to_text(data: bytes, source: str = "<HloProto>") -> str:
         proto.ParseFromString(data)
     except (DecodeError, RecursionError, ValueError) as exc:
         raise HloParseError(f"{source}: not a readable xla.HloProto ({exc})") from None
-    module = proto.hlo_module
-    comps = list(module.computations)
-    if not comps:
+    if not proto.hlo_module.computations:
         raise HloParseError(f"{source}: HloProto holds no computation")
+    return proto.hlo_module
+
+
+def _printed(data: bytes, source: str) -> PrintedModule:
+    """The module printed: its text lines, and the pieces of each instruction line (read back without
+    re-parsing the text where they are plain, see :mod:`.hlo_proto_build`)."""
+    module = _decoded_module(data, source)
+    comps = list(module.computations)
     comp_names = {c.id: _text(c.name) for c in comps}
     schedule = {key: list(seq.instruction_ids) for key, seq in module.schedule.sequences.items()}
     entry_id = module.entry_computation_id or comps[-1].id
-    lines = [f"HloModule {_text(module.name) or 'module'}" + (", is_scheduled=true" if schedule else ""), ""]
-    lines.extend(_stack_frame_tables(module.stack_frame_index))
+    name = _text(module.name) or "module"
+    lines = [f"HloModule {name}" + (", is_scheduled=true" if schedule else ""), ""]
+    tables = _stack_frame_tables(module.stack_frame_index)
+    lines.extend(tables)
+    printed = []
     for comp in comps:
         by_id = {ins.id: ins for ins in comp.instructions}
         order = [by_id[i] for i in schedule.get(comp.id, ()) if i in by_id]
         if len(order) != len(by_id):
             order = list(comp.instructions)
+        # Each shape and name printed once (operands repeat their definition's); ids repeat only in damaged protos.
+        refs = {i: (shape_text(ins.shape), _text(ins.name)) for i, ins in by_id.items()}
+        own = refs if len(by_id) == len(order) else None
         head = ("ENTRY " if comp.id == entry_id else "") + "%" + _text(comp.name) + " {"
         lines.append(head)
-        for ins in order:
-            lines.append("  " + _instruction_text(ins, by_id, comp.root_id, comp_names))
+        pieces = [_instruction_pieces(ins, by_id, comp.root_id, comp_names, (refs, own)) for ins in order]
+        printed.append((_text(comp.name), comp.id == entry_id, pieces))
+        lines.extend(p.line for p in pieces)
         lines.extend(["}", ""])
-    return "\n".join(lines)
+    return PrintedModule(name, bool(schedule), lines, tables, tuple(comp_names.values()), printed)
+
+
+def hlo_proto_to_text(data: bytes, source: str = "<HloProto>") -> str:
+    """The module in ``data`` (a serialized ``xla.HloProto``) printed as HLO text."""
+    return "\n".join(_printed(data, source).lines)
 
 
 def _stack_frame_tables(index) -> list[str]:
@@ -242,22 +262,30 @@ def _stack_frame_tables(index) -> list[str]:
     return out
 
 
-def _instruction_text(ins, by_id: dict, root_id: int, comp_names: dict) -> str:
+def _instruction_pieces(ins, by_id: dict, root_id: int, comp_names: dict, refs: tuple) -> PrintedInstruction:
+    """``refs``: (shape text, name) by id of the computation's instructions, and the same for ``ins`` itself
+    (None where ids repeat: its own are then printed from it)."""
+    by_ref, own = refs
     opcode = _text(ins.opcode)
-    operands = [by_id[i] for i in ins.operand_ids if i in by_id]
-    operand_text = ", ".join(f"{shape_text(op.shape)} %{_text(op.name)}" for op in operands)
+    pairs = [by_ref[i] for i in ins.operand_ids if i in by_ref]
+    operand_text = ", ".join(f"{shape} %{name}" for shape, name in pairs)
     if opcode == "parameter":
         operand_text = str(ins.parameter_number)
     called = [comp_names[c] for c in ins.called_computation_ids if c in comp_names]
-    attrs = _attributes(ins, opcode, called, [op.shape for op in operands])
-    root = "ROOT " if ins.id == root_id else ""
+    conv = ins.HasField("convolution_dimension_numbers")  # the only attribute reading operand shapes
+    attrs = _attributes(ins, opcode, called, [by_id[i].shape for i in ins.operand_ids if i in by_id] if conv else [])
+    shape, name = own[ins.id] if own is not None else (shape_text(ins.shape), _text(ins.name))
+    is_root = ins.id == root_id
     tail = (", " + ", ".join(attrs)) if attrs else ""
-    return f"{root}%{_text(ins.name)} = {shape_text(ins.shape)} {opcode}({operand_text}){tail}"
+    line = f"  {'ROOT ' if is_root else ''}%{name} = {shape} {opcode}({operand_text}){tail}"
+    return PrintedInstruction(line, is_root, name, shape, opcode, operand_text, pairs, attrs)
 
 
 def parse_hlo_proto(data: bytes, source: str = "<HloProto>") -> HloModule:
     """An :class:`HloModule` from serialized ``xla.HloProto`` bytes (one-line HloParseError if unreadable)."""
-    return parse_hlo_module(hlo_proto_to_text(data, source), source=source)
+    printed = _printed(data, source)
+    module = build_module(printed, source)  # None where a piece needs the text parser's own reading
+    return module if module is not None else parse_hlo_module("\n".join(printed.lines), source=source)
 
 
 def parse_hlo_proto_file(path) -> HloModule:

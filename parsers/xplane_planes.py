@@ -19,7 +19,7 @@ from .duplicate_lines import repeats_a_line
 from .worker_start import capped_workers, worker_pool
 from .xevent_columns import parse_plane_raw_events, read_events, read_lines_events
 from .xevent_runs import PlaneEvents, padded_plane, plane_index
-from .xplane_metadata import _stats_dict, _text, metadata_rows
+from .xplane_metadata import _text, metadata_rows, plane_stats
 from .xspace_wire import PlaneBytes
 
 
@@ -80,7 +80,7 @@ def decode_plane(plane_idx: int, plane_name: str, data: bytes, tpu_capture: bool
     index = data.index if isinstance(data, PlaneBytes) and data.index is not None else plane_index(raw, len(data))
     del data
     stat_names = {k: _text(v.name) for k, v in plane.stat_metadata.items()}
-    out = PlaneTables((plane_idx, plane.id, plane_name), _stats_dict(plane.stats, stat_names))
+    out = PlaneTables((plane_idx, plane.id, plane_name), plane_stats(plane.stats, stat_names))
     places = PlaneEvents(raw, index, len(plane.lines), len(plane.event_metadata))
     out.meta_rows, out.hlo_protos = metadata_rows(plane_idx, plane_name, plane, stat_names, places)
     _decode_lines(out, plane.lines, _WantedStats.of(stat_names, tpu_capture and plane_name.startswith("/host:")),

@@ -43,6 +43,7 @@ _PLANE_MESSAGES = (3, 4, 5, 6)  # lines, event and stat metadata entries, stats
 _ENTRY_VALUE = 2
 _METADATA_NAMES = (2, 4)  # XEventMetadata name, display_name
 _LEN = 2
+_CHECKED_MESSAGE_BYTES = 1 << 16  # messages past this have their first field checked before the copy
 
 
 class WireError(InputError):
@@ -93,27 +94,54 @@ def fields(buf, start: int, end: int):
     pos = start
     while pos < end:
         at = pos
-        key, pos = _varint(buf, pos, end)
+        key = buf[pos]
+        # The usual field: a one-byte key, then a one-byte length or value (a plane can have a million
+        # such stats, walked here one by one); anything longer goes through _varint.
+        if key < 0x80 and pos + 1 < end and buf[pos + 1] < 0x80:
+            pos += 1
+            wire = key & 7
+            if wire == _LEN:
+                length, pos = buf[pos], pos + 1
+                nxt = pos + length
+            elif wire == 0:
+                nxt = pos + 1
+            else:
+                nxt = -1
+        else:
+            nxt = -1
+        if nxt < 0:
+            pos = at
+            nxt, pos, key = _slow_field(buf, pos, end)
         number, wire = key >> 3, key & 7
         if number == 0:
             raise WireError(f"field number 0 at byte {at}")
-        if wire == 0:
-            _, nxt = _varint(buf, pos, end)
-        elif wire == 1:
-            nxt = pos + 8
-        elif wire == 5:
-            nxt = pos + 4
-        elif wire == _LEN:
-            length, pos = _varint(buf, pos, end)
-            if length > end - pos:
-                raise WireError(f"field {number} at byte {at} claims {length:,} bytes where {end - pos:,} remain")
-            nxt = pos + length
-        else:
-            raise WireError(f"unsupported wire type {wire} at byte {at}")
         if nxt > end:
+            if wire == _LEN:
+                raise WireError(f"field {number} at byte {at} claims {nxt - pos:,} bytes where {end - pos:,} remain")
             raise WireError(f"field {number} at byte {at} runs past the end of its message")
         yield number, wire, at, pos, nxt
         pos = nxt
+
+
+def _slow_field(buf, pos: int, end: int) -> tuple[int, int, int]:
+    """(end of the field, start of its value, its key) of the field at ``pos``, keys and lengths of any size."""
+    at = pos
+    key, pos = _varint(buf, pos, end)
+    number, wire = key >> 3, key & 7
+    if number == 0:
+        raise WireError(f"field number 0 at byte {at}")
+    if wire == 0:
+        _, nxt = _varint(buf, pos, end)
+    elif wire == 1:
+        nxt = pos + 8
+    elif wire == 5:
+        nxt = pos + 4
+    elif wire == _LEN:
+        length, pos = _varint(buf, pos, end)
+        nxt = pos + length
+    else:
+        raise WireError(f"unsupported wire type {wire} at byte {at}")
+    return nxt, pos, key
 
 
 @dataclass
@@ -220,8 +248,10 @@ def _plane_bytes(buf, start: int, end: int) -> tuple[str, bytes | PlaneBytes, in
             continue
         if number in index:
             index[number].append((value_start - start, value_end - start))
-        if number in _PLANE_MESSAGES:  # its first field only: zeros (a sparse file's hole) fail here, not
-            next(fields(buf, value_start, value_end), None)  # after the plane is copied and handed to upb
+        if number in _PLANE_MESSAGES and value_end - value_start > _CHECKED_MESSAGE_BYTES:
+            # Its first field only: zeros (a sparse file's hole) fail here, not after the plane is copied and
+            # handed to upb. A small message costs little to copy; a plane can hold a million of them.
+            next(fields(buf, value_start, value_end), None)
         if number == _PLANE_NAME:
             if value_end - value_start > MAX_NAME_BYTES:
                 edits.append((tag_at, value_end, b""))  # the name's bytes are never read

@@ -48,6 +48,21 @@ def roofline_points(analysis) -> tuple[pd.DataFrame, str]:
     return points, note
 
 
+def _in_device_steps(so: pd.DataFrame, chosen: pd.DataFrame) -> np.ndarray:
+    """Per step op: whether its (device, step) is one of ``chosen``'s; one integer key per pair, looked up in a
+    table (one gather per event) when the keys are dense, else np.isin."""
+    device, step = so["device"].to_numpy(np.int64), so["step"].to_numpy(np.int64)
+    width = int(max(step.max(), chosen["step"].max())) + 1
+    key = device * width + step
+    wanted = chosen["device"].to_numpy(np.int64) * width + chosen["step"].to_numpy(np.int64)
+    top = int(max(key.max(), wanted.max())) + 1
+    if min(int(key.min()), int(wanted.min())) < 0 or top > 4 * len(key) + (1 << 16):
+        return np.isin(key, wanted)
+    table = np.zeros(top, bool)
+    table[wanted] = True
+    return table[key]
+
+
 def representative_step_events(analysis, max_devices: int = MAX_TIMELINE_DEVICES):
     """Op events of the median-duration measured step of each device, times from that step's start.
 
@@ -65,9 +80,7 @@ def representative_step_events(analysis, max_devices: int = MAX_TIMELINE_DEVICES
         devices = devices[:max_devices]
     chosen = chosen[chosen["device"].isin(devices)][["device", "step", "start_ps", "duration_ps"]]
     # The chosen device-steps' events first (one integer key), so the merge sees thousands of rows, not millions.
-    width = int(max(so["step"].max(), chosen["step"].max())) + 1
-    key = so["device"].to_numpy(np.int64) * width + so["step"].to_numpy(np.int64)
-    so = so[np.isin(key, chosen["device"].to_numpy(np.int64) * width + chosen["step"].to_numpy(np.int64))]
+    so = so[_in_device_steps(so, chosen)]
     ev = so.merge(chosen.rename(columns={"start_ps": "step_start_ps", "duration_ps": "step_ps"}), on=["device", "step"])
     ops = analysis.ops
     time_class = ops.loc[ops["op_id"] >= 0].drop_duplicates("op_id").set_index("op_id")["time_class"]

@@ -18,9 +18,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..analyzer.tables import OPS
 from ..text_safety import clean_text
+from . import json_text
 from .memory_json import memory_at_peak_dict
+from .ops_json import OP_FIELDS
+from .ops_json import ops_records as _ops_records
 from .scopes_out import scopes_records
 from .trace_links import finding_occurrences, occurrence_index
 
@@ -30,11 +32,7 @@ SCHEMA_VERSION = 2
 SOURCE_MEASURED = "measured (trace)"
 SOURCE_PREDICTED = "predicted (roofline: HLO costs and chip table)"
 
-# ops-table columns of the contract -> analysis.ops column they come from (declared in analyzer/tables.py).
-_OP_FIELDS = {c.json: c.name for c in OPS.public()}
-# Text fields of an op record; None when missing.
-# flops_source/bytes_source: 'trace' (trace metadata) | 'hlo' (HLO dump).
-_TEXT_FIELDS = frozenset(c.json for c in OPS.public() if c.dtype in ("text", "category") and c.json != "hlo_text")
+_OP_FIELDS = OP_FIELDS  # the contract's op fields (report/ops_json.py)
 
 
 def clean(value: Any) -> Any:
@@ -246,23 +244,7 @@ def selection_dict(report) -> dict:
 
 def ops_records(ops: pd.DataFrame) -> list[dict]:
     """The ops table as records in the contract's field names (one per HLO op)."""
-    if ops is None or ops.empty:
-        return []
-    frame = pd.DataFrame({out: ops[col] for out, col in _OP_FIELDS.items()})
-    records = []
-    for row in frame.itertuples(index=False, name=None):
-        rec = {}
-        for key, value in zip(_OP_FIELDS, row):
-            if key in _TEXT_FIELDS:
-                rec[key] = _text(value)
-            elif key == "hlo_text":
-                rec[key] = _text(value) or ""
-            elif key == "in_step":
-                rec[key] = bool(clean(value)) if clean(value) is not None else False
-            else:
-                rec[key] = clean(value)
-        records.append(rec)
-    return records
+    return _ops_records(ops, clean)
 
 
 def report_to_dict(report) -> dict:
@@ -274,7 +256,7 @@ def report_to_dict(report) -> dict:
     devices = a.devices
     device_cols = [c for c in ("device", "host", "device_type", "vendor") if c in devices.columns]
     index = occurrence_index(a)
-    return clean(
+    data = clean(
         {
             "schema_version": SCHEMA_VERSION,
             "tool": {"name": "xladiag", "version": __version__},
@@ -311,14 +293,18 @@ def report_to_dict(report) -> dict:
             "selection": selection_dict(report),
             "choices": a.choices,
             "framework": dict(a.framework),  # who built the program: the fixes name its levers
-            "ops": ops_records(a.ops),
+            "ops": [],  # filled below: its records are clean already (a second pass over 80k cells)
             "scopes": scopes_records(report),  # time per framework scope (analyzer/scopes.py)
             "memory_at_peak": memory_at_peak_dict(a.dump.memory_at_peak),
             "warnings": list(a.warnings),
         }
     )
+    data["ops"] = ops_records(a.ops)
+    return data
 
 
 def render_json(report, *, indent: int | None = 2) -> str:
     # allow_nan=False: a NaN that slipped past clean() is a bug, not something to emit.
-    return json.dumps(report_to_dict(report), indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
+    if indent is None:
+        return json.dumps(report_to_dict(report), allow_nan=False, ensure_ascii=False) + "\n"
+    return json_text.dumps(report_to_dict(report), indent) + "\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
 
 from ..units import format_seconds
@@ -63,7 +64,12 @@ def analysis_thread_labels(analysis) -> dict[str, str]:
     so = getattr(analysis, "step_ops", None)
     if so is None or so.empty or "line" not in so:
         return {}
-    return thread_labels(pd.unique(so["line"].astype(object)))
+    line = so["line"]
+    if isinstance(line.dtype, pd.CategoricalDtype):  # the names in use, without a pass over every event's text
+        codes = line.cat.codes.to_numpy()
+        used = np.bincount(codes[codes >= 0], minlength=len(line.cat.categories)) > 0
+        return thread_labels(line.cat.categories[used])
+    return thread_labels(pd.unique(line.astype(object)))
 
 
 def finding_occurrences(finding, index: tuple[dict, dict]) -> list[dict | None]:

@@ -103,11 +103,14 @@ def measure(analysis) -> Numbers | None:
 def _lead_s(steps, step_ops: pd.DataFrame) -> pd.Series:
     """Per measured step: seconds from the annotated span's start to the step's first launch (its first
     device op's start where no launch is recorded), over every device."""
-    if step_ops.empty:
+    if steps.first_launch is not None:  # hosts reduced where read: the step events are a sample
+        first_by_step = steps.first_launch
+    elif step_ops.empty:
         return pd.Series(dtype=float)
-    first = np.where(step_ops["launch_ps"].to_numpy() >= 0, step_ops["launch_ps"].to_numpy(),
-                     step_ops["start_ps"].to_numpy())
-    first_by_step = pd.Series(first, index=step_ops["step"].to_numpy()).groupby(level=0).min()
+    else:
+        first = np.where(step_ops["launch_ps"].to_numpy() >= 0, step_ops["launch_ps"].to_numpy(),
+                         step_ops["start_ps"].to_numpy())
+        first_by_step = pd.Series(first, index=step_ops["step"].to_numpy()).groupby(level=0).min()
     spans = steps.after_warmup.groupby("step")["start_ps"].min()
     return ((first_by_step.reindex(spans.index) - spans) / 1e12).clip(lower=0.0)
 

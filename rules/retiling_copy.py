@@ -139,25 +139,29 @@ def _neighbours(analysis, found: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
 
 def _before_first_conv(ev: pd.DataFrame, conv_ids: pd.Series, found: pd.DataFrame) -> dict:
     """Per layout op (row label of ``found``): 'before' when most of its events start before the first
-    convolution / matmul of their device-step, else 'after'. Integer codes over the events, no groupby."""
+    convolution / matmul of their device-step, else 'after'. Integer codes over the events, no groupby; only
+    the events of those ops are read past their op id."""
     op_id = ev["op_id"].to_numpy(np.int64)
-    device, step = ev["device"].to_numpy(np.int64), ev["step"].to_numpy(np.int64)
-    start = ev["start_ps"].to_numpy(np.int64)
     n_ids = int(max(op_id.max(), conv_ids.max(), found["op_id"].max())) + 1
-    width = int(step.max()) + 1
-    device_step = device * width + step
     is_conv = np.zeros(n_ids, bool)
     is_conv[conv_ids[conv_ids >= 0].to_numpy(np.int64)] = True
-    conv = is_conv[op_id]
-    first = np.full(int(device_step.max()) + 1, np.iinfo(np.int64).max)
-    np.minimum.at(first, device_step[conv], start[conv])
-    has_conv = np.zeros(len(first), bool)
-    has_conv[device_step[conv]] = True  # a device-step without one: no event of it counts as before
     label_of_id = pd.Series(found.index, index=found["op_id"]).loc[lambda s: s.index >= 0]
     label_of_id = label_of_id[~label_of_id.index.duplicated()]
     code_of_id = np.full(n_ids, -1, np.int64)
     codes, labels = pd.factorize(label_of_id.to_numpy(), sort=True)
     code_of_id[label_of_id.index.to_numpy(np.int64)] = codes
+    read = np.flatnonzero(is_conv[op_id] | (code_of_id[op_id] >= 0))
+    if not len(read):
+        return {}
+    op_id = op_id[read]
+    device, step = ev["device"].to_numpy(np.int64)[read], ev["step"].to_numpy(np.int64)[read]
+    start = ev["start_ps"].to_numpy(np.int64)[read]
+    device_step = device * (int(step.max()) + 1) + step
+    conv = is_conv[op_id]
+    first = np.full(int(device_step.max()) + 1, np.iinfo(np.int64).max)
+    np.minimum.at(first, device_step[conv], start[conv])
+    has_conv = np.zeros(len(first), bool)
+    has_conv[device_step[conv]] = True  # a device-step without one: no event of it counts as before
     code = code_of_id[op_id]
     mine = code >= 0
     count = np.bincount(code[mine], minlength=len(labels))

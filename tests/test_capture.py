@@ -169,3 +169,9 @@ def test_first_seen_ids_number_keys_as_groupby_ngroup():
     keys = pd.DataFrame({c: pd.Categorical(rng.choice(list("abcd"), 500)) for c in ("module", "program_id", "op_name")})
     expected = keys.groupby(list(keys.columns), sort=False, observed=True).ngroup().to_numpy()
     assert first_seen_ids(keys).tolist() == expected.tolist()
+    # Missing names (-1, as ngroup drops them) and categories too many for a table per possible key.
+    keys.loc[::7, "op_name"] = np.nan
+    keys["module"] = pd.Categorical(keys["module"], categories=[*"abcd", *map(str, range(3000))])
+    expected = keys.groupby(list(keys.columns), sort=False, observed=True).ngroup().fillna(-1).to_numpy(np.int64)
+    assert (expected[::7] == -1).all() and first_seen_ids(keys).tolist() == expected.tolist()
+    assert first_seen_ids(keys.dropna()).tolist() == pd.Series(expected[expected >= 0]).tolist()

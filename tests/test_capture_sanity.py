@@ -182,3 +182,37 @@ def test_flops_the_chip_cannot_do_in_the_measured_time_are_dropped_after_chip_de
     assert ops["efficiency"].max() <= 1.5
     assert analysis.mfu is None or analysis.mfu <= 1
     assert _warning(analysis, "more FLOPs than the")
+
+
+def test_op_seconds_is_the_median_wherever_the_bound_cannot_decide():
+    """The shortest event bounds each op's median from below; ops a cost check cannot clear on that bound get
+    their exact median (pandas' median: the mean of the two middle values), the others keep the bound."""
+    from xladiag.analyzer.capture.sanity import _MIN_OP_PS, _op_seconds
+
+    rng = np.random.default_rng(3)
+    n_ops = 50
+    row = rng.integers(-1, n_ops - 5, 20_000)  # -1: no metadata; the last 5 ops never measured
+    duration = rng.integers(0, 10**7, len(row))
+    capture_ps = 10**13
+    import pandas as pd
+
+    exact = pd.Series(duration[row >= 0]).groupby(row[row >= 0]).median().reindex(range(n_ops))
+    exact = np.maximum(exact.fillna(capture_ps).to_numpy(), _MIN_OP_PS) / 1e12
+    every = _op_seconds(row, duration, n_ops, capture_ps, lambda s: np.ones(len(s), bool))
+    assert np.array_equal(every, exact)
+    chosen = np.zeros(n_ops, bool)
+    chosen[::3] = True
+    some = _op_seconds(row, duration, n_ops, capture_ps, lambda s: chosen)
+    assert np.array_equal(some[chosen], exact[chosen])
+    assert np.all(some[~chosen] <= exact[~chosen])
+    assert np.array_equal(some[-5:], np.full(5, capture_ps / 1e12))  # unmeasured: the capture, exactly
+
+
+def test_on_lines_matches_isin():
+    from xladiag.analyzer.capture.planes import on_lines
+
+    rng = np.random.default_rng(4)
+    lines = rng.integers(0, 40, 10_000).astype(np.int32)
+    for ids in ([], [3], [0, 39, 7], [5, 500, -1]):
+        assert np.array_equal(on_lines(lines, ids), np.isin(lines, ids))
+    assert np.array_equal(on_lines(np.array([-2, 1 << 30, 5]), [5, -2]), [True, False, True])

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import GPU_SAMPLE, SAMPLES, diagnosed
-from xladiag.analyzer.capture.gpu_cpu_ops import one_event_per_execution
+from xladiag.analyzer.capture.gpu_cpu_ops import kernel_metadata, one_event_per_execution
 
 
 def _events(rows):
@@ -50,3 +50,22 @@ def test_h100_gemms_and_ffts_count_executions_and_keep_their_flops():
     assert len(gemms) >= 8 and len(ffts) >= 6  # forward, backward and remat FFTs of two layers
     assert (gemms["occurrences_per_step"] == 1.0).all() and (ffts["occurrences_per_step"] == 1.0).all()
     assert gemms["flops"].notna().all()  # no longer read as faster than the chip
+
+
+def test_missing_names_merge_as_pandas_compares_them():
+    # A kernel with no op name (NaN) never continues an execution; a missing program id takes the execution's
+    # first present one; a kernel with no name continues its op's execution (NaN equals no first kernel).
+    nan = float("nan")
+    rows = [(0, "m", nan, "conv", 0, 10, 10, "s", -1), (0, "m", "1", "conv", 20, 10, 10, "s", 4),
+            (0, "m", "1", nan, 40, 5, 5, "s", 7), (0, "m", "1", nan, 50, 5, 5, "s", 8),
+            (0, "m", "1", "dot", 60, 5, 5, "s", -1), (0, "m", nan, "dot", 70, 5, 5, "s", -1)]
+    kernels = pd.Series(["im2col", "gemm", "k", "k2", "d1", None])
+    out = one_event_per_execution(_events(rows), kernels)
+    assert out["start_ps"].tolist() == [0, 40, 50, 60]
+    assert out["program_id"].tolist() == ["1", "1", "1", "1"] and out["launch_ps"].tolist() == [4, 7, 8, -1]
+    assert out["duration_ps"].tolist() == [20, 5, 5, 10] and out["span_ps"].tolist() == [30, 5, 5, 15]
+    per_kernel = _events(rows).assign(_kernel=kernels.fillna("").to_numpy())
+    listed = kernel_metadata(per_kernel, out)
+    # Keyed by (program id, op): the kernel without a program id is its own op; kernels without an op are left out.
+    assert list(zip(listed["program_id"], listed["op_name"], listed["kernels"])) == [
+        ("", "conv", "im2col 10 ps"), ("1", "conv", "gemm 10 ps"), ("1", "dot", "d1 5 ps")]

@@ -73,6 +73,27 @@ def test_locate_finds_the_window_holding_each_point(seed):
     assert intervals.locate(points, pg, ws, we, wg).tolist() == want
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_locate_points_in_order_as_shuffled(seed):
+    # Points in (group, time) order (a capture's events) take the no-sort path; windows may overlap, repeat
+    # or be empty: the one that starts last at or before a point wins, as for points in any order.
+    rng = np.random.default_rng(400 + seed)
+    groups, n = int(rng.integers(1, 5)), int(rng.integers(1, 80))
+    ws = rng.integers(-5, 50, int(rng.integers(1, 12)))
+    we, wg = ws + rng.integers(-3, 20, len(ws)), rng.integers(0, groups + 1, len(ws))
+    points, pg = rng.integers(0, 50, n), rng.integers(0, groups, n)
+    order = np.lexsort((points, pg))
+    points, pg = points[order], pg[order]
+    want = []
+    for t, g in zip(points, pg):
+        started = [i for i in range(len(ws)) if wg[i] == g and ws[i] <= t]
+        last = max(started, key=lambda i: (ws[i], i)) if started else -1
+        want.append(last if last >= 0 and t < we[last] else -1)
+    assert intervals.locate(points, pg, ws, we, wg).tolist() == want
+    shuffle = rng.permutation(n)
+    assert intervals.locate(points[shuffle], pg[shuffle], ws, we, wg).tolist() == [want[i] for i in shuffle]
+
+
 @pytest.mark.parametrize("seed", range(15))
 def test_first_at_or_after(seed):
     rng = np.random.default_rng(300 + seed)

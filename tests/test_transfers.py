@@ -132,3 +132,25 @@ def test_tpu_spans_run_to_the_done_op_and_count_the_recording_device_only():
     assert transfers.non_transfer_s_per_step == 40e-6  # TPU: one op at a time, the plain sum
     # Starts only issue the transfer on TPU: no exposure row.
     assert out["exposed_s_per_step"].notna().tolist() == [False, True, False]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_done_ends_against_brute_force(seed):
+    # Per span: the earliest end, at or after its start, of its done op's events in its device-step; captures
+    # hours long (times near 2**62 ps apart across steps) too.
+    import numpy as np
+
+    from xladiag.analyzer.steps.transfers import done_ends
+
+    rng = np.random.default_rng(seed)
+    n_rows, n_ops = int(rng.integers(1, 6)), int(rng.integers(1, 5))
+    step_start = np.sort(rng.integers(0, 2**62 if seed % 2 else 10**6, n_rows))
+    rows, op = rng.integers(-1, n_rows, 30), rng.integers(-1, n_ops, 30)
+    start = step_start[np.maximum(rows, 0)] + rng.integers(0, 100, 30)
+    ev_rows, ev_op = rng.integers(0, n_rows, 60), rng.integers(0, n_ops + 1, 60)
+    ev_end = step_start[ev_rows] + rng.integers(0, 120, 60)
+    want = []
+    for s, r, o in zip(start, rows, op):
+        later = [e for e, er, eo in zip(ev_end, ev_rows, ev_op) if er == r and eo == o and e >= s]
+        want.append(min(later) if later and r >= 0 and o >= 0 else -1)
+    assert done_ends(start, rows, op, ev_rows, ev_op, ev_end).tolist() == want

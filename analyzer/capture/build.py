@@ -97,8 +97,7 @@ def _module_of_program(program_id: pd.Series, module_names: pd.Series) -> pd.Ser
         return program_id.map(module_names).astype(object).fillna("")
     per_program = pd.Series(program_id.cat.categories).map(module_names).astype(object).fillna("").to_numpy()
     codes = program_id.cat.codes.to_numpy()
-    used = np.zeros(len(per_program), bool)
-    used[np.unique(codes)] = True
+    used = np.bincount(codes, minlength=len(per_program)) > 0  # codes >= 0: no program id is missing
     names, name_codes = np.unique(per_program[used].astype(str), return_inverse=True)
     remap = np.full(len(per_program), -1, np.int64)
     remap[used] = name_codes.reshape(-1)

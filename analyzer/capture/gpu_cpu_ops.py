@@ -32,9 +32,7 @@ def gpu_tables(space: XSpaceTables, device_base: int):
     stat_cols = ["hlo_op", "hlo_module", "program_id", "correlation_id"]
     kernels = events_with_stats(space, planes["plane"], lambda n: n.str.startswith("Stream"), stat_cols)
     # Host launch events name the HLO op for kernels that do not carry it themselves.
-    host_planes = space.planes.loc[space.planes["name"] == "/host:CPU", "plane"]
-    launches = events_with_stats(space, host_planes, lambda n: n.notna(), stat_cols)
-    launches = launches.dropna(subset=["correlation_id", "hlo_op"]).drop_duplicates("correlation_id")
+    launches = _launches(space, stat_cols)
     launch_columns = ["hlo_op", "hlo_module", "program_id", "start_ps"]
     by_corr = launches.set_index("correlation_id")[launch_columns].add_suffix("_launch")
     joined = kernels.join(by_corr, on="correlation_id")
@@ -79,37 +77,79 @@ def gpu_tables(space: XSpaceTables, device_base: int):
     return devices, events, kernel_metadata(per_kernel, events), warnings
 
 
+def _launches(space: XSpaceTables, stat_cols: list) -> pd.DataFrame:
+    """Events of the /host:CPU planes with a correlation_id and an HLO op, the first of each correlation_id.
+    Only the events carrying both stats are joined (a host plane holds most of a GPU capture's events)."""
+    host_planes = space.planes.loc[space.planes["name"] == "/host:CPU", "plane"]
+    lines = space.lines.loc[space.lines["plane"].isin(host_planes) & space.lines["name"].notna(), "line"]
+    stats = space.event_stats
+    stats = stats[stats["correlation_id"].notna() & stats["hlo_op"].notna()]
+    events = space.events
+    launches = events[events.index.isin(stats["event"]) & events["line"].isin(lines)]
+    return launches.join(stats.set_index("event")[stat_cols], how="left").drop_duplicates("correlation_id")
+
+
 MAX_KERNELS_LISTED = 5
 
 
 def kernel_metadata(per_kernel: pd.DataFrame, executions: pd.DataFrame) -> pd.DataFrame:
     """METADATA_COLUMNS rows, one per (program_id, op_name), with ``kernels``: the kernels the op launched, the
     costliest first, each with its mean time per execution of the op ('Im3d2Col.kd 20.1 us; Cijk_... 312 us'),
-    the rest counted; the other columns empty (a GPU trace holds no per-op costs)."""
+    the rest counted; the other columns empty (a GPU trace holds no per-op costs).
+
+    Computed on integer codes (a kernel per op per event, hundreds of thousands of events); ops and kernels
+    come in the order a sort-free group-by and a stable sort by time give them, rows without an op or kernel
+    name left out as a group-by leaves them."""
     key = ["program_id", "op_name"]
-
-    def keyed(frame: pd.DataFrame) -> pd.DataFrame:  # NaN program ids as '' so that the keys meet
-        return frame.assign(program_id=frame["program_id"].astype(object).where(frame["program_id"].notna(), ""))
-
-    named = keyed(per_kernel[per_kernel["_kernel"] != ""])
+    named = per_kernel[per_kernel["_kernel"] != ""]
     if named.empty:
         return pd.DataFrame(columns=METADATA_COLUMNS)
-    # A C++ kernel's signature is its name plus the argument list: the name says which kernel it is.
-    named["_kernel"] = named["_kernel"].astype(str).str.replace(r"\(.*\)\s*$", "", regex=True).str.slice(0, 120)
-    runs = keyed(executions).groupby(key, sort=False).size().rename("_runs")
-    totals = (named.groupby([*key, "_kernel"], sort=False)["duration_ps"].sum().rename("_ps")
-              .reset_index().join(runs, on=key).sort_values("_ps", ascending=False, kind="stable"))
+    kernel, kernel_names = _short_kernels(named["_kernel"])
+    op, pids, ops = _op_codes(named, executions)
+    n = len(named)
+    runs = np.bincount(op[n:][op[n:] >= 0], minlength=len(ops)).tolist()
+    keep = (op[:n] >= 0) & (kernel >= 0)
+    op_kernel, pairs = pd.factorize(op[:n][keep] * len(kernel_names) + kernel[keep])
+    ps = np.zeros(len(pairs), np.int64)
+    np.add.at(ps, op_kernel, named["duration_ps"].to_numpy(np.int64)[keep])
+    costliest = np.argsort(-ps, kind="stable")
+    top_op, top_kernel = pairs[costliest] // len(kernel_names), pairs[costliest] % len(kernel_names)
+    top_ps = ps[costliest]
+    group, group_ops = pd.factorize(top_op)
+    by_group = np.argsort(group, kind="stable")
     rows = []
-    for (program_id, op_name), group in totals.groupby(key, sort=False):
-        listed = [f"{k} {format_seconds(ps / 1e12 / max(n, 1))}"
-                  for k, ps, n in zip(group["_kernel"], group["_ps"], group["_runs"].fillna(1))][:MAX_KERNELS_LISTED]
-        more = len(group) - len(listed)
-        rows.append((program_id, op_name, "; ".join(listed) + (f"; +{more} more" if more > 0 else "")))
+    for g, rows_of_op in enumerate(np.split(by_group, np.flatnonzero(np.diff(group[by_group])) + 1)):
+        o, first = int(group_ops[g]), rows_of_op[:MAX_KERNELS_LISTED]
+        listed = [f"{kernel_names[k]} {format_seconds(t / 1e12 / max(runs[o], 1))}"
+                  for k, t in zip(top_kernel[first].tolist(), top_ps[first].tolist())]
+        more = len(rows_of_op) - len(listed)
+        rows.append((pids[o], ops[o], "; ".join(listed) + (f"; +{more} more" if more > 0 else "")))
     out = pd.DataFrame(rows, columns=[*key, "kernels"])
     for col in METADATA_COLUMNS:
         if col not in out:
             out[col] = np.nan if col in ("flops", "model_flops", "bytes_accessed", "hbm_bytes") else None
     return out[METADATA_COLUMNS]
+
+
+def _short_kernels(kernels: pd.Series) -> tuple[np.ndarray, list]:
+    """Per kernel event, a code into the kernels' short names (-1: none): a C++ kernel's signature is its name
+    plus the argument list, and the name says which kernel it is. Per distinct name, not per event."""
+    codes, distinct = pd.factorize(kernels.astype(str), use_na_sentinel=False)
+    short = pd.Series(distinct).str.replace(r"\(.*\)\s*$", "", regex=True).str.slice(0, 120)
+    short_code, names = pd.factorize(short)
+    return short_code[codes], list(names)
+
+
+def _op_codes(named: pd.DataFrame, executions: pd.DataFrame) -> tuple[np.ndarray, list, list]:
+    """Per row of both frames, a code for its (program_id, op_name), NaN program ids as '' so that the keys
+    meet (-1 where op_name is missing); and each code's program_id and op_name."""
+    pid = pd.concat([named["program_id"], executions["program_id"]], ignore_index=True).astype(object)
+    pid_code, pid_values = pd.factorize(pid.where(pid.notna(), ""))
+    op_code, op_values = pd.factorize(pd.concat([named["op_name"], executions["op_name"]], ignore_index=True))
+    code = np.full(len(op_code), -1, np.int64)
+    valid = op_code >= 0
+    code[valid], pairs = pd.factorize(pid_code[valid].astype(np.int64) * len(op_values) + op_code[valid])
+    return code, list(pid_values.take(pairs // len(op_values))), list(op_values.take(pairs % len(op_values)))
 
 
 def one_event_per_execution(events: pd.DataFrame, kernel: pd.Series) -> pd.DataFrame:
@@ -125,23 +165,58 @@ def one_event_per_execution(events: pd.DataFrame, kernel: pd.Series) -> pd.DataF
     """
     if events.empty:
         return events
-    ev = events.assign(_kernel=kernel.to_numpy()).sort_values(["device", "line", "start_ps"], kind="stable")
-    same_op = ((ev["device"] == ev["device"].shift()) & (ev["line"] == ev["line"].shift())
-               & (ev["op_name"] == ev["op_name"].shift()))
-    first_kernel = ev.groupby(["device", "op_name"], observed=True, sort=False)["_kernel"].transform("first")
-    joins = same_op & (ev["_kernel"] != first_kernel) & (ev["_kernel"] != "")
+    order, joins = _kernel_joins(events, kernel)
     if not joins.any():
         return events
-    execution = (~joins).cumsum().to_numpy()
-    end = (ev["start_ps"] + ev["span_ps"]).to_numpy()
-    launch = ev["launch_ps"].where(ev["launch_ps"] >= 0)
-    grouped = ev.assign(_end=end, _launch=launch).groupby(execution, sort=False)
-    first = grouped.first()
-    merged = first[list(events.columns)].assign(
-        duration_ps=grouped["duration_ps"].sum().to_numpy(),
-        span_ps=(grouped["_end"].max() - first["start_ps"]).to_numpy(),
-        launch_ps=grouped["_launch"].min().fillna(-1).astype("int64").to_numpy())
-    return merged.sort_values(["device", "start_ps"], kind="stable").reset_index(drop=True)
+    return _merged(events.iloc[order], np.flatnonzero(~joins)).sort_values(
+        ["device", "start_ps"], kind="stable").reset_index(drop=True)
+
+
+def _kernel_joins(events: pd.DataFrame, kernel: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The events' order by (device, line, start) and, in that order, whether each kernel continues the
+    execution before it; on integer codes, with a missing name equal to none (as pandas compares them)."""
+    line, _ = pd.factorize(events["line"], sort=True)
+    op, _ = pd.factorize(events["op_name"])
+    device, _ = pd.factorize(events["device"])
+    kc, kernels = pd.factorize(pd.Series(kernel.to_numpy()))
+    order = np.lexsort((events["start_ps"].to_numpy(), np.where(line < 0, len(line), line), device))
+    line, op, device, kc = line[order], op[order], device[order], kc[order]
+    same_op = np.zeros(len(order), bool)
+    same_op[1:] = ((device[1:] == device[:-1]) & (line[1:] == line[:-1]) & (line[1:] >= 0)
+                   & (op[1:] == op[:-1]) & (op[1:] >= 0))
+    # The first named kernel of each (device, op) in that order: where the op's executions start.
+    group = np.where(op >= 0, device.astype(np.int64) * (int(op.max()) + 1) + op, -1)
+    group, _ = pd.factorize(group)  # -1 keeps its own code: rows without an op never join anyway
+    first = np.full(int(group.max()) + 1, -1, np.int64)
+    named = np.flatnonzero(kc >= 0)[::-1]
+    first[group[named]] = kc[named]  # the last write is the first named kernel
+    empty = kernels.get_loc("") if "" in kernels else -2
+    joins = same_op & ((kc < 0) | (first[group] < 0) | (kc != first[group])) & (kc != empty)
+    return order, joins
+
+
+def _merged(ev: pd.DataFrame, starts: np.ndarray) -> pd.DataFrame:
+    """One row per execution (the rows of ``ev`` from each of ``starts`` to the next): each column's first
+    present value (as a group-by's ``first``), the summed cost, the extent to the last kernel's end, the
+    earliest known launch."""
+    out = {col: _first_present(ev[col], starts) for col in ev.columns}
+    start = ev["start_ps"].to_numpy()
+    out["duration_ps"] = pd.Series(np.add.reduceat(ev["duration_ps"].to_numpy(), starts))
+    out["span_ps"] = pd.Series(np.maximum.reduceat(start + ev["span_ps"].to_numpy(), starts) - start[starts])
+    launch = ev["launch_ps"].to_numpy(np.float64)
+    earliest = np.minimum.reduceat(np.where(launch >= 0, launch, np.inf), starts)
+    out["launch_ps"] = pd.Series(np.where(np.isinf(earliest), -1, earliest).astype(np.int64))
+    return pd.DataFrame(out)
+
+
+def _first_present(values: pd.Series, starts: np.ndarray) -> pd.Series:
+    missing = values.isna().to_numpy()
+    if not missing.any():
+        return values.iloc[starts].reset_index(drop=True)
+    n = len(values)
+    first = np.minimum.reduceat(np.where(missing, n, np.arange(n)), starts)
+    taken = values.iloc[np.minimum(first, n - 1)].reset_index(drop=True)
+    return taken.where(pd.Series(first < n)) if (first == n).any() else taken
 
 
 def _gpu_device_type(stats: dict) -> str:

@@ -117,15 +117,55 @@ def covered(query_start, query_end, query_group, start, end, group) -> np.ndarra
     return covered_until(qe, kqe) - covered_until(qs, kqs)
 
 
+def ordered(group, time) -> bool:
+    """Whether the (group, time) pairs are in lexicographic order (a capture's events, per device by start)."""
+    g, t = _i64(group), _i64(time)
+    return bool(np.all((g[1:] > g[:-1]) | ((g[1:] == g[:-1]) & (t[1:] >= t[:-1]))))
+
+
+def _first_at_least(t, lo, hi, x) -> np.ndarray:
+    """Per query: the first index in [lo, hi) with t >= x, else hi (t ascending within each range). A binary
+    search run on every query at once: log2(len(t)) steps over the queries, never a pass over t."""
+    lo, hi = lo.copy(), hi.copy()
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo
+        mid = (lo + hi) // 2
+        below = active & (t[np.minimum(mid, len(t) - 1)] < x)
+        lo = np.where(below, mid + 1, lo)
+        hi = np.where(active & ~below, mid, hi)
+
+
+def _locate_ordered(t, tg, ws, we, wg) -> np.ndarray:
+    """:func:`locate` for points in (group, time) order: each window holds a run of consecutive points, found
+    by searching the points for the windows' ends (few windows); no key, sort or search per point."""
+    order = np.lexsort((ws, wg))  # stable: of windows starting together, the later one wins, as in locate
+    ws, we, wg = ws[order], we[order], wg[order]
+    group_lo = np.searchsorted(tg, wg, side="left")
+    group_hi = np.searchsorted(tg, wg, side="right")
+    first = _first_at_least(t, group_lo, group_hi, ws)  # first point of the window's group at or after its start
+    # Its run ends at the next window's first point, the group's end or the window's end, whichever is first.
+    run_end = np.minimum(np.append(first[1:], len(t)), group_hi)
+    last = _first_at_least(t, first, run_end, we)
+    gap = np.append(first[1:], len(t)) - last  # points after the window's run, before the next window's
+    values = np.stack([order, np.full(len(order), -1, np.int64)], axis=1).reshape(-1)
+    lengths = np.stack([last - first, gap], axis=1).reshape(-1)
+    return np.concatenate([np.full(first[0], -1, np.int64), np.repeat(values, lengths)])
+
+
 def locate(point, point_group, window_start, window_end, window_group) -> np.ndarray:
     """Per point: the index of the window of its group with start <= point < end (-1 if none).
 
     Windows of a group should not overlap; if they do, the one that starts last at or before the point wins.
+    Points already in (group, time) order (a capture's events) need no sort.
     """
     t, tg = _i64(point), _i64(point_group)
     ws, we, wg = _i64(window_start), _i64(window_end), _i64(window_group)
     if len(ws) == 0 or len(t) == 0:
         return np.full(len(t), -1, np.int64)
+    if ordered(tg, t):
+        return _locate_ordered(t, tg, ws, we, wg)
     kw, kt = _keys((wg, ws), (tg, t))
     order = np.argsort(kw, kind="stable")
     k = np.searchsorted(kw[order], kt, side="right")

@@ -76,7 +76,7 @@ def events_with_stats(space: XSpaceTables, plane_rows, line_name_or_pred, column
     """Events of some lines with the given per-event stat columns joined (NaN where absent)."""
     pred = line_name_or_pred if callable(line_name_or_pred) else (lambda n: n == line_name_or_pred)
     lines = space.lines[space.lines["plane"].isin(plane_rows) & pred(space.lines["name"])]
-    mask = space.events["line"].isin(lines["line"])
+    mask = on_lines(space.events["line"].to_numpy(), lines["line"])
     ev = space.events[mask]
     ev = ev.join(space.event_stats.set_index("event")[list(columns)], how="left")
     names = lines.set_index("line")["name"]
@@ -117,5 +117,18 @@ def metadata_rows(meta: pd.DataFrame, plane: np.ndarray, metadata_id: np.ndarray
 
 def line_events(space: XSpaceTables, plane_rows, line_name: str) -> np.ndarray:
     """Rows in ``space.events`` of the events on the lines called ``line_name`` of these planes."""
-    ids = line_ids(space, plane_rows, line_name).to_numpy(np.int64)
-    return np.flatnonzero(np.isin(space.events["line"].to_numpy(), ids))
+    return np.flatnonzero(on_lines(space.events["line"].to_numpy(), line_ids(space, plane_rows, line_name)))
+
+
+def on_lines(event_line: np.ndarray, ids) -> np.ndarray:
+    """Per event: whether its line (a row of ``space.lines``) is one of ``ids``; a lookup table indexed by
+    line, one gather per event instead of np.isin's pass per id."""
+    ids = np.asarray(ids, np.int64)
+    if len(event_line) == 0 or len(ids) == 0:
+        return np.zeros(len(event_line), bool)
+    low, high = int(event_line.min()), int(event_line.max())
+    if low < 0 or high >= 1 << 24:  # not row numbers (a damaged table): the generic test
+        return np.isin(event_line, ids)
+    table = np.zeros(high + 1, bool)
+    table[ids[(ids >= 0) & (ids <= high)]] = True
+    return table[event_line]

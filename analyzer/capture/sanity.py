@@ -15,6 +15,7 @@ flow into every number of the report, so they are dropped here, each kind counte
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import replace
 
@@ -24,7 +25,7 @@ import pandas as pd
 from ...parsers.xplane import XSpaceTables
 from ..chips.catalog import load_catalog
 from .intervals import group_median
-from .planes import metadata_rows
+from .planes import metadata_rows, on_lines
 
 _PEAK_MARGIN = 100.0
 _PS_PER_S = 1e12
@@ -124,8 +125,7 @@ def _checked_space(space: XSpaceTables) -> tuple[XSpaceTables, Counter]:
 def _on_lines(space: XSpaceTables, names: tuple[str, ...]) -> np.ndarray:
     """Per event: whether its line is called one of ``names``."""
     lines = space.lines
-    ids = lines.loc[lines["name"].isin(names), "line"].to_numpy(np.int64)
-    return np.isin(space.events["line"].to_numpy(np.int64), ids)
+    return on_lines(space.events["line"].to_numpy(), lines.loc[lines["name"].isin(names), "line"])
 
 
 def _keep_events(space: XSpaceTables, keep: np.ndarray) -> XSpaceTables:
@@ -137,6 +137,7 @@ def _keep_events(space: XSpaceTables, keep: np.ndarray) -> XSpaceTables:
     return replace(space, events=space.events[keep].reset_index(drop=True), event_stats=stats.reset_index(drop=True))
 
 
+@functools.lru_cache(maxsize=1)  # once per process: a worker checks many hosts against the same catalog
 def _fastest() -> tuple[float, float]:
     """(FLOP/s, bytes/s): the highest peak and memory bandwidth of any chip in the catalog."""
     chips = load_catalog().values()
@@ -145,21 +146,28 @@ def _fastest() -> tuple[float, float]:
     return flops, max(float(c.hbm_bytes_per_s or 0) for c in chips)
 
 
-def _plausible_costs(space: XSpaceTables, capture_ps: int) -> tuple[pd.DataFrame, int, int]:
-    """Event metadata with impossible flops/bytes set to NaN, and how many ops lost each."""
-    meta = space.event_metadata
-    if meta.empty:
-        return meta, 0, 0
-    ev = space.events
-    row = metadata_rows(meta, ev["plane"].to_numpy(), ev["metadata_id"].to_numpy())
-    typical = group_median(row, ev["duration_ps"].to_numpy(np.int64), len(meta))
-    # Ops never measured are held to the whole capture: no op does more than the capture could.
-    duration_s = np.maximum(np.where(np.isnan(typical), capture_ps, typical), _MIN_OP_PS) / _PS_PER_S
+def _op_seconds(row: np.ndarray, duration_ps: np.ndarray, n_ops: int, capture_ps: int, suspect) -> np.ndarray:
+    """Per metadata row: its events' median duration in seconds (the capture's when it has none), at least
+    ``_MIN_OP_PS``. The median of every op costs a sort of all events: first each op's shortest event, a lower
+    bound, then the median of only the ops whose costs that bound cannot clear (``suspect(seconds)``)."""
+    keep = row >= 0
+    row, duration_ps = row[keep], duration_ps[keep]
+    shortest = np.full(n_ops, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(shortest, row, duration_ps)
+    measured = np.bincount(row, minlength=n_ops) > 0
+    seconds = np.maximum(np.where(measured, shortest, capture_ps), _MIN_OP_PS) / _PS_PER_S
+    check = suspect(seconds) & measured
+    if check.any():
+        chosen = check[row]
+        typical = group_median(row[chosen], duration_ps[chosen], n_ops)
+        seconds[check] = np.maximum(typical[check], _MIN_OP_PS) / _PS_PER_S
+    return seconds
+
+
+def _over(meta: pd.DataFrame, duration_s: np.ndarray, capture_ps: int, is_async: np.ndarray) -> dict:
+    """Per kind (flops, bytes): (its columns, which metadata rows hold an impossible value in one of them)."""
     flops_peak, bytes_peak = _fastest()
-    text = meta["display_name"].fillna("").astype(str) + " " + meta["hlo_category"].fillna("").astype(str)
-    is_async = text.str.contains(_ASYNC_OP, regex=True).to_numpy()
-    meta = meta.copy()
-    dropped = {}
+    out = {}
     for kind, columns, peak, exempt in (("flops", ("flops", "model_flops"), flops_peak, False),
                                         ("bytes", ("bytes_accessed", "raw_bytes_accessed", "hbm_bytes"),
                                          bytes_peak, True)):
@@ -170,7 +178,31 @@ def _plausible_costs(space: XSpaceTables, capture_ps: int) -> tuple[pd.DataFrame
             if exempt:  # an async op's own duration bounds nothing; the whole capture still does
                 over &= ~is_async | (values > _PEAK_MARGIN * peak * capture_ps / _PS_PER_S)
             bad |= over
+        out[kind] = (columns, bad)
+    return out
+
+
+def _plausible_costs(space: XSpaceTables, capture_ps: int) -> tuple[pd.DataFrame, int, int]:
+    """Event metadata with impossible flops/bytes set to NaN, and how many ops lost each."""
+    meta = space.event_metadata
+    if meta.empty:
+        return meta, 0, 0
+    ev = space.events
+    row = metadata_rows(meta, ev["plane"].to_numpy(), ev["metadata_id"].to_numpy())
+    text = meta["display_name"].fillna("").astype(str) + " " + meta["hlo_category"].fillna("").astype(str)
+    is_async = text.str.contains(_ASYNC_OP, regex=True).to_numpy()
+    # Ops never measured are held to the whole capture: no op does more than the capture could.
+    duration_s = _op_seconds(row, ev["duration_ps"].to_numpy(np.int64), len(meta), capture_ps,
+                             lambda seconds: _any_over(_over(meta, seconds, capture_ps, is_async)))
+    over = _over(meta, duration_s, capture_ps, is_async)
+    if not _any_over(over).any():
+        return meta, 0, 0
+    meta = meta.copy()
+    for columns, bad in over.values():
         for column in columns:
             meta.loc[bad, column] = np.nan
-        dropped[kind] = int(bad.sum())
-    return meta, dropped["flops"], dropped["bytes"]
+    return meta, int(over["flops"][1].sum()), int(over["bytes"][1].sum())
+
+
+def _any_over(over: dict) -> np.ndarray:
+    return over["flops"][1] | over["bytes"][1]

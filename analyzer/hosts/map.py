@@ -2,10 +2,11 @@
 
 One host file: read here, all events kept (the single-capture path). Several: each host is decoded and
 reduced where it is read (``host_reduce``) and the reductions merged (``host_merge``), so memory is
-bounded by the largest host, not the sum. Only TPU hosts are reduced that way: on GPU and CPU captures
-which ops are transfers, and so the unions the transfer numbers take (communication kernels against
-compute kernels, the non-transfer ops), come from the HLO, known only once every host is merged; those
-hosts are decoded in parallel and their events all kept.
+bounded by the largest host, not the sum. On GPU and CPU hosts which ops are transfers (what the unions of
+the transfer numbers take: communication kernels against compute kernels, the non-transfer ops) comes from
+the HLO each host file carries (``transfer_totals``). Hosts of several platforms, or a host that cannot be
+reduced alone (a program without its HLO in the file, no op event), send the capture the all-events way:
+every host decoded in parallel, its events all kept.
 
 Where the map runs: ``workers`` local processes (default: the cores this process may use), in this
 process with one, or the Dask cluster at ``scheduler`` (``dask.distributed``; the workers read the host
@@ -132,14 +133,23 @@ def _map(executor: Executor, calls: dict[int, tuple], progress: Progress | None,
     out = {}
     try:
         for done, future in enumerate(as_completed(futures), 1):
-            key = futures[future]
+            key = futures.pop(future)  # the future goes with its result: only what `take` keeps stays held
             out[key] = programs.take(key, future.result()) if programs else future.result()
+            del future
             if progress:
                 progress(f"{what} {done}/{len(calls)} hosts ({where})")
     except BrokenProcessPool:
         raise InputError("a worker process died while reading the host files (out of memory?): "
                          "rerun with --workers 1") from None
     return out
+
+
+def _why_in_full(parts: list[HostPart]) -> str:
+    lacking = [p.hostname or p.path for p in parts if p.space is not None]
+    if lacking:
+        return (f"{', '.join(lacking[:3])}{' ...' if len(lacking) > 3 else ''} cannot be reduced alone (a program "
+                "without its HLO in the host file, or no op event)")
+    return "hosts of several platforms (" + ", ".join(sorted({p.platform for p in parts})) + ")"
 
 
 def _single(spaces, progress: Progress | None, choice: StepChoice | None = None) -> Measured:
@@ -181,11 +191,13 @@ def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, wo
         parts = _map(executor, {i: (p, None, False, choice) for i, p in enumerate(paths)}, progress, "read", where,
                      programs)
         parts = [parts[i] for i in range(len(paths))]
-        if all(p.space is None for p in parts):
+        if all(p.space is None for p in parts) and len({p.platform for p in parts}) == 1:
             parts = [programs.give_back(i, p) for i, p in enumerate(parts)]
             return merge_hosts(parts, lambda calls: _map(executor, calls, progress, "reduced again with the run's "
                                                          "steps:", where), choice)
-        # Not all TPU: every host's events are needed (see the module doc).
+        # Hosts of several platforms, or one that cannot be reduced: every host's events (see the module doc).
+        if progress:
+            progress(f"the hosts are read in full: {_why_in_full(parts)}")
         raw = {i: (p.path, None, True) for i, p in enumerate(parts) if p.space is None}
         again = _map(executor, raw, progress, "read again in full", where) if raw else {}
     spaces = [again[i].space if i in again else p.space for i, p in enumerate(parts)]

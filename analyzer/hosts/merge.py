@@ -84,11 +84,12 @@ def _lite_capture(parts: list[HostPart], bases: list[int], hosts: tuple[str, ...
                            "start_ps": np.concatenate([ext["first_start_ps"], ext["last_start_ps"]]),
                            "span_ps": np.concatenate([np.zeros(len(ext), np.int64),
                                                       ext["end_ps"] - ext["last_start_ps"]])})
-    return Capture(platform="tpu", hosts=hosts, devices=devices, events=events,
+    return Capture(platform=parts[0].platform, hosts=hosts, devices=devices, events=events,
                    modules=_concat([_shifted(p.modules, b, "device") for p, b in zip(parts, bases)]),
                    op_metadata=empty_table(KEY), async_spans=empty_table(["device"]),
                    steps_line=_concat([_shifted(p.steps_line, b, "device") for p, b in zip(parts, bases)]),
-                   step_annotations=_concat([_shifted(p.annotations, b, "device") for p, b in zip(parts, bases)]))
+                   step_annotations=_concat([_shifted(p.annotations, b, "device") for p, b in zip(parts, bases)]),
+                   step_marker=next((p.step_marker for p in parts if p.step_marker), ""))
 
 
 def _host_steps(steps: Steps, base: int, n: int) -> pd.DataFrame:
@@ -189,6 +190,38 @@ def _busy(parts, steps: Steps) -> Steps:
     return replace(steps, busy_ps=busy, busy_any_ps=any_ps)
 
 
+def _capture_warnings(parts: list[HostPart]) -> tuple[str, ...]:
+    """build_capture's warnings as over all hosts at once: each host's in file order, the one that program
+    executions were inferred once, last."""
+    inferred = [w for p in parts for w in p.warnings if "program executions were inferred" in w]
+    return (*[w for p in parts for w in p.warnings if w not in inferred], *inferred[:1])
+
+
+def _first_launch(parts: list[HostPart]) -> pd.Series | None:
+    launches = [p.first_launch for p in parts if p.first_launch is not None]
+    return pd.concat(launches).groupby(level=0).min() if launches else None
+
+
+def _totals(parts: list[HostPart], bases: list[int], ids: pd.DataFrame) -> HostTotals:
+    """The transfer inputs summed over the hosts: per op device time on the devices with spans, and on GPU and
+    CPU the sums of transfer_totals.transfer_totals (exposed time per op id, unions per kind and of compute)."""
+    span_ops = _concat([p.span_ops for p in parts])
+    span_ps = pd.Series(span_ops["duration_ps"].to_numpy(np.int64), index=_op_ids(span_ops, ids))
+    recording = {d + b for p, b in zip(parts, bases) for d in p.recording}
+    totals = HostTotals(span_ps.groupby(level=0).sum(), len(recording))
+    if any(p.totals is None for p in parts):
+        return totals
+    sums = [p.totals for p in parts]
+    totals = replace(totals, non_transfer_ps=sum(t.non_transfer_ps for t in sums))
+    if any(t.exposed is None for t in sums):  # CPU
+        return totals
+    exposed = _concat([t.exposed for t in sums])
+    by_op = pd.Series(exposed["exposed_ps"].to_numpy(np.int64), index=_op_ids(exposed, ids)).groupby(level=0).sum()
+    kinds = sorted({k for t in sums for k in t.kind_busy_ps})
+    return replace(totals, exposed_ps=by_op,
+                   kind_busy_ps={k: sum(t.kind_busy_ps.get(k, 0) for t in sums) for k in kinds})
+
+
 def merge_hosts(parts: list[HostPart], rerun: Rerun, choice: StepChoice | None = None) -> Measured:
     """One run's measured tables from its hosts' reductions (``rerun``: reduce hosts again with given steps;
     ``choice``: the program or steps the user gave, step_choice)."""
@@ -210,7 +243,7 @@ def merge_hosts(parts: list[HostPart], rerun: Rerun, choice: StepChoice | None =
               for i, p in enumerate(kept) if not _same_steps(p, steps, local[i])}
     for i, part in (rerun(differ) if differ else {}).items():
         kept[i] = replace(part, hlo=kept[i].hlo)  # the same file: its HLO was already taken once
-    steps = _busy(kept, steps)
+    steps = replace(_busy(kept, steps), first_launch=_first_launch(kept))
     module_of = _module_names(_concat([p.modules for p in kept]))
     op_table, ids = _op_table(kept, bases, steps, module_of)
     event_bases = list(np.cumsum([0, *[p.n_events for p in kept[:-1]]]).astype(int))
@@ -221,15 +254,12 @@ def merge_hosts(parts: list[HostPart], rerun: Rerun, choice: StepChoice | None =
     for col in ("module", "program_id", "op_name", "line"):
         rep[col] = rep[col].astype(object).where(rep[col].notna(), "").astype("category")
     rep["op_id"] = _op_ids(rep, ids)
-    span_ops = _concat([p.span_ops for p in kept])
-    span_ps = pd.Series(span_ops["duration_ps"].to_numpy(np.int64), index=_op_ids(span_ops, ids))
-    recording = {d + b for p, b in zip(kept, bases) for d in p.recording}
-    totals = HostTotals(span_ps.groupby(level=0).sum(), len(recording))
+    totals = _totals(kept, bases, ids)
     metadata = _concat([p.op_metadata for p in kept]).drop_duplicates(["program_id", "op_name"])
     spans = _concat([_shifted(p.spans, b, "device") for p, b in zip(kept, bases)])
     devices, idle = devices_that_ran(devices, _concat([_shifted(p.extents, b, "device")
                                                        for p, b in zip(kept, bases)])["device"])
-    return Measured(platform="tpu", hosts=hosts, devices=devices,
-                    warnings=(*check_warnings(counts), *([idle] if idle else [])),
+    return Measured(platform=kept[0].platform, hosts=hosts, devices=devices,
+                    warnings=(*check_warnings(counts), *_capture_warnings(kept), *([idle] if idle else [])),
                     op_metadata=metadata.reset_index(drop=True), async_spans=spans, steps=steps, step_ops=rep,
                     op_table=op_table, hlo_sources=tuple(p.hlo for p in kept), totals=totals)

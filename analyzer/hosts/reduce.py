@@ -32,14 +32,14 @@ import pandas as pd
 
 from ...errors import UsageError
 from ...parsers.xplane import XSpaceTables, read_xspace
-from ..capture.build import Capture, build_capture
+from ..capture.build import Capture, CaptureError, build_capture
 from ..capture.intervals import blocks
-from ..capture.planes import TPU_PLANE
 from ..capture.sanity import checked_space
 from ..steps.choice import StepChoice, choose_steps
 from ..steps.occurrences import representative_steps
 from ..steps.transfers import done_ends
 from ..steps.windows import Steps, assign_steps, find_steps, measured_rows, step_rows, with_busy_time
+from .transfer_totals import HostSums, first_launch, op_roles, transfer_totals
 
 KEY = ["program_id", "op_name"]
 
@@ -81,6 +81,10 @@ class HostPart:
     # The async spans ending in a measured step (capture.async_spans rows) and done_end_ps (transfers.done_ends).
     spans: pd.DataFrame | None = None
     recording: tuple = ()  # devices whose capture recorded any async span
+    warnings: tuple = ()  # build_capture's warnings for this host alone
+    step_marker: str = ""  # Capture.step_marker
+    first_launch: pd.Series | None = None  # step -> its events' first launch (transfer_totals.first_launch)
+    totals: HostSums | None = None  # GPU/CPU hosts: their transfer sums
 
 
 def _as_categorical(values: pd.Series) -> pd.Categorical:
@@ -174,13 +178,20 @@ def _own_steps(capture: Capture, choice: StepChoice | None) -> Steps:
 
 
 def reduce_capture(capture: Capture, path: str, hostname: str, fingerprint: str, checks: Counter,
-                   hlo: HostHlo, forced: Steps | None = None, choice: StepChoice | None = None) -> HostPart:
+                   hlo: HostHlo, forced: Steps | None = None, choice: StepChoice | None = None) -> HostPart | None:
     """The reduction of one host's single-host capture (``forced``: the run's steps for its devices;
-    ``choice``: else the program or steps the user gave, step_choice)."""
+    ``choice``: else the program or steps the user gave, step_choice). None: a GPU or CPU host lacking the HLO
+    of a program it ran (transfer_totals.op_roles)."""
     steps = forced if forced is not None else _own_steps(capture, choice)
     events = capture.events
     step_ops = assign_steps(events, steps)
     steps = with_busy_time(steps, step_ops)
+    totals = None
+    if capture.platform != "tpu":
+        roles = op_roles(step_ops, capture.op_metadata, hlo)
+        if roles is None:
+            return None
+        totals = transfer_totals(step_ops, steps, roles, capture.platform == "gpu")
     in_step = np.zeros(len(events), bool)
     in_step[step_ops["event"].to_numpy(np.int64)] = True
     outside = events.loc[~in_step, [*KEY, "device", "duration_ps"]].assign(event=np.flatnonzero(~in_step))
@@ -200,22 +211,28 @@ def reduce_capture(capture: Capture, path: str, hostname: str, fingerprint: str,
         other_ops=_aggregate(outside, ["device", "event"]),
         busy_blocks=pd.DataFrame({"step": bg, "start_ps": bs, "end_ps": be}),
         rep_events=rep.reset_index(drop=True), span_ops=span_ops, spans=spans,
-        recording=recording,
+        recording=recording, warnings=capture.warnings, step_marker=capture.step_marker,
+        first_launch=first_launch(step_ops), totals=totals,
     )
 
 
 def reduce_host(path: str, forced: Steps | None = None, raw: bool = False,
                 choice: StepChoice | None = None) -> HostPart:
-    """Read one host file and reduce it (the map step; runs in a worker). Not a TPU host, or ``raw``: the
-    parsed space itself comes back, for the all-events path. ``choice``: the user's program or steps, so a
-    host is reduced once with them (not once with its own and again with the run's)."""
+    """Read one host file and reduce it (the map step; runs in a worker). ``raw``, or a GPU/CPU host that
+    cannot tell its transfers (``reduce_capture``): the parsed space itself comes back, for the all-events path.
+    ``choice``: the user's program or steps, so a host is reduced once with them (not once with its own and
+    again with the run's)."""
     space = read_xspace(path)
     base = dict(path=str(path), hostname=space.hostname, fingerprint=space.fingerprint)
-    checked, checks = checked_space(space)
-    if raw or not checked.planes["name"].str.match(TPU_PLANE).any():
+    if raw:
         return HostPart(**base, checks=Counter(), platform="", space=space)
+    checked, checks = checked_space(space)
     hlo = HostHlo(space.path, space.hlo_protos)
     del space
-    capture = build_capture([checked], checked=True)
+    try:
+        capture = build_capture([checked], checked=True)
+    except CaptureError:  # no op event on this host alone: the all-events path judges the run
+        return HostPart(**base, checks=Counter(), platform="", space=read_xspace(path))
     del checked
-    return reduce_capture(capture, **base, checks=checks, hlo=hlo, forced=forced, choice=choice)
+    part = reduce_capture(capture, **base, checks=checks, hlo=hlo, forced=forced, choice=choice)
+    return part if part is not None else HostPart(**base, checks=Counter(), platform="", space=read_xspace(path))

@@ -27,6 +27,18 @@ def representative_steps(steps: Steps) -> pd.DataFrame:
     return m.loc[m["rank"] == (m["n"] - 1) // 2, ["device", "step"]]
 
 
+def _in_steps(step_ops: pd.DataFrame, rep: pd.DataFrame) -> np.ndarray:
+    """Per event of ``step_ops``: whether its (device, step) is one of ``rep``'s: a lookup table over (device,
+    step), no search per event."""
+    device, step = step_ops["device"].to_numpy(np.int64), step_ops["step"].to_numpy(np.int64)
+    width = int(max(step.max(), rep["step"].max() if len(rep) else 0)) + 1
+    table = np.zeros((int(max(device.max(), rep["device"].max() if len(rep) else 0)) + 1) * width, bool)
+    table[rep["device"].to_numpy(np.int64) * width + rep["step"].to_numpy(np.int64)] = True
+    key = device * width
+    key += step
+    return table[key]
+
+
 def representative_occurrences(step_ops: pd.DataFrame, steps: Steps | None) -> pd.DataFrame:
     """One row per op_id with an event in a representative step: ``op_id``, :data:`COLUMNS` and
     ``occurrence_line`` (the trace line). Vectorized: one lexsort over those events."""
@@ -35,9 +47,7 @@ def representative_occurrences(step_ops: pd.DataFrame, steps: Steps | None) -> p
     if steps is None or step_ops is None or step_ops.empty:
         return empty
     rep = representative_steps(steps)
-    width = int(max(step_ops["step"].max(), rep["step"].max() if len(rep) else 0)) + 1
-    keys = step_ops["device"].to_numpy(np.int64) * width + step_ops["step"].to_numpy(np.int64)
-    chosen = np.isin(keys, rep["device"].to_numpy(np.int64) * width + rep["step"].to_numpy(np.int64))
+    chosen = _in_steps(step_ops, rep)
     chosen &= step_ops["op_id"].to_numpy(np.int64) >= 0
     if not chosen.any():
         return empty

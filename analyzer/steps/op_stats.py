@@ -39,22 +39,29 @@ def _per_op(step_ops: pd.DataFrame) -> pd.DataFrame:
     op_id = step_ops["op_id"].to_numpy(np.int64)
     duration_s = step_ops["duration_ps"].to_numpy() / PS_PER_S
     n_ops = int(op_id.max()) + 1
-    if op_id.min() < 0 or np.bincount(op_id, minlength=n_ops).min() == 0:  # not a dense code: group the column
+    count = np.bincount(op_id, minlength=n_ops) if op_id.min() >= 0 else np.zeros(1, np.int64)
+    if count.min() == 0:  # not a dense code: group the column
         g = step_ops.assign(duration_s=duration_s).groupby("op_id", sort=True)
         return g.agg(**{c: (c, "first") for c in OP_KEY}, occurrences=("duration_s", "size"),
                      total_s=("duration_s", "sum"), mean_s=("duration_s", "mean"), min_s=("duration_s", "min"),
                      max_s=("duration_s", "max")).reset_index()
-    # A dense code is a categorical key as is (no hashing of millions of rows); pandas' own reductions keep
-    # their summation, so the numbers are those of a groupby on the column.
-    g = pd.Series(duration_s).groupby(pd.Categorical.from_codes(op_id, categories=np.arange(n_ops)),
-                                      observed=True, sort=True)
+    # A dense code is a categorical key as is (no hashing of millions of rows); pandas' own sum keeps its
+    # compensated summation, so the numbers are those of a groupby on the column (its mean is that same sum
+    # over the count). Count, min and max do not depend on the order of the values: numpy's.
+    # Every category is observed (count > 0): observed=False spares pandas a unique over the codes.
+    g = pd.Series(duration_s).groupby(pd.Categorical.from_codes(op_id, categories=np.arange(n_ops), validate=False),
+                                      observed=False, sort=True)
     first = np.full(n_ops, len(op_id), np.int64)
     np.minimum.at(first, op_id, np.arange(len(op_id)))
+    low, high = np.full(n_ops, np.inf), np.full(n_ops, -np.inf)
+    np.minimum.at(low, op_id, duration_s)
+    np.maximum.at(high, op_id, duration_s)
     stats = pd.DataFrame({"op_id": np.arange(n_ops, dtype=np.int64),
                           **{c: step_ops[c].take(first).reset_index(drop=True) for c in OP_KEY}})
-    for name, values in (("occurrences", g.size()), ("total_s", g.sum()), ("mean_s", g.mean()),
-                         ("min_s", g.min()), ("max_s", g.max())):
-        stats[name] = values.to_numpy()
+    total = g.sum().to_numpy()
+    for name, values in (("occurrences", count), ("total_s", total), ("mean_s", total / count), ("min_s", low),
+                         ("max_s", high)):
+        stats[name] = values
     return stats
 
 
@@ -63,23 +70,27 @@ def first_seen_ids(keys: pd.DataFrame) -> np.ndarray:
     columns' category codes: -1 where a key is missing."""
     cols = [keys[c] if isinstance(keys[c].dtype, pd.CategoricalDtype) else keys[c].astype("category") for c in keys]
     sizes = [len(c.cat.categories) for c in cols]
-    if not len(keys) or np.prod(np.array(sizes, np.float64) + 1) >= 2**31:  # a dense table would be too big
-        return keys.groupby(list(keys.columns), sort=False, observed=True).ngroup().to_numpy(np.int64)
-    combined = np.zeros(len(keys), np.int64)
-    missing = np.zeros(len(keys), bool)
+    if not len(keys) or np.prod(np.array(sizes, np.float64) + 1) >= 2**62:  # the codes overflow one int64
+        return keys.groupby(list(keys.columns), sort=False, observed=True).ngroup().fillna(-1).to_numpy(np.int64)
+    combined, missing = np.zeros(len(keys), np.int64), None
     for col, size in zip(cols, sizes):
         codes = col.cat.codes.to_numpy()
-        missing |= codes < 0
+        if codes.min() < 0:
+            missing = (codes < 0) if missing is None else missing | (codes < 0)
         combined *= size
         combined += codes
-    n_keys = int(np.prod(sizes))
-    first = np.full(n_keys, len(keys), np.int64)
-    rows = np.flatnonzero(~missing)
-    np.minimum.at(first, combined[rows], rows)
-    seen = np.flatnonzero(first < len(keys))
+    n, n_keys = len(keys), int(np.prod(sizes))
+    if missing is not None or n_keys > 4 * n + 2**20:  # no table per possible key: a hash pass
+        out = np.full(n, -1, np.int64)
+        keep = slice(None) if missing is None else ~missing
+        out[keep] = pd.factorize(combined[keep])[0]
+        return out
+    first = np.full(n_keys, n, np.int64)  # each key's first row
+    np.minimum.at(first, combined, np.arange(n))
+    seen = np.flatnonzero(first < n)
     number = np.full(n_keys, -1, np.int64)
     number[seen[np.argsort(first[seen], kind="stable")]] = np.arange(len(seen))
-    return np.where(missing, -1, number[np.where(missing, 0, combined)])
+    return number[combined]
 
 
 def _other_program_ops(capture: Capture, steps: Steps, step_ops: pd.DataFrame,

@@ -46,6 +46,11 @@ class HostTotals:
 
     span_device_ps: pd.Series  # op_id -> device time summed over the devices with spans in measured steps
     recording_devices: int  # devices whose capture recorded any async span
+    # GPU and CPU hosts (analyzer/hosts/transfer_totals.py), summed over their measured device-steps: the union
+    # of the compute events; GPU: op_id -> exposed time of its communication kernels, kind -> their union.
+    non_transfer_ps: int | None = None
+    exposed_ps: pd.Series | None = None
+    kind_busy_ps: dict | None = None
 
 
 def _flag(ops: pd.DataFrame, col: str) -> np.ndarray:
@@ -63,7 +68,7 @@ def _op_ids(ops: pd.DataFrame, module, program_id, name) -> np.ndarray:
     combined = np.zeros(len(codes[0]), np.int64)
     for c, u in zip(codes, uniques):
         combined = combined * len(u) + c
-    distinct, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+    distinct, first, inverse = _unique(combined, int(np.prod([len(u) for u in uniques], dtype=np.float64)))
     query = pd.DataFrame({k: u[c[first]] for k, c, u in zip(raw, codes, uniques)})
     query["program_id"] = pd.Series(query["program_id"]).astype(object).fillna("").astype(str).to_numpy()
     for k in raw:
@@ -73,11 +78,45 @@ def _op_ids(ops: pd.DataFrame, module, program_id, name) -> np.ndarray:
     return joined["op_id"].fillna(-1).to_numpy(np.int64)[inverse.reshape(-1)]
 
 
+def _unique(codes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(codes, return_index=True, return_inverse=True)`` of codes in [0, size): by counting, no sort,
+    where the range is small."""
+    if size > 4 * len(codes) + 1024:
+        return np.unique(codes, return_index=True, return_inverse=True)
+    present = np.bincount(codes, minlength=size) > 0
+    distinct = np.flatnonzero(present)
+    first = np.full(size, len(codes), np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    return distinct, first[distinct], (np.cumsum(present) - 1)[codes]
+
+
+def _among(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """``np.isin(values, codes)`` for int codes (negative ones never match): one lookup table over their range."""
+    codes = codes[codes >= 0]
+    size = max(int(values.max(initial=-1)), int(codes.max(initial=-1))) + 1
+    table = np.zeros(size + 1, bool)  # the last slot stays False: a negative value reads it
+    table[codes] = True
+    return table[np.where(values >= 0, values, size)]
+
+
+def _op_rows(ops: pd.DataFrame, op_id: np.ndarray) -> np.ndarray:
+    """Per op_id, the row in ``ops`` with that op_id, -1 where none: a lookup table, not a join of millions."""
+    ids = ops["op_id"].to_numpy(np.int64)
+    size = max(int(ids.max(initial=-1)), int(op_id.max(initial=-1))) + 1
+    table = np.full(size + 1, -1, np.int64)  # the last slot stays -1: op_id -1 (no op) reads it
+    known = np.flatnonzero(ids >= 0)
+    table[ids[known]] = known
+    return table[np.where(op_id >= 0, op_id, size)]
+
+
 def _by_op(op_ids: np.ndarray, values: np.ndarray, ops: pd.DataFrame) -> np.ndarray:
     """Sum of ``values`` per op_id, aligned with the rows of ``ops`` (0 for ops without values)."""
     ids = ops["op_id"].to_numpy(np.int64)
     size = max(int(ids.max(initial=-1)), int(op_ids.max(initial=-1)), 0) + 1  # >= 1: the take below reads row 0
-    sums = np.bincount(op_ids[op_ids >= 0], weights=values[op_ids >= 0], minlength=size)
+    some = op_ids >= 0
+    if not some.all():  # (copies of millions of events only where some have no op)
+        op_ids, values = op_ids[some], values[some]
+    sums = np.bincount(op_ids, weights=values, minlength=size)
     return np.where(ids >= 0, sums[np.maximum(ids, 0)], 0.0)
 
 
@@ -87,17 +126,26 @@ def done_ends(start, rows, op, ev_rows, ev_op, ev_end) -> np.ndarray:
 
     The recorded span can end before its done op does (v6e: copy-done.5 waits 182 ms behind a span that
     closed 115 ms after the start), so the transfer runs to the done op's end."""
-    done_ops = np.unique(op[op >= 0])
-    keep = np.isin(ev_op, done_ops)
+    start, rows, op = (np.asarray(x, np.int64) for x in (start, rows, op))
+    ev_rows, ev_op, ev_end = (np.asarray(x, np.int64) for x in (ev_rows, ev_op, ev_end))
+    keep = _among(ev_op, op) & (ev_rows >= 0)
     ev_rows, ev_op, ev_end = ev_rows[keep], ev_op[keep], ev_end[keep]
-    if len(ev_end) == 0:
-        return np.full(len(start), -1, np.int64)
+    out = np.full(len(start), -1, np.int64)
+    asks = np.flatnonzero((op >= 0) & (rows >= 0))  # spans with a done op in a measured step
+    if len(ev_end) == 0 or len(asks) == 0:
+        return out
+    start, rows, op = start[asks], rows[asks], op[asks]
     # Group = (device-step, done op), the op numbered densely among the done ops: small codes, one sort key.
-    width = len(done_ops)
-    ev_group = ev_rows * width + np.searchsorted(done_ops, ev_op)
-    span_group = np.where(op >= 0, rows * width + np.searchsorted(done_ops, op), -1)
-    hit = first_at_or_after(start, span_group, ev_end, ev_group)
-    return np.where(hit >= 0, ev_end[np.maximum(hit, 0)], -1)
+    dense = np.cumsum(_among(np.arange(max(int(op.max()), int(ev_op.max())) + 1), op)) - 1
+    width = int(dense[-1]) + 1
+    # Times from their device-step's earliest: (group, time) fits one int64 key however long the capture.
+    base = np.full(int(max(rows.max(), ev_rows.max())) + 1, np.iinfo(np.int64).max)
+    np.minimum.at(base, rows, start)
+    np.minimum.at(base, ev_rows, ev_end)
+    hit = first_at_or_after(start - base[rows], rows * width + dense[op], ev_end - base[ev_rows],
+                            ev_rows * width + dense[ev_op])
+    out[asks] = np.where(hit >= 0, ev_end[np.maximum(hit, 0)], -1)
+    return out
 
 
 def transfer_spans(async_spans: pd.DataFrame, ops: pd.DataFrame, step_ops: pd.DataFrame,
@@ -115,10 +163,11 @@ def transfer_spans(async_spans: pd.DataFrame, ops: pd.DataFrame, step_ops: pd.Da
     if "done_end_ps" in sp:  # hosts reduced where read: each found its spans' done ends (host_reduce)
         waited = sp["done_end_ps"].to_numpy(np.int64)
     else:
-        done = step_ops[np.isin(step_ops["op_id"].to_numpy(np.int64), np.unique(op_id[op_id >= 0]))]
-        waited = done_ends(start, rows, op_id, measured_rows(steps, done["device"], done["step"]),
-                           done["op_id"].to_numpy(np.int64),
-                           done["start_ps"].to_numpy(np.int64) + done["duration_ps"].to_numpy(np.int64))
+        ev_op = step_ops["op_id"].to_numpy(np.int64)
+        done = np.flatnonzero(_among(ev_op, op_id))  # the done ops' events (numpy columns: no frame copy)
+        col = {c: step_ops[c].to_numpy(np.int64)[done] for c in ("device", "step", "start_ps", "duration_ps")}
+        waited = done_ends(start, rows, op_id, measured_rows(steps, col["device"], col["step"]), ev_op[done],
+                           col["start_ps"] + col["duration_ps"])
     end = np.maximum(span_end, np.where(waited >= 0, waited, 0))
     kind = ops.set_index("op_id")["transfer_kind"] if len(ops) else pd.Series(dtype=object)
     kind = kind[kind.index >= 0]
@@ -157,21 +206,25 @@ class _Ops:
 class _Events:
     """The step's events seen through their op (kind, async) with their timeline extent."""
 
-    kind: np.ndarray  # object: transfer kind or None
+    op_row: np.ndarray  # the event's row in the ops table, -1 for none
+    op_kind: np.ndarray  # object, per ops row and one more (None, read by op_row -1): transfer kind or None
     is_comm: np.ndarray
     is_async: np.ndarray
     start: np.ndarray
     end: np.ndarray
 
+    def kind(self, which: np.ndarray) -> np.ndarray:
+        """The transfer kind (object: str or None) of the events ``which`` selects."""
+        return self.op_kind[self.op_row[which]]
+
 
 def _events(ops: pd.DataFrame, step_ops: pd.DataFrame, o: _Ops) -> _Events:
-    pos = pd.Series(np.arange(len(ops)), index=ops["op_id"].to_numpy())
-    pos = pos[pos.index >= 0].reindex(step_ops["op_id"].to_numpy(np.int64)).fillna(-1).to_numpy(np.int64)
-    take = np.maximum(pos, 0)
-    kind = np.where(pos >= 0, o.kind.to_numpy(dtype=object)[take], None)
+    # Per-op values with one more slot (no op) that row -1 reads: a gather per event, no join or mask.
+    row = _op_rows(ops, step_ops["op_id"].to_numpy(np.int64))
+    op_kind = np.append(o.kind.to_numpy(dtype=object), None)
     start = step_ops["start_ps"].to_numpy(np.int64)
-    return _Events(kind, pd.notna(kind), np.where(pos >= 0, o.is_async[take], False), start,
-                   start + _extent(step_ops))
+    return _Events(row, op_kind, np.append(pd.notna(op_kind[:-1]), False)[row], np.append(o.is_async, False)[row],
+                   start, start + _extent(step_ops))
 
 
 def _gpu_exposure(ops, step_ops, steps, ev: _Events):
@@ -200,21 +253,70 @@ def _span_exposure(ops, step_ops, steps, spans: pd.DataFrame, o: _Ops, totals: H
         on_span_ps = totals.span_device_ps[totals.span_device_ps.index >= 0]
         exposed_where = _by_op(on_span_ps.index.to_numpy(np.int64), on_span_ps.to_numpy(float), ops) / PS_PER_S / n_span
     else:
-        on_span = np.isin(step_ops["device"].to_numpy(np.int64), span_devices)
-        exposed_where = _by_op(step_ops["op_id"].to_numpy(np.int64)[on_span],
-                               step_ops["duration_ps"].to_numpy(float)[on_span], ops) / PS_PER_S / n_span
+        ev_op, duration = step_ops["op_id"].to_numpy(np.int64), step_ops["duration_ps"].to_numpy(float)
+        on_span = _among(step_ops["device"].to_numpy(np.int64), span_devices.astype(np.int64))
+        if not on_span.all():  # (usually every device records spans: no copy then)
+            ev_op, duration = ev_op[on_span], duration[on_span]
+        exposed_where = _by_op(ev_op, duration, ops) / PS_PER_S / n_span
     sync = ~o.is_async
     return exposed, np.where(sync, exposed, in_flight), np.where(sync, exposed, exposed_where), n_span
 
 
-def _busy_by_kind(parts: pd.DataFrame, steps: Steps, n: int, sync_exposed: pd.Series) -> dict[str, float]:
-    """Per kind: the union of its transfers' time per step, plus its synchronous transfers' time."""
-    busy = {k: _union_s(steps, p["device"], p["step"], p["start_ps"].to_numpy(np.int64),
-                        p["end_ps"].to_numpy(np.int64)) / n
+def _kind_union_ps(parts: pd.DataFrame, steps: Steps) -> dict[str, int]:
+    """Per kind (sorted): the union of its transfers' time over the measured device-steps, summed (ps)."""
+    return {k: int(union_length(p["start_ps"].to_numpy(np.int64), p["end_ps"].to_numpy(np.int64),
+                                 measured_rows(steps, p["device"], p["step"]), len(steps.after_warmup)).sum())
             for k, p in parts.groupby("kind", sort=True, observed=True)}
+
+
+def _busy_by_kind(union_ps: dict[str, int], n: int, sync_exposed: pd.Series) -> dict[str, float]:
+    """Per kind: the union of its transfers' time per step, plus its synchronous transfers' time."""
+    busy = {k: float(v) / PS_PER_S / n for k, v in union_ps.items()}
     for k, part in sync_exposed.groupby(sync_exposed.index.to_numpy(), sort=True):
         busy[k] = busy.get(k, 0.0) + float(part.sum())  # synchronous: the time is the transfer
     return busy
+
+
+def _gpu_from_totals(ops: pd.DataFrame, steps: Steps, totals: HostTotals):
+    """_gpu_exposure's columns from the hosts' sums of exposed time per op."""
+    per_op = _by_op(totals.exposed_ps.index.to_numpy(np.int64), totals.exposed_ps.to_numpy(float), ops)
+    exposed = per_op / PS_PER_S / len(steps.after_warmup)
+    return exposed, ops["measured_s_per_step"].to_numpy(float), exposed
+
+
+def _measured(ops, step_ops, steps: Steps, async_spans, platform: str, totals: HostTotals | None, o: _Ops):
+    """(exposed, in flight, exposed where in flight, spans, recording devices, non-transfer s, busy by kind)
+    per step of a measured capture; ``totals``: its hosts' sums where they were reduced where read."""
+    n = max(len(steps.after_warmup), 1)
+    summed = totals is not None and totals.non_transfer_ps is not None  # GPU/CPU hosts reduced where read
+    ev = None if summed or platform == "tpu" else _events(ops, step_ops, o)  # TPU: the op line and spans suffice
+    spans, recording = TRANSFER_SPANS.empty(), 0
+    if platform == "gpu" and summed:
+        (exposed, in_flight, exposed_where), union_ps = _gpu_from_totals(ops, steps, totals), totals.kind_busy_ps
+    elif platform == "gpu":
+        exposed, in_flight, exposed_where = _gpu_exposure(ops, step_ops, steps, ev)
+        comm = ev.is_comm
+        parts = pd.DataFrame({"device": step_ops["device"].to_numpy()[comm], "step": step_ops["step"].to_numpy()[comm],
+                              "start_ps": ev.start[comm], "end_ps": ev.end[comm], "kind": ev.kind(comm)})
+        union_ps = _kind_union_ps(parts, steps)
+    else:
+        spans = transfer_spans(async_spans, ops, step_ops, steps)
+        recording = int(async_spans["device"].nunique()) if async_spans is not None and len(async_spans) else 0
+        recording = totals.recording_devices if totals else recording
+        exposed, in_flight, exposed_where, n_span = _span_exposure(ops, step_ops, steps, spans, o, totals)
+        union_ps, n = _kind_union_ps(spans[spans["kind"].notna()], steps), (n_span if len(spans) else n)
+    plain = o.kind.isna().to_numpy() & ~o.is_async
+    if platform == "tpu":  # one op at a time on the op line: the union is the plain sum
+        non_transfer = float(ops.loc[_flag(ops, "in_step") & plain, "measured_s_per_step"].sum())
+    elif summed:
+        non_transfer = float(totals.non_transfer_ps) / PS_PER_S / max(len(steps.after_warmup), 1)
+    else:
+        compute = ~ev.is_comm & ~ev.is_async
+        non_transfer = _union_s(steps, step_ops["device"].to_numpy()[compute], step_ops["step"].to_numpy()[compute],
+                                ev.start[compute], ev.end[compute]) / max(len(steps.after_warmup), 1)
+    sync = o.waits & ~o.is_async
+    busy = _busy_by_kind(union_ps, n, pd.Series(exposed[sync], index=o.kind[sync].to_numpy()))
+    return exposed, in_flight, exposed_where, spans, recording, non_transfer, busy
 
 
 def attach_transfers(ops: pd.DataFrame, step_ops: pd.DataFrame | None, steps: Steps | None,
@@ -243,26 +345,8 @@ def attach_transfers(ops: pd.DataFrame, step_ops: pd.DataFrame | None, steps: St
         exposed_where = exposed
         non_transfer = float(ops.loc[plain, "predicted_s_per_step"].sum())
     else:
-        n = max(len(steps.after_warmup), 1)
-        ev = _events(ops, step_ops, o)
-        if gpu:
-            exposed, in_flight, exposed_where = _gpu_exposure(ops, step_ops, steps, ev)
-            parts = pd.DataFrame({"device": step_ops["device"].to_numpy(), "step": step_ops["step"].to_numpy(),
-                                  "start_ps": ev.start, "end_ps": ev.end, "kind": ev.kind})[ev.is_comm]
-        else:
-            spans = transfer_spans(async_spans, ops, step_ops, steps)
-            recording = int(async_spans["device"].nunique()) if async_spans is not None and len(async_spans) else 0
-            recording = totals.recording_devices if totals else recording
-            exposed, in_flight, exposed_where, n_span = _span_exposure(ops, step_ops, steps, spans, o, totals)
-            parts, n = spans[spans["kind"].notna()], (n_span if len(spans) else n)
-        if platform == "tpu":  # one op at a time on the op line: the union is the plain sum
-            non_transfer = float(ops.loc[in_step & plain, "measured_s_per_step"].sum())
-        else:
-            compute = ~ev.is_comm & ~ev.is_async
-            non_transfer = _union_s(steps, step_ops["device"][compute], step_ops["step"][compute],
-                                    ev.start[compute], ev.end[compute]) / max(len(steps.after_warmup), 1)
-        sync = o.waits & ~o.is_async
-        busy = _busy_by_kind(parts, steps, n, pd.Series(exposed[sync], index=kind[sync].to_numpy()))
+        exposed, in_flight, exposed_where, spans, recording, non_transfer, busy = _measured(
+            ops, step_ops, steps, async_spans, platform, totals, o)
     ops["exposed_s_per_step"] = np.where(o.waits, exposed, np.nan)
     ops["exposed_where_in_flight_measured_s_per_step"] = np.where(o.waits, exposed_where, np.nan)
     ops["in_flight_s_per_step"] = np.where(o.waits, in_flight, np.nan)

@@ -1,0 +1,28 @@
+"""Many hosts, bounded memory (analyzer/hosts/map.py): a 64-host capture runs on a Dask LocalCluster of two worker
+processes and writes the report the local pool writes."""
+
+from __future__ import annotations
+
+import pytest
+
+from builders.large_capture import multi_host_capture
+from xladiag.api import diagnose
+
+
+@pytest.fixture(scope="module")
+def run_64(tmp_path_factory):
+    """64 TPU hosts of 2 devices, ~1,000 op events each (every host its own seed)."""
+    paths = multi_host_capture(tmp_path_factory.mktemp("h64"), hosts=64, events_per_host=1_000, num_devices=2,
+                               ops_per_step=100)
+    return paths[0].parent
+
+
+def test_64_hosts_on_a_local_cluster_of_two_processes_give_the_local_report(run_64):
+    distributed = pytest.importorskip("distributed")
+    messages: list[str] = []
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                  dashboard_address=None) as cluster:
+        on_dask = diagnose(run_64, scheduler=cluster.scheduler_address, progress=messages.append)
+    assert any("read 64/64 hosts (Dask at" in m for m in messages), messages
+    assert len(on_dask.analysis.hosts) == 64 and len(on_dask.analysis.devices) == 128
+    assert on_dask.render("json") == diagnose(run_64, workers=2).render("json")
