@@ -223,6 +223,18 @@ def render(results: list[dict], repeat: int, note: str = "", dask: dict | None =
     return "\n".join(lines)
 
 
+def real_row(logdir: Path, work: Path, repeat: int) -> dict:
+    """A row for a capture folder as it is (its host files under plugins/profile/<run>/)."""
+    files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
+    if not files:
+        raise SystemExit(f"{logdir}: no plugins/profile/<run>/*.xplane.pb")
+    print(f"{logdir}: {len(files)} file(s)", file=sys.stderr)
+    row = run_row(logdir, files, work, repeat)
+    row["label"] = f"{logdir.name} (real), {_size(files) / 1e6:.1f} MB"
+    row["events"] = count_events(files)
+    return row
+
+
 def _label(name: str, hosts: int, events: int, files: list[Path]) -> str:
     size = f"{_size(files) / 1e6:.1f} MB"
     shape = "GPU " if name.startswith("gpu") else ""
@@ -255,6 +267,9 @@ def _args(argv: list[str] | None):
     ap.add_argument("--smoke", action="store_true", help="tiny captures, one run: checks the benchmark works")
     ap.add_argument("--dask", metavar="ROW", help="also run this many-host row through --scheduler on a Dask "
                     "LocalCluster of 2 workers: peak RSS of every process (e.g. 16x259k, 64x100k; 2x10k with --smoke)")
+    ap.add_argument("--logdir", type=Path, action="append", default=[],
+                    help="also a row for this capture as it is (a real one: benchmarks/record_gpu_long_capture.py); "
+                    "repeatable")
     ap.add_argument("--json", type=Path, help="also write every run's numbers here")
     ap.add_argument("--readme", type=Path, help="rewrite this README's benchmark section with the table")
     ap.add_argument("--note", default="", help="a sentence printed under the table (e.g. what else ran)")
@@ -285,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
             row["label"] = _label(name, hosts, events, files)
             row["events"] = count_events(files)
             results.append(row)
+        for logdir in args.logdir:
+            results.append(real_row(logdir, work, repeat))
         if args.dask:
             hosts, events = table[args.dask]
             logdir, files = build_capture(root, args.dask, hosts, events)

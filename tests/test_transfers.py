@@ -154,3 +154,24 @@ def test_done_ends_against_brute_force(seed):
         later = [e for e, er, eo in zip(ev_end, ev_rows, ev_op) if er == r and eo == o and e >= s]
         want.append(min(later) if later and r >= 0 and o >= 0 else -1)
     assert done_ends(start, rows, op, ev_rows, ev_op, ev_end).tolist() == want
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_code_lookups_match_numpy(seed):
+    # steps.codes: lookup tables over the codes' range give what np.unique, np.isin and a join give.
+    import numpy as np
+
+    from xladiag.analyzer.steps.codes import among, op_rows, unique_codes
+
+    rng = np.random.default_rng(seed)
+    top = 40 if seed % 2 else 10**6  # a small range (counted) and a wide one (np.unique)
+    codes = rng.integers(0, top, 300)
+    for got, want in zip(unique_codes(codes, top), np.unique(codes, return_index=True, return_inverse=True)):
+        assert got.tolist() == want.tolist()
+    values, wanted = rng.integers(-2, 50, 200), rng.integers(-3, 60, 10)
+    assert among(values, wanted).tolist() == np.isin(values, wanted[wanted >= 0]).tolist()
+    assert among(np.abs(values), wanted).tolist() == np.isin(np.abs(values), wanted[wanted >= 0]).tolist()
+    ops = pd.DataFrame({"op_id": rng.permutation(np.append(np.arange(20), [-1, -1]))})
+    queried = rng.integers(-1, 25, 50)
+    rows = {op: i for i, op in enumerate(ops["op_id"]) if op >= 0}
+    assert op_rows(ops, queried).tolist() == [rows.get(q, -1) if q >= 0 else -1 for q in queried]

@@ -141,14 +141,21 @@ def _short_kernels(kernels: pd.Series) -> tuple[np.ndarray, list]:
 
 
 def _op_codes(named: pd.DataFrame, executions: pd.DataFrame) -> tuple[np.ndarray, list, list]:
-    """Per row of both frames, a code for its (program_id, op_name), NaN program ids as '' so that the keys
-    meet (-1 where op_name is missing); and each code's program_id and op_name."""
-    pid = pd.concat([named["program_id"], executions["program_id"]], ignore_index=True).astype(object)
-    pid_code, pid_values = pd.factorize(pid.where(pid.notna(), ""))
-    op_code, op_values = pd.factorize(pd.concat([named["op_name"], executions["op_name"]], ignore_index=True))
-    code = np.full(len(op_code), -1, np.int64)
-    valid = op_code >= 0
-    code[valid], pairs = pd.factorize(pid_code[valid].astype(np.int64) * len(op_values) + op_code[valid])
+    """Per row of ``named`` then of ``executions``, a code for its (program_id, op_name), NaN program ids as ''
+    so that the keys meet (-1 where op_name is missing, or for an execution of a key no named row has); and
+    each code's program_id and op_name. The executions are looked up in the named rows' keys (no joint table)."""
+    def blank(ids: pd.Series) -> pd.Series:
+        ids = ids.astype(object)
+        return ids.where(ids.notna(), "")
+
+    pid_code, pid_values = pd.factorize(blank(named["program_id"]))
+    op_code, op_values = pd.factorize(named["op_name"])
+    run_pid = pid_values.get_indexer(blank(executions["program_id"]))
+    run_op = op_values.get_indexer(executions["op_name"])
+    code = np.full(len(named) + len(executions), -1, np.int64)
+    valid = np.concatenate([op_code >= 0, (run_op >= 0) & (run_pid >= 0)])
+    pair = np.concatenate([pid_code, run_pid]).astype(np.int64) * len(op_values) + np.concatenate([op_code, run_op])
+    code[valid], pairs = pd.factorize(pair[valid])
     return code, list(pid_values.take(pairs // len(op_values))), list(op_values.take(pairs % len(op_values)))
 
 

@@ -26,6 +26,7 @@ import pandas as pd
 
 from ..capture.intervals import covered, first_at_or_after, union_length
 from ..tables import TRANSFER_SPANS
+from .codes import among, op_rows, unique_codes
 from .windows import PS_PER_S, Steps, measured_rows, step_rows
 
 
@@ -68,7 +69,7 @@ def _op_ids(ops: pd.DataFrame, module, program_id, name) -> np.ndarray:
     combined = np.zeros(len(codes[0]), np.int64)
     for c, u in zip(codes, uniques):
         combined = combined * len(u) + c
-    distinct, first, inverse = _unique(combined, int(np.prod([len(u) for u in uniques], dtype=np.float64)))
+    distinct, first, inverse = unique_codes(combined, int(np.prod([len(u) for u in uniques], dtype=np.float64)))
     query = pd.DataFrame({k: u[c[first]] for k, c, u in zip(raw, codes, uniques)})
     query["program_id"] = pd.Series(query["program_id"]).astype(object).fillna("").astype(str).to_numpy()
     for k in raw:
@@ -76,37 +77,6 @@ def _op_ids(ops: pd.DataFrame, module, program_id, name) -> np.ndarray:
             query[k] = pd.Series(query[k]).astype(str).to_numpy()
     joined = query.merge(table, on=keys, how="left")
     return joined["op_id"].fillna(-1).to_numpy(np.int64)[inverse.reshape(-1)]
-
-
-def _unique(codes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``np.unique(codes, return_index=True, return_inverse=True)`` of codes in [0, size): by counting, no sort,
-    where the range is small."""
-    if size > 4 * len(codes) + 1024:
-        return np.unique(codes, return_index=True, return_inverse=True)
-    present = np.bincount(codes, minlength=size) > 0
-    distinct = np.flatnonzero(present)
-    first = np.full(size, len(codes), np.int64)
-    np.minimum.at(first, codes, np.arange(len(codes)))
-    return distinct, first[distinct], (np.cumsum(present) - 1)[codes]
-
-
-def _among(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """``np.isin(values, codes)`` for int codes (negative ones never match): one lookup table over their range."""
-    codes = codes[codes >= 0]
-    size = max(int(values.max(initial=-1)), int(codes.max(initial=-1))) + 1
-    table = np.zeros(size + 1, bool)  # the last slot stays False: a negative value reads it
-    table[codes] = True
-    return table[np.where(values >= 0, values, size)]
-
-
-def _op_rows(ops: pd.DataFrame, op_id: np.ndarray) -> np.ndarray:
-    """Per op_id, the row in ``ops`` with that op_id, -1 where none: a lookup table, not a join of millions."""
-    ids = ops["op_id"].to_numpy(np.int64)
-    size = max(int(ids.max(initial=-1)), int(op_id.max(initial=-1))) + 1
-    table = np.full(size + 1, -1, np.int64)  # the last slot stays -1: op_id -1 (no op) reads it
-    known = np.flatnonzero(ids >= 0)
-    table[ids[known]] = known
-    return table[np.where(op_id >= 0, op_id, size)]
 
 
 def _by_op(op_ids: np.ndarray, values: np.ndarray, ops: pd.DataFrame) -> np.ndarray:
@@ -128,7 +98,7 @@ def done_ends(start, rows, op, ev_rows, ev_op, ev_end) -> np.ndarray:
     closed 115 ms after the start), so the transfer runs to the done op's end."""
     start, rows, op = (np.asarray(x, np.int64) for x in (start, rows, op))
     ev_rows, ev_op, ev_end = (np.asarray(x, np.int64) for x in (ev_rows, ev_op, ev_end))
-    keep = _among(ev_op, op) & (ev_rows >= 0)
+    keep = among(ev_op, op) & (ev_rows >= 0)
     ev_rows, ev_op, ev_end = ev_rows[keep], ev_op[keep], ev_end[keep]
     out = np.full(len(start), -1, np.int64)
     asks = np.flatnonzero((op >= 0) & (rows >= 0))  # spans with a done op in a measured step
@@ -136,7 +106,7 @@ def done_ends(start, rows, op, ev_rows, ev_op, ev_end) -> np.ndarray:
         return out
     start, rows, op = start[asks], rows[asks], op[asks]
     # Group = (device-step, done op), the op numbered densely among the done ops: small codes, one sort key.
-    dense = np.cumsum(_among(np.arange(max(int(op.max()), int(ev_op.max())) + 1), op)) - 1
+    dense = np.cumsum(among(np.arange(max(int(op.max()), int(ev_op.max())) + 1), op)) - 1
     width = int(dense[-1]) + 1
     # Times from their device-step's earliest: (group, time) fits one int64 key however long the capture.
     base = np.full(int(max(rows.max(), ev_rows.max())) + 1, np.iinfo(np.int64).max)
@@ -164,7 +134,7 @@ def transfer_spans(async_spans: pd.DataFrame, ops: pd.DataFrame, step_ops: pd.Da
         waited = sp["done_end_ps"].to_numpy(np.int64)
     else:
         ev_op = step_ops["op_id"].to_numpy(np.int64)
-        done = np.flatnonzero(_among(ev_op, op_id))  # the done ops' events (numpy columns: no frame copy)
+        done = np.flatnonzero(among(ev_op, op_id))  # the done ops' events (numpy columns: no frame copy)
         col = {c: step_ops[c].to_numpy(np.int64)[done] for c in ("device", "step", "start_ps", "duration_ps")}
         waited = done_ends(start, rows, op_id, measured_rows(steps, col["device"], col["step"]), ev_op[done],
                            col["start_ps"] + col["duration_ps"])
@@ -220,7 +190,7 @@ class _Events:
 
 def _events(ops: pd.DataFrame, step_ops: pd.DataFrame, o: _Ops) -> _Events:
     # Per-op values with one more slot (no op) that row -1 reads: a gather per event, no join or mask.
-    row = _op_rows(ops, step_ops["op_id"].to_numpy(np.int64))
+    row = op_rows(ops, step_ops["op_id"].to_numpy(np.int64))
     op_kind = np.append(o.kind.to_numpy(dtype=object), None)
     start = step_ops["start_ps"].to_numpy(np.int64)
     return _Events(row, op_kind, np.append(pd.notna(op_kind[:-1]), False)[row], np.append(o.is_async, False)[row],
@@ -254,7 +224,7 @@ def _span_exposure(ops, step_ops, steps, spans: pd.DataFrame, o: _Ops, totals: H
         exposed_where = _by_op(on_span_ps.index.to_numpy(np.int64), on_span_ps.to_numpy(float), ops) / PS_PER_S / n_span
     else:
         ev_op, duration = step_ops["op_id"].to_numpy(np.int64), step_ops["duration_ps"].to_numpy(float)
-        on_span = _among(step_ops["device"].to_numpy(np.int64), span_devices.astype(np.int64))
+        on_span = among(step_ops["device"].to_numpy(np.int64), span_devices.astype(np.int64))
         if not on_span.all():  # (usually every device records spans: no copy then)
             ev_op, duration = ev_op[on_span], duration[on_span]
         exposed_where = _by_op(ev_op, duration, ops) / PS_PER_S / n_span

@@ -215,9 +215,10 @@ def with_busy_time(steps: Steps, step_ops: pd.DataFrame,
                    in_capture_order: tuple[pd.DataFrame, np.ndarray] | None = None) -> Steps:
     """``steps`` with ``busy_ps``: per measured device-step, the union of its events' [start, start + span).
 
-    ``in_capture_order``: (the capture's events, their rows from :func:`assigned_steps`): the same intervals in
-    the capture's (device, start) order, which needs no sort. ``busy_any_ps``, per step the union over every
-    device, is the union of the per-device blocks: far fewer intervals than events."""
+    ``step_ops``: from :func:`assign_steps` (tables.STEP_EVENTS). ``in_capture_order``: (the capture's events,
+    their rows from :func:`assigned_steps`): the same intervals in the capture's (device, start) order.
+    ``busy_any_ps``, per step the union over every device, is the union of the per-device blocks: far fewer
+    intervals than events."""
     if in_capture_order is not None:
         events, rows = in_capture_order
         inside = rows >= 0
@@ -227,7 +228,7 @@ def with_busy_time(steps: Steps, step_ops: pd.DataFrame,
         rows, step = rows[inside], None  # (every row measured: no step needed)
         del inside
     else:  # the events by their row in the capture, (device, start), which blocks needs no sort for
-        order = _by_event(step_ops["event"].to_numpy(np.int64)) if "event" in step_ops else slice(None)
+        order = _by_event(step_ops["event"].to_numpy(np.int64))
         start = step_ops["start_ps"].to_numpy(np.int64)[order]
         end = start + step_ops["span_ps"].to_numpy(np.int64)[order]  # the timeline extent: streams, async ops overlap
         step = step_ops["step"].to_numpy(np.int64)[order]
@@ -283,11 +284,12 @@ def assigned_steps(ops: pd.DataFrame, steps: Steps) -> tuple[pd.DataFrame, np.nd
     # In the rows' own order: a capture's events come by (device, start), which locate needs no sort for.
     by_row = step_rows(steps, ops["device"].to_numpy(np.int64), when)
     order = np.argsort(start, kind="stable")  # per device already in order: a merge of sorted runs
-    inside = by_row[order] >= 0
+    rows = by_row[order]
+    inside = rows >= 0
     events = order[inside]
     out = _take(ops, events)
     out.insert(0, "event", events)
-    out["step"] = measured["step"].to_numpy(np.int64)[by_row[events]]
+    out["step"] = measured["step"].to_numpy(np.int64)[rows[inside]]
     out.index = np.flatnonzero(inside)
     return out, by_row
 
