@@ -10,7 +10,6 @@ stat for its column the same lenient way.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from .xevent_columns import KIND_BYTES, KIND_DOUBLE, KIND_INT64, KIND_REF, KIND_STR, KIND_UINT64, StatValues
 
@@ -59,15 +58,19 @@ def int_values(v: StatValues, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return v.value[rows].view(np.int64), (kind == KIND_UINT64) | (kind == KIND_INT64)
 
 
-def text_column(parts: list[np.ndarray]) -> pd.Series:
-    """Name-like stat values (object arrays) as one column: str, missing where None."""
+def text_column(parts: list[np.ndarray]):
+    """Name-like stat values (object arrays) as one column (a pandas Series): str, missing where None."""
+    import pandas as pd  # here: the plane decoders (workers) use this module without pandas
+
     series = pd.Series(np.concatenate(parts) if parts else np.zeros(0, object), dtype="object")
     # program ids are uint64 (they overflow int64): kept, like names, as strings.
     return series.astype(str).where(series.notna(), None)
 
 
-def int_column(parts: list[tuple[np.ndarray, np.ndarray]]) -> pd.Series:
-    """Id-like stat values as one nullable Int64 column."""
+def int_column(parts: list[tuple[np.ndarray, np.ndarray]]):
+    """Id-like stat values as one nullable Int64 column (a pandas Series)."""
+    import pandas as pd
+
     values = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
     present = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, bool)
     return pd.Series(pd.arrays.IntegerArray(values.copy(), ~present))

@@ -3,7 +3,8 @@
 Reading 1M events through upb ``XEvent`` objects costs seconds of per-event Python attribute access.
 Instead we parse with a twin schema in which ``XLine.events`` (field 4) is ``repeated bytes``: that is
 wire-compatible, and upb then hands us each event's serialized payload as one bytes object, made in C.
-We join those payloads into one buffer and walk every event's fields together: one numpy "round"
+From their lengths ``xevent_runs`` finds the events in the plane's own bytes (else we join the payloads
+into one buffer), and we walk every event's fields together: one numpy "round"
 decodes the next field of every event that still has bytes left, so the number of rounds is the
 number of fields per event (about five), not the number of events. Stats (XStat) are nested
 length-delimited ranges inside the events and are walked the same way.

@@ -61,9 +61,9 @@ def _walk(buf: EventBuffer, start: np.ndarray, end: np.ndarray, last: tuple, rep
 def _texts(buf: EventBuffer, value_where: tuple) -> list:
     """The (length, start) byte strings as text (cut past the limit, decoded leniently)."""
     length, start = value_where
-    u8 = buf.u8
-    return [u8[s:s + min(n, _MAX_TEXT_BYTES)].tobytes().decode("utf-8", errors="replace")
-            for s, n in zip(start.tolist(), length.view(np.int64).tolist())]
+    end = start + np.minimum(length.view(np.int64), _MAX_TEXT_BYTES)
+    with memoryview(buf.u8) as view:  # str() decodes a slice of it in place: no bytes object per text
+        return [str(view[s:e], "utf-8", "replace") for s, e in zip(start.tolist(), end.tolist())]
 
 
 def _last_per_owner(owner: np.ndarray, match: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

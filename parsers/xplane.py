@@ -4,8 +4,9 @@ Only this module knows the wire format. It returns pandas tables, built column b
 column from the protobuf, and keeps no per-event Python objects once it returns.
 
 Hot-path notes:
-- upb parses the file with each line's events left as serialized payloads, and
-  ``xevent_columns`` decodes them all at once with numpy (no Python object per event).
+- upb parses each plane with each line's events left as serialized payloads, and
+  ``xevent_columns`` decodes them all at once with numpy, where they lie in the plane's bytes
+  (``xevent_runs``; no Python object per event kept). Op metadata is decoded the same way (``xmetadata_columns``).
 - TPU ``XLA Ops`` lines hold most of a capture's events; of their stats only
   ``device_duration_ps`` is read. Events on the other lines, which carry names as stats,
   are decoded one by one, and only the names in ``EVENT_STAT_NAMES`` are kept.
@@ -166,7 +167,7 @@ class _JoinedPlanes:
             out.stat_rows += [out.num_events + rows for rows in plane.stat_rows]
             for name, parts in plane.stat_parts.items():
                 out.stat_parts.setdefault(name, []).extend(parts)
-            out.int_stats += [frame.assign(event=frame["event"] + out.num_events) for frame in plane.int_stats]
+            out.int_stats += [_int_stats_frame(part, out.num_events) for part in plane.int_stats]
             out.unrepresentable_starts += plane.unrepresentable_starts
             out.duplicate_lines += plane.duplicate_lines
             out.num_events += n
@@ -200,6 +201,12 @@ class _JoinedPlanes:
         if self.int_stats:
             event_stats = pd.concat([event_stats, *self.int_stats], ignore_index=True)
         return event_stats
+
+
+def _int_stats_frame(part: dict, first_event: int) -> pd.DataFrame:
+    """A plane's integer host stats (-1: absent) as nullable columns, its events numbered in the file."""
+    return pd.DataFrame({"event": part["event"] + first_event,
+                         **{k: pd.Series(v, dtype="Int64").where(v >= 0) for k, v in part.items() if k != "event"}})
 
 
 def _event_metadata(meta_rows: list) -> pd.DataFrame:

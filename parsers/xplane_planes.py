@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 from google.protobuf.message import DecodeError
 
 from ..errors import InputError
@@ -63,7 +62,7 @@ class PlaneTables:
     events: dict = field(default_factory=dict)  # line, metadata_id, start_ps, span_ps, duration_ps: lists of parts
     stat_rows: list = field(default_factory=list)  # per named line: event rows that carry a wanted stat
     stat_parts: dict = field(default_factory=dict)  # per stat name: its values on those rows, line by line
-    int_stats: list = field(default_factory=list)  # integer stats read column-wise (TPU host threads)
+    int_stats: list = field(default_factory=list)  # integer stats read column-wise (TPU host threads): columns
     unrepresentable_starts: int = 0
     duplicate_lines: int = 0  # lines whose events repeat an earlier line's of the plane, left out
 
@@ -198,15 +197,13 @@ def _decode_line_events(out: PlaneTables, batch: list, wanted: _WantedStats, col
 
 
 def _add_host_int_stats(out: PlaneTables, host_ints: dict, first_event: int, n: int) -> None:
-    """The TPU host events that carry a step number or a run id, with their integer stats (NA: absent)."""
+    """The TPU host events that carry a step number or a run id, with their integer stats (-1: absent; xplane
+    makes the table: no pandas here, so that a worker decoding planes never imports it)."""
     has = np.zeros(n, bool)
     for k in ("step_num", "run_id"):
         has |= host_ints.get(k, np.full(n, -1)) >= 0
     if has.any():
-        out.int_stats.append(pd.DataFrame(
-            {"event": first_event + np.flatnonzero(has),
-             **{k: pd.Series(v[has], dtype="Int64").where(v[has] >= 0)  # -1: absent
-                for k, v in host_ints.items()}}))
+        out.int_stats.append({"event": first_event + np.flatnonzero(has), **{k: v[has] for k, v in host_ints.items()}})
 
 
 def _add_event_stat_parts(out: PlaneTables, values: dict, names: list, valid: np.ndarray, kept: np.ndarray,

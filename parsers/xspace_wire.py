@@ -202,7 +202,7 @@ def release_pages(buf, start: int, end: int) -> None:
     """Drop the file's pages ``[start, end)`` (whole pages only) from this process's memory once read: the page
     cache keeps them, and a later read maps them again. Without this a big file, read whole once to hash it,
     stays resident in the process until its map is closed."""
-    if not isinstance(buf, mmap.mmap):
+    if not isinstance(buf, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):  # not on every platform
         return
     first = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
     last = end // mmap.PAGESIZE * mmap.PAGESIZE
