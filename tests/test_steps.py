@@ -91,3 +91,20 @@ def test_without_annotations_steps_are_program_executions():
     _, _, steps = _measured(capture)
     assert not steps.annotated and steps.source.startswith("5 executions of jit_train_step(")
     assert steps.busy_any_ps is not None and steps.count == 4
+
+
+@pytest.mark.parametrize("sample", ["tpu_v6e_host_offload", "cpu_jax_train_step"])
+def test_busy_time_taken_in_chunks_equals_one_pass(sample, monkeypatch):
+    """with_busy_time unions the capture a million events at a time (bounded temporaries); blocks cut at a
+    chunk's edge merge again, so any chunk size gives the one-pass busy times."""
+    from xladiag.analyzer.steps import windows
+
+    path = next((REPO / "sample_profiles" / sample).rglob("*.xplane.pb"))
+    capture = build_capture([read_xspace(path)])
+    steps = find_steps(capture)
+    whole = measure(capture, steps)[2]
+    monkeypatch.setattr(windows, "_BUSY_CHUNK", 7)
+    chunked = measure(capture, steps)[2]
+    assert whole.busy_ps is not None and len(whole.busy_ps) and whole.busy_ps.sum() > 0
+    np.testing.assert_array_equal(chunked.busy_ps, whole.busy_ps)
+    np.testing.assert_array_equal(chunked.busy_any_ps, whole.busy_any_ps)
