@@ -15,6 +15,7 @@ import json
 import re
 from typing import NamedTuple
 
+from ..errors import XladiagError
 from .hlo_instruction import SECTION_HEADERS, Instruction, config_too_deep
 from .hlo_shapes import parse_shape
 from .hlo_text import MAIN_THREAD, Computation, HloModule, HloParseError, _ModuleParser
@@ -56,7 +57,7 @@ class PrintedModule(NamedTuple):
     comps: list  # (name, is entry, [PrintedInstruction])
 
 
-class _NotPlain(Exception):
+class _NotPlain(XladiagError):
     """A piece only the text parser may read (its reading of it may differ from the piece)."""
 
 

@@ -60,6 +60,8 @@ def capped_workers(requested: int | None, work: int) -> int:
 
 def _die_with_parent(parent_pid: int) -> None:
     """Worker initializer: end when the parent ends, whatever ends it; leave SIGTERM/SIGINT to the parent."""
+    # Read first: a parent killed while this ran would otherwise leave the watchdog watching init.
+    ppid = os.getppid()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a forked worker inherits the parent's Python handlers
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent ends us
     if sys.platform.startswith("linux"):
@@ -70,7 +72,7 @@ def _die_with_parent(parent_pid: int) -> None:
             if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0 and not _alive(parent_pid):
                 os._exit(1)  # it died before the prctl
     # Also where the prctl is set: a reparented worker (its parent gone by a path the prctl missed) ends too.
-    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(ppid,), daemon=True).start()
 
 
 def _alive(pid: int) -> bool:

@@ -12,11 +12,13 @@ import json
 import math
 from json.encoder import encode_basestring
 
+from ..errors import XladiagError
+
 _SCALAR = {type(None): lambda v: "null", bool: lambda v: "true" if v else "false", int: int.__repr__,
            str: encode_basestring}
 
 
-class _NotPlain(Exception):
+class _NotPlain(XladiagError):
     """A value this writer does not encode: json.dumps does the whole document instead."""
 
 
