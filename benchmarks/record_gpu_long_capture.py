@@ -34,16 +34,7 @@ def record(out: Path, steps: int, cfg: dict, attention: str) -> None:
     import jax
     import jax.numpy as jnp
 
-    step, params, tokens = pair.build(jax, jnp, cfg, attention=attention, remat=True)
-    for _ in range(pair.WARMUP):
-        params, loss = step(params, tokens)
-    loss.block_until_ready()
-    state = {"params": params}
-
-    def run(_):
-        state["params"], loss = step(state["params"], tokens)
-        loss.block_until_ready()
-
+    run = pair.warmed_up(*pair.build(jax, jnp, cfg, attention=attention, remat=True))
     host_ms = rec.profiled_steps(jax, out, steps, "train", run)
     path = rec.fix_run_names(out)
     target = path.with_name(pair.HOST_FILE)

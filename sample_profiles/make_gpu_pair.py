@@ -110,15 +110,8 @@ def _settings(pair: str, variant: str, cfg: dict) -> dict:
     return settings
 
 
-def record(out: Path, pair: str, variant: str, cfg: dict) -> None:
-    """One variant in this process: warm up, profile STEPS annotated steps, keep the train step's dump."""
-    t0 = time.perf_counter()
-    rec.set_xla_flags(1, out / "hlo")
-    import jax
-    import jax.numpy as jnp
-
-    settings = _settings(pair, variant, cfg)
-    step, params, tokens = build(jax, jnp, cfg, **settings)
+def warmed_up(step, params, tokens):
+    """``run(i)``: one train step that waits for the device, after WARMUP steps (compiled, caches warm)."""
     for _ in range(WARMUP):
         params, loss = step(params, tokens)
     loss.block_until_ready()
@@ -128,6 +121,18 @@ def record(out: Path, pair: str, variant: str, cfg: dict) -> None:
         state["params"], loss = step(state["params"], tokens)
         loss.block_until_ready()
 
+    return run
+
+
+def record(out: Path, pair: str, variant: str, cfg: dict) -> None:
+    """One variant in this process: warm up, profile STEPS annotated steps, keep the train step's dump."""
+    t0 = time.perf_counter()
+    rec.set_xla_flags(1, out / "hlo")
+    import jax
+    import jax.numpy as jnp
+
+    settings = _settings(pair, variant, cfg)
+    run = warmed_up(*build(jax, jnp, cfg, **settings))
     host_ms = rec.profiled_steps(jax, out, STEPS, STEP_NAME, run)
     pbs = sorted((out / "plugins" / "profile").glob("*/*.xplane.pb"))
     run_dir = out / "plugins" / "profile" / rec.RUN_DIR_NAME
