@@ -182,6 +182,14 @@ def main(**given):
     one .xplane.pb file. An XLA HLO dump found inside it (or given with --hlo-dir) adds FLOPs, bytes and
     layouts; --hlo-dir alone gives a static diagnosis with predicted times.
     """
+    from .parsers.early_read import reading_early
+
+    # One large host file starts decoding now on the other cores, while the analysis below is imported.
+    with reading_early(None if given["scheduler"] else given["path"], given["workers"]):
+        _main(given)
+
+
+def _main(given: dict) -> None:
     # Imported here so that `--help` stays instant.
     from .api import diagnose
     from .config import baseline_keys, baseline_text, load_project_config, project_gates

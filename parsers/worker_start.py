@@ -98,7 +98,7 @@ def _watch_parent(ppid: int) -> None:
     os._exit(1)
 
 
-def _kill_workers(pool: ProcessPoolExecutor) -> None:
+def kill_workers(pool: ProcessPoolExecutor) -> None:
     for process in list((getattr(pool, "_processes", None) or {}).values()):
         with contextlib.suppress(OSError, ValueError, AttributeError):
             process.kill()
@@ -107,7 +107,7 @@ def _kill_workers(pool: ProcessPoolExecutor) -> None:
 def _end_workers_on_signal(pool: ProcessPoolExecutor):
     """While the pool runs: SIGTERM/SIGINT kill its workers, then end this process the way the signal would
     have (writer.cleanup_on_signals: main thread only, never over SIG_IGN)."""
-    return cleanup_on_signals(lambda: _kill_workers(pool))
+    return cleanup_on_signals(lambda: kill_workers(pool))
 
 
 @contextlib.contextmanager
@@ -121,7 +121,7 @@ def worker_pool(workers: int, context: BaseContext | None = None):
             yield pool
         except BaseException as exc:
             if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: no wait for running work
-                _kill_workers(pool)
+                kill_workers(pool)
                 pool.shutdown(wait=False, cancel_futures=True)
             raise
         finally:

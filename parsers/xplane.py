@@ -27,6 +27,7 @@ import pandas as pd
 from ..errors import InputError
 from ..text_safety import clean_text
 from . import event_stat_values
+from .early_read import claim
 from .input_files import open_input, read_input_bytes
 from .storage import RemotePath, as_path
 from .worker_start import fork_is_safe, usable_cores
@@ -67,11 +68,18 @@ def parse_xspace_bytes(data: bytes, path: Path | str = "<bytes>", workers: int =
     return _parse(data, as_path(path), workers)
 
 
-def _parse(buf, path: Path, workers: int = 1) -> XSpaceTables:
+def _parse(buf, path: Path, workers: int = 1, early: tuple | None = None) -> XSpaceTables:
     """Tables of the XSpace in ``buf`` (bytes or a read-only mmap); ``workers`` processes decode its planes
-    (none but this one for a small file, whatever was asked: a pool costs more than it saves)."""
+    (none but this one for a small file, whatever was asked: a pool costs more than it saves); ``early``:
+    (layout, plane queue) already started on ``buf`` (early_read)."""
     if len(buf) < _PARALLEL_BYTES:
         workers = 1
+    layout, queue = early if early is not None else (_layout(buf, path), None)
+    decoded = _decode(layout, path, workers, queue)
+    return _tables(layout, decoded, path)
+
+
+def _layout(buf, path: Path):
     try:
         layout = split_space(buf)
     except WireError as exc:
@@ -84,7 +92,10 @@ def _parse(buf, path: Path, workers: int = 1) -> XSpaceTables:
         raise XPlaneError(f"{path}: {exc}") from None
     if not layout.planes:
         raise XPlaneError(f"{path}: no planes in this file; it is not an xplane capture (or it is empty)")
-    decoded = _decode(layout, path, workers)
+    return layout
+
+
+def _tables(layout, decoded: list, path: Path) -> XSpaceTables:
     joined = _JoinedPlanes.of(decoded)
     plane_rows = [p.plane_row for p in decoded]
     plane_stats = [p.plane_stats for p in decoded]
@@ -127,12 +138,19 @@ def _check_device_names(layout, path: Path) -> None:
                               "(a damaged file?)")
 
 
-def _decode(layout, path: Path, workers: int) -> list:
+def _decode(layout, path: Path, workers: int, queue=None) -> list:
     """Every plane of the file decoded (xplane_planes), a failure named with the file."""
-    _check_device_names(layout, path)
+    try:
+        _check_device_names(layout, path)
+    except XPlaneError:
+        if queue is not None:  # started early on this file: its workers are not wanted
+            from .plane_queue import close
+
+            close(queue, abandon=True)
+        raise
     tpu_capture = any(_TPU_DEVICE_PLANE.match(name) for name, _ in layout.planes)
     try:
-        return decode_planes(layout.planes, tpu_capture, workers)
+        return decode_planes(layout.planes, tpu_capture, workers, queue)
     except PlaneError as exc:
         raise XPlaneError(f"{path}: {exc}") from None
     except BrokenProcessPool:
@@ -264,6 +282,13 @@ def read_xspace(path: Path | str, workers: int | None = None) -> XSpaceTables:
             return _parse(data, path, _default_workers(len(data)) if workers is None else workers)
         except OSError as exc:
             raise XPlaneError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    early = claim(path)
+    if early is not None:  # its planes are being decoded since the command started (early_read)
+        buf, *started = early
+        try:
+            return _parse(buf, path, usable_cores(), tuple(started))
+        finally:
+            buf.close()
     size = 0
     try:
         with open_input(path) as f:  # a regular file within the read limit (input_files)

@@ -16,7 +16,7 @@ from google.protobuf.message import DecodeError
 from ..errors import InputError
 from . import event_stat_values
 from .duplicate_lines import repeats_a_line
-from .worker_start import capped_workers, worker_pool
+from .worker_start import capped_workers
 from .xevent_columns import parse_plane_raw_events, read_events, read_lines_events
 from .xevent_runs import PlaneEvents, padded_plane, plane_index
 from .xplane_metadata import _text, metadata_rows, plane_stats
@@ -226,42 +226,19 @@ def _add_event_stat_parts(out: PlaneTables, values: dict, names: list, valid: np
         out.stat_parts.setdefault(name, []).append(part)
 
 
-# The planes of the file being read, for forked workers (inherited, not pickled): see decode_planes.
-_PLANES: list = []
-
-
-def _decode_inherited(index: int, tpu_capture: bool) -> PlaneTables:
-    name, data = _PLANES[index]
-    return decode_plane(index, name, data, tpu_capture)
-
-
-def decode_planes(planes: list[tuple[str, bytes]], tpu_capture: bool, workers: int) -> list[PlaneTables]:
-    """Every plane decoded, in order. With ``workers`` > 1 (Linux) forked processes decode the largest planes
-    while this one decodes the rest; the planes' bytes are dropped from ``planes`` once decoded here.
+def decode_planes(planes: list[tuple[str, bytes]], tpu_capture: bool, workers: int, queue=None) -> list[PlaneTables]:
+    """Every plane decoded, in order. With ``workers`` > 1 (Linux) forked processes decode planes alongside
+    this one (plane_queue); ``queue``: those processes, already started on these planes (early_read).
     ``workers`` is capped by the cores and the planes (worker_start.capped_workers)."""
-    big = sorted(range(len(planes)), key=lambda i: -len(planes[i][1]))
-    results: dict[int, PlaneTables] = {}
+    from . import plane_queue  # (it imports this module)
+
+    if queue is not None:
+        return plane_queue.finish(queue)
     workers = capped_workers(workers, len(planes))
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        results = []
         for i in range(len(planes)):
-            results[i] = decode_plane(i, planes[i][0], planes[i][1], tpu_capture)
+            results.append(decode_plane(i, planes[i][0], planes[i][1], tpu_capture))
             planes[i] = (planes[i][0], b"")
-        return [results[i] for i in range(len(planes))]
-    global _PLANES
-    _PLANES = planes
-    try:
-        # workers - 1 forked processes (they die with this one), this process being the last.
-        with worker_pool(workers - 1, multiprocessing.get_context("fork")) as pool:
-            # Largest first, alternating: this process takes every ``workers``-th plane, the workers the others.
-            mine = big[::workers]
-            futures = {i: pool.submit(_decode_inherited, i, tpu_capture) for i in big if i not in mine}
-            for i in futures:  # the workers were forked with these bytes: this process needs them no more
-                planes[i] = (planes[i][0], b"")
-            for i in mine:
-                results[i] = decode_plane(i, planes[i][0], planes[i][1], tpu_capture)
-                planes[i] = (planes[i][0], b"")
-            for i, future in futures.items():
-                results[i] = future.result()
-    finally:
-        _PLANES = []
-    return [results[i] for i in range(len(planes))]
+        return results
+    return plane_queue.finish(plane_queue.start(planes, tpu_capture, workers))

@@ -1,0 +1,96 @@
+"""The planes of one large host file decoded by this process and forked workers together, each process taking
+the largest plane no process has taken yet (one shared counter), so no process idles while another still has
+planes to decode, whatever their sizes and however late this process joins in.
+
+The workers can start before this process is ready (``start``): the command starts them as soon as it knows
+the file, then imports the analysis while they decode, and ``finish`` (called by the parse) joins in with the
+planes left and gathers what the workers decoded. Forked workers inherit the planes' bytes and the counter
+(``_RUNNING``): nothing is pickled on the way in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+from dataclasses import dataclass, field
+
+from .worker_start import kill_workers, worker_pool
+from .xplane_planes import PlaneTables, decode_plane
+
+
+@dataclass
+class PlaneQueue:
+    """Planes being decoded: ``order`` largest first; ``taken`` (shared) counts the planes handed out."""
+
+    planes: list  # (name, bytes) per plane, in file order
+    tpu_capture: bool
+    order: list[int]
+    taken: object  # multiprocessing.Value, shared with the forked workers
+    futures: list = field(default_factory=list)
+    pool: object = None
+    pools: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+
+# The queue the forked workers decode from (inherited at fork, never pickled).
+_RUNNING: PlaneQueue | None = None
+
+
+def _next_plane(queue: PlaneQueue) -> int | None:
+    with queue.taken.get_lock():
+        k = queue.taken.value
+        if k >= len(queue.order):
+            return None
+        queue.taken.value = k + 1
+    return queue.order[k]
+
+
+def _drain(queue: PlaneQueue) -> list[tuple[int, PlaneTables]]:
+    """Decode planes until none is left to take: (plane index, its tables) of those this process took."""
+    out = []
+    while (i := _next_plane(queue)) is not None:
+        name, data = queue.planes[i]
+        out.append((i, decode_plane(i, name, data, queue.tpu_capture)))
+    return out
+
+
+def _drain_inherited() -> list[tuple[int, PlaneTables]]:
+    return _drain(_RUNNING)
+
+
+def start(planes: list, tpu_capture: bool, workers: int) -> PlaneQueue:
+    """Fork ``workers - 1`` processes (they die with this one) that start decoding ``planes`` at once."""
+    global _RUNNING
+    context = multiprocessing.get_context("fork")
+    order = sorted(range(len(planes)), key=lambda i: -len(planes[i][1]))
+    queue = PlaneQueue(planes, tpu_capture, order, context.Value("q", 0))
+    _RUNNING = queue
+    try:
+        queue.pool = queue.pools.enter_context(worker_pool(workers - 1, context))
+        queue.futures = [queue.pool.submit(_drain_inherited) for _ in range(workers - 1)]
+    except BaseException:
+        close(queue, abandon=True)
+        raise
+    return queue
+
+
+def finish(queue: PlaneQueue) -> list[PlaneTables]:
+    """Every plane decoded, in file order: this process decodes what is left, then takes the workers' planes.
+    A worker's error (a corrupt plane) is raised here, as this process's own would be."""
+    try:
+        results = dict(_drain(queue))
+        for future in queue.futures:
+            results.update(future.result())
+    finally:
+        close(queue)
+    return [results[i] for i in range(len(queue.planes))]
+
+
+def close(queue: PlaneQueue, abandon: bool = False) -> None:
+    """End the workers once their planes are in; ``abandon``: kill them mid-plane (the run failed before the
+    parse took the queue: nobody waits for their planes). Idempotent."""
+    global _RUNNING
+    if abandon and queue.pool is not None:
+        kill_workers(queue.pool)
+    queue.pools.close()
+    if _RUNNING is queue:
+        _RUNNING = None
