@@ -73,6 +73,7 @@ def _start(file: Path, workers: int | None) -> _Started | None:
             buf.close()
             return None
         tpu = any(_TPU_DEVICE_PLANE.match(name) for name, _ in layout.planes)
+        # As many workers as cores: this process imports the analysis meanwhile, and joins in when done.
         queue = start(layout.planes, tpu, capped_workers(workers, len(layout.planes)))
     except Exception:  # a damaged file: the normal parse reads it again and says what is wrong
         buf.close()

@@ -58,15 +58,16 @@ def _drain_inherited() -> list[tuple[int, PlaneTables]]:
 
 
 def start(planes: list, tpu_capture: bool, workers: int) -> PlaneQueue:
-    """Fork ``workers - 1`` processes (they die with this one) that start decoding ``planes`` at once."""
+    """Fork ``workers`` processes (they die with this one) that start decoding ``planes`` at once; this one
+    joins them in ``finish``."""
     global _RUNNING
     context = multiprocessing.get_context("fork")
     order = sorted(range(len(planes)), key=lambda i: -len(planes[i][1]))
     queue = PlaneQueue(planes, tpu_capture, order, context.Value("q", 0))
     _RUNNING = queue
     try:
-        queue.pool = queue.pools.enter_context(worker_pool(workers - 1, context))
-        queue.futures = [queue.pool.submit(_drain_inherited) for _ in range(workers - 1)]
+        queue.pool = queue.pools.enter_context(worker_pool(workers, context))
+        queue.futures = [queue.pool.submit(_drain_inherited) for _ in range(workers)]
     except BaseException:
         close(queue, abandon=True)
         raise

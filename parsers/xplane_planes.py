@@ -241,4 +241,4 @@ def decode_planes(planes: list[tuple[str, bytes]], tpu_capture: bool, workers: i
             results.append(decode_plane(i, planes[i][0], planes[i][1], tpu_capture))
             planes[i] = (planes[i][0], b"")
         return results
-    return plane_queue.finish(plane_queue.start(planes, tpu_capture, workers))
+    return plane_queue.finish(plane_queue.start(planes, tpu_capture, workers - 1))  # and this process
