@@ -108,3 +108,34 @@ def test_busy_time_taken_in_chunks_equals_one_pass(sample, monkeypatch):
     assert whole.busy_ps is not None and len(whole.busy_ps) and whole.busy_ps.sum() > 0
     np.testing.assert_array_equal(chunked.busy_ps, whole.busy_ps)
     np.testing.assert_array_equal(chunked.busy_any_ps, whole.busy_any_ps)
+
+
+@pytest.mark.parametrize("sample", ["tpu_v6e_host_offload", "cpu_jax_train_step"])
+def test_step_events_come_in_start_order_as_a_full_sort_gives(sample):
+    """assign_steps sorts only the events inside the steps: the same rows and order (ties by capture row) as
+    sorting every event by start and dropping those outside, each column the capture's value of its row."""
+    from xladiag.analyzer.steps.windows import assigned_steps
+
+    capture = _capture(sample)
+    events = capture.events
+    step_ops, by_row = assigned_steps(events, find_steps(capture))
+    order = np.argsort(events["start_ps"].to_numpy(), kind="stable")
+    expected = order[by_row[order] >= 0]
+    assert 0 < len(expected) < len(events)  # some events fall outside the steps (the warm-up)
+    np.testing.assert_array_equal(step_ops["event"].to_numpy(), expected)
+    for col in events.columns:
+        assert step_ops[col].dtype == events[col].dtype
+        np.testing.assert_array_equal(step_ops[col].to_numpy(), events[col].to_numpy()[expected])
+    assert list(step_ops.index) == list(range(len(step_ops)))
+
+
+def test_rows_in_start_order_keep_ties_in_row_order():
+    """The rows inside the steps by (start, row), whether every row is inside (one sort) or not (a sort of
+    those inside): the full stable sort with the others dropped."""
+    from xladiag.analyzer.steps.windows import _in_start_order
+
+    rng = np.random.default_rng(3)
+    start = np.sort(rng.integers(0, 40, 500)).reshape(5, 100).ravel()  # 5 devices, each in time order, many ties
+    order = np.argsort(start, kind="stable")
+    for by_row in (np.zeros(500, np.int64), np.where(rng.random(500) < 0.3, -1, 2)):
+        np.testing.assert_array_equal(_in_start_order(start, by_row), order[by_row[order] >= 0])
