@@ -134,6 +134,29 @@ def test_tpu_spans_run_to_the_done_op_and_count_the_recording_device_only():
     assert out["exposed_s_per_step"].notna().tolist() == [False, True, False]
 
 
+def test_spans_outside_the_steps_are_dropped_and_unknown_done_ops_have_no_kind():
+    """Only the spans that end in a measured step are kept (the others' columns dropped with them); a span whose
+    done op is no op of the step keeps op_id -1 and a missing kind; the kinds' categories are those present."""
+    ops = _ops(["all-gather-start", "all-gather-done", "copy-start", "copy-done", "fusion"],
+               ["all-gather", "all-gather", "host-to-device", "host-to-device", None],
+               ["all-gather-start", "all-gather-done", "copy-start", "copy-done", "fusion"], [1e-6, 15e-6, 1e-6, 2e-6,
+                                                                                             40e-6],
+               start_op=[None, "all-gather-start", None, "copy-start", None])
+    step_ops = pd.DataFrame({"device": [0, 0, 0], "step": 1, "op_id": [0, 1, 4], "start_ps": [0, 10 * US, 60 * US],
+                             "duration_ps": [1 * US, 40 * US, 20 * US]})
+    spans = pd.DataFrame({"device": [0, 0, 0, 1], "program_id": ["1", "1", "1", "1"],
+                          "start_op": ["all-gather-start", "x-start", "all-gather-start", "all-gather-start"],
+                          "done_op": ["all-gather-done", "x-done", "all-gather-done", "all-gather-done"],
+                          "kind": "all-gather", "start_ps": [0, 5 * US, 200 * US, 0],
+                          "end_ps": [50 * US, 30 * US, 300 * US, 50 * US]})  # the third ends after the step
+    _, transfers = attach_transfers(ops, step_ops, _steps([0, 1], 100 * US), spans, "tpu")
+    got = transfers.spans
+    assert got[["device", "op_id", "start_ps", "end_ps"]].values.tolist() == [
+        [0, 1, 0, 50 * US], [0, -1, 5 * US, 30 * US], [1, 1, 0, 50 * US]]
+    assert got["kind"].astype(object).where(got["kind"].notna(), None).tolist() == ["all-gather", None, "all-gather"]
+    assert list(got["kind"].cat.categories) == ["all-gather"]  # host-to-device: no span of it
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_done_ends_against_brute_force(seed):
     # Per span: the earliest end, at or after its start, of its done op's events in its device-step; captures
