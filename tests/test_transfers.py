@@ -179,6 +179,28 @@ def test_done_ends_against_brute_force(seed):
     assert done_ends(start, rows, op, ev_rows, ev_op, ev_end).tolist() == want
 
 
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_first_rows_and_first_seen_ids_in_chunks(chunk, monkeypatch):
+    """first_rows and first_seen_ids work a chunk of rows at a time (bounded temporaries): any chunk size gives
+    np.unique's first indices and pandas' ngroup in order of appearance."""
+    import numpy as np
+
+    from xladiag.analyzer.steps import codes
+    from xladiag.analyzer.steps.op_stats import first_seen_ids
+
+    monkeypatch.setattr(codes, "CHUNK", chunk)
+    rng = np.random.default_rng(chunk)
+    values = rng.integers(0, 30, 1000)
+    values[values == 17] = 3  # a code that never occurs
+    first = codes.first_rows(values, 31)
+    distinct, index = np.unique(values, return_index=True)
+    assert first[distinct].tolist() == index.tolist()
+    assert (first[np.setdiff1d(np.arange(31), distinct)] == len(values)).all()
+    keys = pd.DataFrame({"module": rng.choice(["a", "b"], 1000), "op_name": pd.Categorical(values.astype(str))})
+    want = keys.groupby(["module", "op_name"], sort=False, observed=True).ngroup().to_numpy()
+    assert first_seen_ids(keys).tolist() == want.tolist()
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_code_lookups_match_numpy(seed):
     # steps.codes: lookup tables over the codes' range give what np.unique, np.isin and a join give.
