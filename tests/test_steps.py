@@ -139,3 +139,26 @@ def test_rows_in_start_order_keep_ties_in_row_order():
     order = np.argsort(start, kind="stable")
     for by_row in (np.zeros(500, np.int64), np.where(rng.random(500) < 0.3, -1, 2)):
         np.testing.assert_array_equal(_in_start_order(start, by_row), order[by_row[order] >= 0])
+
+
+def test_ops_never_inside_by_codes_as_by_strings():
+    """_never_inside on the key columns' category codes gives what the strings' MultiIndex gives (the path
+    taken for columns that are not categorical), a missing value being a key value of its own."""
+    import pandas as pd
+
+    from xladiag.analyzer.steps.op_stats import OP_KEY, _never_inside
+
+    rng = np.random.default_rng(5)
+    n = 400
+    names = rng.choice(["fusion.1", "copy.2", "dot.3", "init.4", None], n)
+    events = pd.DataFrame({"module": pd.Categorical(rng.choice(["jit_a", "jit_b"], n)),
+                           "program_id": pd.Categorical(rng.choice(["1", "2", None], n)),
+                           "op_name": pd.Categorical(names)})
+    outside = rng.random(n) < 0.4
+    outside[names == "init.4"] = True  # an op that never runs inside
+    got = _never_inside(events, outside)
+    plain = events.astype(object)  # not categorical: the strings' path
+    assert got.tolist() == _never_inside(plain, outside).tolist()
+    want = ~pd.MultiIndex.from_frame(events.loc[outside, OP_KEY].astype(str)).isin(
+        pd.MultiIndex.from_frame(events.loc[~outside, OP_KEY].astype(str)))
+    assert got.tolist() == want.tolist() and got.any() and not got.all()

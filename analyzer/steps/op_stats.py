@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..capture.build import Capture
 from . import codes as code_tables
-from .codes import first_rows
+from .codes import among, first_rows
 from .windows import PS_PER_S, Steps, assigned_steps, with_busy_time
 
 OP_KEY = ["module", "program_id", "op_name"]
@@ -107,8 +107,7 @@ def _other_program_ops(capture: Capture, steps: Steps, step_ops: pd.DataFrame,
         pid = outside["program_id"].astype(str)
         others = outside[(outside["module"] != steps.program) | (pid != steps.program_id)]
     elif steps.annotated:  # ops that never run inside an annotated step (init, eval between steps)
-        in_step = pd.MultiIndex.from_frame(step_ops[OP_KEY].astype(str))
-        others = outside[~pd.MultiIndex.from_frame(outside[OP_KEY].astype(str)).isin(in_step)]
+        others = outside[_never_inside(capture.events, outside_rows)]
     else:
         return step_table.iloc[0:0]
     if others.empty:
@@ -120,6 +119,26 @@ def _other_program_ops(capture: Capture, steps: Steps, step_ops: pd.DataFrame,
     ).reset_index()
     # Per-step numbers stay NaN: these programs do not run inside the step.
     return stats.sort_values("total_s", ascending=False, kind="stable")
+
+
+def _never_inside(events: pd.DataFrame, outside_rows: np.ndarray) -> np.ndarray:
+    """Per outside row (``outside_rows``): whether no row inside has its op (OP_KEY). On the key columns'
+    category codes (one int64 per row, a lookup table), not on their strings: a GPU capture's millions."""
+    cols = [events[c] for c in OP_KEY]
+    sizes = np.array([len(c.cat.categories) + 1 if isinstance(c.dtype, pd.CategoricalDtype) else 0 for c in cols],
+                     np.float64)
+    if sizes.min() == 0 or np.prod(sizes) >= 2**62:  # not categorical, or the codes overflow one int64
+        in_step = pd.MultiIndex.from_frame(events.loc[~outside_rows, OP_KEY].astype(str))
+        return ~pd.MultiIndex.from_frame(events.loc[outside_rows, OP_KEY].astype(str)).isin(in_step)
+    key = np.zeros(len(events), np.int64)
+    for col, size in zip(cols, sizes):
+        key *= int(size)
+        key += col.cat.codes.to_numpy()
+        key += 1  # a missing value (code -1) is a key value of its own
+    mine, inside = key[outside_rows], key[~outside_rows]
+    if np.prod(sizes) > 4 * len(key) + 2**20:  # too wide a range for a table: a sort
+        return ~np.isin(mine, inside)
+    return ~among(mine, inside)
 
 
 def measure(capture: Capture, steps: Steps) -> tuple[pd.DataFrame, pd.DataFrame, Steps]:
