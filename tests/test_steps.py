@@ -129,16 +129,22 @@ def test_step_events_come_in_start_order_as_a_full_sort_gives(sample):
     assert list(step_ops.index) == list(range(len(step_ops)))
 
 
-def test_rows_in_start_order_keep_ties_in_row_order():
-    """The rows inside the steps by (start, row), whether every row is inside (one sort) or not (a sort of
-    those inside): the full stable sort with the others dropped."""
-    from xladiag.analyzer.steps.windows import _in_start_order
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_rows_in_start_order_keep_ties_in_row_order(chunk, monkeypatch):
+    """The rows inside the steps by (start, row), the others dropped in place a chunk at a time (any chunk
+    size), and their step numbers: the full stable sort with the others dropped, and a plain gather."""
+    from xladiag.analyzer.steps import windows
+    from xladiag.analyzer.steps.windows import _in_start_order, _step_of
 
+    monkeypatch.setattr(windows, "_CHUNK", chunk)
     rng = np.random.default_rng(3)
     start = np.sort(rng.integers(0, 40, 500)).reshape(5, 100).ravel()  # 5 devices, each in time order, many ties
     order = np.argsort(start, kind="stable")
     for by_row in (np.zeros(500, np.int64), np.where(rng.random(500) < 0.3, -1, 2)):
-        np.testing.assert_array_equal(_in_start_order(start, by_row), order[by_row[order] >= 0])
+        events = _in_start_order(start, by_row)
+        np.testing.assert_array_equal(events, order[by_row[order] >= 0])
+        step = rng.integers(0, 9, 3)
+        np.testing.assert_array_equal(_step_of(step, by_row, events), step[by_row[events]])
 
 
 def test_ops_never_inside_by_codes_as_by_strings():

@@ -304,18 +304,34 @@ def assigned_steps(ops: pd.DataFrame, steps: Steps) -> tuple[pd.DataFrame, np.nd
     events = _in_start_order(start, by_row)
     # Each column taken once, by np.take (about twice as fast as fancy indexing on millions of rows).
     out = _take(ops, events, first={"event": events})
-    out["step"] = np.take(measured["step"].to_numpy(np.int64), np.take(by_row, events))
+    out["step"] = _step_of(measured["step"].to_numpy(np.int64), by_row, events)
     return out, by_row
 
 
+# Rows per pass where a temporary as long as the events would otherwise be made: a few MB, reused from one pass
+# to the next (every fresh array of millions of rows costs its page faults, more than the arithmetic on it).
+_CHUNK = 1 << 20
+
+
 def _in_start_order(start: np.ndarray, by_row: np.ndarray) -> np.ndarray:
-    """The rows with ``by_row >= 0`` by (start, row): the stable sort of the rows inside the steps only (the
-    same order as sorting every row and dropping the others, without sorting or gathering those)."""
-    inside = np.flatnonzero(by_row >= 0)
-    if len(inside) == len(start):
-        return np.argsort(start, kind="stable")  # per device already in order: a merge of sorted runs
-    order = np.argsort(np.take(start, inside), kind="stable")
-    return np.take(inside, order, out=order)
+    """The rows with ``by_row >= 0`` by (start, row): the stable sort of every row (per device already in
+    order: a merge of sorted runs), the others dropped in place a chunk at a time."""
+    order = np.argsort(start, kind="stable")
+    kept = 0
+    for at in range(0, len(order), _CHUNK):  # writes never pass reads: in place
+        part = order[at:at + _CHUNK]
+        part = part[np.take(by_row, part) >= 0]
+        order[kept:kept + len(part)] = part
+        kept += len(part)
+    return order[:kept]
+
+
+def _step_of(step: np.ndarray, by_row: np.ndarray, events: np.ndarray) -> np.ndarray:
+    """``step[by_row[events]]``: each event's step number, a chunk of events at a time (no row temporary)."""
+    out = np.empty(len(events), np.int64)
+    for at in range(0, len(events), _CHUNK):
+        np.take(step, np.take(by_row, events[at:at + _CHUNK]), out=out[at:at + _CHUNK])
+    return out
 
 
 def _take(frame: pd.DataFrame, rows: np.ndarray, first: dict | None = None) -> pd.DataFrame:
