@@ -239,7 +239,7 @@ def _span_exposure(ops, step_ops, steps, spans: pd.DataFrame, o: _Ops, totals: H
     n_span = max(int(steps.after_warmup["device"].isin(span_devices).sum()), 1)
     ids, span_ids = ops["op_id"].to_numpy(np.int64), spans["op_id"].to_numpy(np.int64)
     in_flight = _by_op(span_ids, (spans["end_ps"] - spans["start_ps"]).to_numpy(float), ops) / PS_PER_S / n_span
-    in_flight = np.where(np.isin(ids, span_ids) & (ids >= 0), in_flight, np.nan)
+    in_flight = np.where(among(ids, span_ids), in_flight, np.nan)  # (a lookup table: no sort of the spans' ids)
     if totals is not None:
         on_span_ps = totals.span_device_ps[totals.span_device_ps.index >= 0]
         exposed_where = _by_op(on_span_ps.index.to_numpy(np.int64), on_span_ps.to_numpy(float), ops) / PS_PER_S / n_span
