@@ -108,9 +108,7 @@ def _lead_s(steps, step_ops: pd.DataFrame) -> pd.Series:
     elif step_ops.empty:
         return pd.Series(dtype=float)
     else:
-        first = np.where(step_ops["launch_ps"].to_numpy() >= 0, step_ops["launch_ps"].to_numpy(),
-                         step_ops["start_ps"].to_numpy())
-        first_by_step = pd.Series(first, index=step_ops["step"].to_numpy()).groupby(level=0).min()
+        first_by_step = _first_by_step(step_ops)
     spans = steps.after_warmup.groupby("step")["start_ps"].min()
     return ((first_by_step.reindex(spans.index) - spans) / 1e12).clip(lower=0.0)
 
@@ -142,3 +140,16 @@ def fix(n: Numbers, target: Target) -> str:
             f"{name('grain_worker_count')}); keep host callbacks and per-step Python (logging, float(loss)) off "
             f"the step. Confirm with MaxText {name('dataset_type')}=synthetic or {name('reuse_example_batch')}=1: "
             "if the idle time goes away, the input pipeline is the cause.")
+
+
+def _first_by_step(step_ops: pd.DataFrame) -> pd.Series:
+    """Per step number (sorted): the earliest launch of its events (a device op's start where none is
+    recorded). Step numbers are small non-negative ints: a minimum per slot, no hash of millions of events."""
+    launch, start = step_ops["launch_ps"].to_numpy(np.int64), step_ops["start_ps"].to_numpy(np.int64)
+    step = step_ops["step"].to_numpy(np.int64)
+    if step.min() < 0:  # (not a step number: group them)
+        return pd.Series(np.where(launch >= 0, launch, start), index=step).groupby(level=0).min()
+    first = np.full(int(step.max()) + 1, np.iinfo(np.int64).max)
+    np.minimum.at(first, step, np.where(launch >= 0, launch, start))
+    present = np.bincount(step, minlength=len(first)) > 0
+    return pd.Series(first[present], index=np.flatnonzero(present))

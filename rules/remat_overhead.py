@@ -182,10 +182,11 @@ def policy_saving(analysis, remat, headroom: float | None):
 def _policy_keeps(analysis, remat, matmul_share: float):
     """The recomputed ops the named policy stops recomputing: verified, no collectives, only matmuls when
     the fix names a dots-saving policy."""
-    keep = verified(analysis, remat) & remat["collective_kind"].isna()
+    real = verified(analysis, remat)  # (once: it ranks every recomputed op)
+    keep = real & remat["collective_kind"].isna()
     if matmul_share >= 0.5:
         keep &= remat["category"].astype(str).str.contains("convolution|dot") | remat["is_matmul"].astype(bool)
-    return remat[keep], int((~verified(analysis, remat)).sum())
+    return remat[keep], int((~real).sum())
 
 
 def _flops(analysis, remat) -> tuple[float, float]:

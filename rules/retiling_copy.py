@@ -150,12 +150,12 @@ def _before_first_conv(ev: pd.DataFrame, conv_ids: pd.Series, found: pd.DataFram
     code_of_id = np.full(n_ids, -1, np.int64)
     codes, labels = pd.factorize(label_of_id.to_numpy(), sort=True)
     code_of_id[label_of_id.index.to_numpy(np.int64)] = codes
-    read = np.flatnonzero(is_conv[op_id] | (code_of_id[op_id] >= 0))
+    # One lookup per event (ids are few, events millions), then the columns of the events read only.
+    read = np.flatnonzero(np.take(is_conv | (code_of_id >= 0), op_id))
     if not len(read):
         return {}
-    op_id = op_id[read]
-    device, step = ev["device"].to_numpy(np.int64)[read], ev["step"].to_numpy(np.int64)[read]
-    start = ev["start_ps"].to_numpy(np.int64)[read]
+    op_id = np.take(op_id, read)
+    device, step, start = (np.take(ev[c].to_numpy(np.int64), read) for c in ("device", "step", "start_ps"))
     device_step = device * (int(step.max()) + 1) + step
     conv = is_conv[op_id]
     first = np.full(int(device_step.max()) + 1, np.iinfo(np.int64).max)

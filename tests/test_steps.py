@@ -108,3 +108,63 @@ def test_busy_time_taken_in_chunks_equals_one_pass(sample, monkeypatch):
     assert whole.busy_ps is not None and len(whole.busy_ps) and whole.busy_ps.sum() > 0
     np.testing.assert_array_equal(chunked.busy_ps, whole.busy_ps)
     np.testing.assert_array_equal(chunked.busy_any_ps, whole.busy_any_ps)
+
+
+@pytest.mark.parametrize("sample", ["tpu_v6e_host_offload", "cpu_jax_train_step"])
+def test_step_events_come_in_start_order_as_a_full_sort_gives(sample):
+    """assign_steps sorts only the events inside the steps: the same rows and order (ties by capture row) as
+    sorting every event by start and dropping those outside, each column the capture's value of its row."""
+    from xladiag.analyzer.steps.windows import assigned_steps
+
+    capture = _capture(sample)
+    events = capture.events
+    step_ops, by_row = assigned_steps(events, find_steps(capture))
+    order = np.argsort(events["start_ps"].to_numpy(), kind="stable")
+    expected = order[by_row[order] >= 0]
+    assert 0 < len(expected) < len(events)  # some events fall outside the steps (the warm-up)
+    np.testing.assert_array_equal(step_ops["event"].to_numpy(), expected)
+    for col in events.columns:
+        assert step_ops[col].dtype == events[col].dtype
+        np.testing.assert_array_equal(step_ops[col].to_numpy(), events[col].to_numpy()[expected])
+    assert list(step_ops.index) == list(range(len(step_ops)))
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_rows_in_start_order_keep_ties_in_row_order(chunk, monkeypatch):
+    """The rows inside the steps by (start, row), the others dropped in place a chunk at a time (any chunk
+    size), and their step numbers: the full stable sort with the others dropped, and a plain gather."""
+    from xladiag.analyzer.steps import windows
+    from xladiag.analyzer.steps.windows import _in_start_order, _step_of
+
+    monkeypatch.setattr(windows, "_CHUNK", chunk)
+    rng = np.random.default_rng(3)
+    start = np.sort(rng.integers(0, 40, 500)).reshape(5, 100).ravel()  # 5 devices, each in time order, many ties
+    order = np.argsort(start, kind="stable")
+    for by_row in (np.zeros(500, np.int64), np.where(rng.random(500) < 0.3, -1, 2)):
+        events = _in_start_order(start, by_row)
+        np.testing.assert_array_equal(events, order[by_row[order] >= 0])
+        step = rng.integers(0, 9, 3)
+        np.testing.assert_array_equal(_step_of(step, by_row, events), step[by_row[events]])
+
+
+def test_ops_never_inside_by_codes_as_by_strings():
+    """_never_inside on the key columns' category codes gives what the strings' MultiIndex gives (the path
+    taken for columns that are not categorical), a missing value being a key value of its own."""
+    import pandas as pd
+
+    from xladiag.analyzer.steps.op_stats import OP_KEY, _never_inside
+
+    rng = np.random.default_rng(5)
+    n = 400
+    names = rng.choice(["fusion.1", "copy.2", "dot.3", "init.4", None], n)
+    events = pd.DataFrame({"module": pd.Categorical(rng.choice(["jit_a", "jit_b"], n)),
+                           "program_id": pd.Categorical(rng.choice(["1", "2", None], n)),
+                           "op_name": pd.Categorical(names)})
+    outside = rng.random(n) < 0.4
+    outside[names == "init.4"] = True  # an op that never runs inside
+    got = _never_inside(events, outside)
+    plain = events.astype(object)  # not categorical: the strings' path
+    assert got.tolist() == _never_inside(plain, outside).tolist()
+    want = ~pd.MultiIndex.from_frame(events.loc[outside, OP_KEY].astype(str)).isin(
+        pd.MultiIndex.from_frame(events.loc[~outside, OP_KEY].astype(str)))
+    assert got.tolist() == want.tolist() and got.any() and not got.all()

@@ -134,6 +134,29 @@ def test_tpu_spans_run_to_the_done_op_and_count_the_recording_device_only():
     assert out["exposed_s_per_step"].notna().tolist() == [False, True, False]
 
 
+def test_spans_outside_the_steps_are_dropped_and_unknown_done_ops_have_no_kind():
+    """Only the spans that end in a measured step are kept (the others' columns dropped with them); a span whose
+    done op is no op of the step keeps op_id -1 and a missing kind; the kinds' categories are those present."""
+    ops = _ops(["all-gather-start", "all-gather-done", "copy-start", "copy-done", "fusion"],
+               ["all-gather", "all-gather", "host-to-device", "host-to-device", None],
+               ["all-gather-start", "all-gather-done", "copy-start", "copy-done", "fusion"], [1e-6, 15e-6, 1e-6, 2e-6,
+                                                                                             40e-6],
+               start_op=[None, "all-gather-start", None, "copy-start", None])
+    step_ops = pd.DataFrame({"device": [0, 0, 0], "step": 1, "op_id": [0, 1, 4], "start_ps": [0, 10 * US, 60 * US],
+                             "duration_ps": [1 * US, 40 * US, 20 * US]})
+    spans = pd.DataFrame({"device": [0, 0, 0, 1], "program_id": ["1", "1", "1", "1"],
+                          "start_op": ["all-gather-start", "x-start", "all-gather-start", "all-gather-start"],
+                          "done_op": ["all-gather-done", "x-done", "all-gather-done", "all-gather-done"],
+                          "kind": "all-gather", "start_ps": [0, 5 * US, 200 * US, 0],
+                          "end_ps": [50 * US, 30 * US, 300 * US, 50 * US]})  # the third ends after the step
+    _, transfers = attach_transfers(ops, step_ops, _steps([0, 1], 100 * US), spans, "tpu")
+    got = transfers.spans
+    assert got[["device", "op_id", "start_ps", "end_ps"]].values.tolist() == [
+        [0, 1, 0, 50 * US], [0, -1, 5 * US, 30 * US], [1, 1, 0, 50 * US]]
+    assert got["kind"].astype(object).where(got["kind"].notna(), None).tolist() == ["all-gather", None, "all-gather"]
+    assert list(got["kind"].cat.categories) == ["all-gather"]  # host-to-device: no span of it
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_done_ends_against_brute_force(seed):
     # Per span: the earliest end, at or after its start, of its done op's events in its device-step; captures
@@ -154,6 +177,28 @@ def test_done_ends_against_brute_force(seed):
         later = [e for e, er, eo in zip(ev_end, ev_rows, ev_op) if er == r and eo == o and e >= s]
         want.append(min(later) if later and r >= 0 and o >= 0 else -1)
     assert done_ends(start, rows, op, ev_rows, ev_op, ev_end).tolist() == want
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_first_rows_and_first_seen_ids_in_chunks(chunk, monkeypatch):
+    """first_rows and first_seen_ids work a chunk of rows at a time (bounded temporaries): any chunk size gives
+    np.unique's first indices and pandas' ngroup in order of appearance."""
+    import numpy as np
+
+    from xladiag.analyzer.steps import codes
+    from xladiag.analyzer.steps.op_stats import first_seen_ids
+
+    monkeypatch.setattr(codes, "CHUNK", chunk)
+    rng = np.random.default_rng(chunk)
+    values = rng.integers(0, 30, 1000)
+    values[values == 17] = 3  # a code that never occurs
+    first = codes.first_rows(values, 31)
+    distinct, index = np.unique(values, return_index=True)
+    assert first[distinct].tolist() == index.tolist()
+    assert (first[np.setdiff1d(np.arange(31), distinct)] == len(values)).all()
+    keys = pd.DataFrame({"module": rng.choice(["a", "b"], 1000), "op_name": pd.Categorical(values.astype(str))})
+    want = keys.groupby(["module", "op_name"], sort=False, observed=True).ngroup().to_numpy()
+    assert first_seen_ids(keys).tolist() == want.tolist()
 
 
 @pytest.mark.parametrize("seed", range(6))

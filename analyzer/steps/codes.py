@@ -15,9 +15,19 @@ def unique_codes(codes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, 
         return np.unique(codes, return_index=True, return_inverse=True)
     present = np.bincount(codes, minlength=size) > 0
     distinct = np.flatnonzero(present)
+    return distinct, first_rows(codes, size)[distinct], (np.cumsum(present) - 1)[codes]
+
+
+CHUNK = 1 << 20  # rows per pass: a row-number temporary of 8 MB, not one as long as the events
+
+
+def first_rows(codes: np.ndarray, size: int) -> np.ndarray:
+    """Per code in [0, size): the first row holding it, ``len(codes)`` where none does."""
     first = np.full(size, len(codes), np.int64)
-    np.minimum.at(first, codes, np.arange(len(codes)))
-    return distinct, first[distinct], (np.cumsum(present) - 1)[codes]
+    for at in range(0, len(codes), CHUNK):
+        part = codes[at:at + CHUNK]
+        np.minimum.at(first, part, np.arange(at, at + len(part)))
+    return first
 
 
 def among(values: np.ndarray, codes: np.ndarray) -> np.ndarray:

@@ -6,6 +6,8 @@ import numpy as np
 import pandas as pd
 
 from ..capture.build import Capture
+from . import codes as code_tables
+from .codes import among, first_rows
 from .windows import PS_PER_S, Steps, assigned_steps, with_busy_time
 
 OP_KEY = ["module", "program_id", "op_name"]
@@ -49,10 +51,10 @@ def _per_op(step_ops: pd.DataFrame) -> pd.DataFrame:
     # compensated summation, so the numbers are those of a groupby on the column (its mean is that same sum
     # over the count). Count, min and max do not depend on the order of the values: numpy's.
     # Every category is observed (count > 0): observed=False spares pandas a unique over the codes.
-    g = pd.Series(duration_s).groupby(pd.Categorical.from_codes(op_id, categories=np.arange(n_ops), validate=False),
-                                      observed=False, sort=True)
-    first = np.full(n_ops, len(op_id), np.int64)
-    np.minimum.at(first, op_id, np.arange(len(op_id)))
+    # copy=False: pandas 3 copies an array given to Series (40 MB on 5M events) unless told not to.
+    by = pd.Categorical.from_codes(op_id, categories=np.arange(n_ops), validate=False)
+    g = pd.Series(duration_s, copy=False).groupby(by, observed=False, sort=True)
+    first = first_rows(op_id, n_ops)
     low, high = np.full(n_ops, np.inf), np.full(n_ops, -np.inf)
     np.minimum.at(low, op_id, duration_s)
     np.maximum.at(high, op_id, duration_s)
@@ -85,12 +87,13 @@ def first_seen_ids(keys: pd.DataFrame) -> np.ndarray:
         keep = slice(None) if missing is None else ~missing
         out[keep] = pd.factorize(combined[keep])[0]
         return out
-    first = np.full(n_keys, n, np.int64)  # each key's first row
-    np.minimum.at(first, combined, np.arange(n))
+    first = first_rows(combined, n_keys)  # each key's first row
     seen = np.flatnonzero(first < n)
     number = np.full(n_keys, -1, np.int64)
     number[seen[np.argsort(first[seen], kind="stable")]] = np.arange(len(seen))
-    return number[combined]
+    for at in range(0, n, code_tables.CHUNK):  # in place, a chunk at a time: no second array as long as the keys
+        combined[at:at + code_tables.CHUNK] = number[combined[at:at + code_tables.CHUNK]]
+    return combined
 
 
 def _other_program_ops(capture: Capture, steps: Steps, step_ops: pd.DataFrame,
@@ -104,8 +107,7 @@ def _other_program_ops(capture: Capture, steps: Steps, step_ops: pd.DataFrame,
         pid = outside["program_id"].astype(str)
         others = outside[(outside["module"] != steps.program) | (pid != steps.program_id)]
     elif steps.annotated:  # ops that never run inside an annotated step (init, eval between steps)
-        in_step = pd.MultiIndex.from_frame(step_ops[OP_KEY].astype(str))
-        others = outside[~pd.MultiIndex.from_frame(outside[OP_KEY].astype(str)).isin(in_step)]
+        others = outside[_never_inside(capture.events, outside_rows)]
     else:
         return step_table.iloc[0:0]
     if others.empty:
@@ -119,6 +121,26 @@ def _other_program_ops(capture: Capture, steps: Steps, step_ops: pd.DataFrame,
     return stats.sort_values("total_s", ascending=False, kind="stable")
 
 
+def _never_inside(events: pd.DataFrame, outside_rows: np.ndarray) -> np.ndarray:
+    """Per outside row (``outside_rows``): whether no row inside has its op (OP_KEY). On the key columns'
+    category codes (one int64 per row, a lookup table), not on their strings: a GPU capture's millions."""
+    cols = [events[c] for c in OP_KEY]
+    sizes = np.array([len(c.cat.categories) + 1 if isinstance(c.dtype, pd.CategoricalDtype) else 0 for c in cols],
+                     np.float64)
+    if sizes.min() == 0 or np.prod(sizes) >= 2**62:  # not categorical, or the codes overflow one int64
+        in_step = pd.MultiIndex.from_frame(events.loc[~outside_rows, OP_KEY].astype(str))
+        return ~pd.MultiIndex.from_frame(events.loc[outside_rows, OP_KEY].astype(str)).isin(in_step)
+    key = np.zeros(len(events), np.int64)
+    for col, size in zip(cols, sizes):
+        key *= int(size)
+        key += col.cat.codes.to_numpy()
+        key += 1  # a missing value (code -1) is a key value of its own
+    mine, inside = key[outside_rows], key[~outside_rows]
+    if np.prod(sizes) > 4 * len(key) + 2**20:  # too wide a range for a table: a sort
+        return ~np.isin(mine, inside)
+    return ~among(mine, inside)
+
+
 def measure(capture: Capture, steps: Steps) -> tuple[pd.DataFrame, pd.DataFrame, Steps]:
     """(op events inside measured steps, per-op statistics, ``steps`` with their busy times).
 
@@ -129,6 +151,9 @@ def measure(capture: Capture, steps: Steps) -> tuple[pd.DataFrame, pd.DataFrame,
     ops of every other program in the capture, whose per-step columns are NaN.
     """
     step_ops, step_rows = assigned_steps(capture.events, steps)
+    # Busy time first: the rows' step codes (one int64 per event) are not held through what follows.
+    steps = with_busy_time(steps, step_ops, (capture.events, step_rows))
+    del step_rows
     # op_id numbers the step's ops once; rules and renderers join events to the ops table through it
     # (one integer column, instead of three string keys over millions of events).
     step_ops["op_id"] = first_seen_ids(step_ops[OP_KEY])
@@ -140,4 +165,4 @@ def measure(capture: Capture, steps: Steps) -> tuple[pd.DataFrame, pd.DataFrame,
     if len(others):
         others = others.assign(in_step=False, op_id=-1, **{c: others[c].astype(str) for c in OP_KEY})
         table = pd.concat([table, others], ignore_index=True)
-    return step_ops, table, with_busy_time(steps, step_ops, (capture.events, step_rows))
+    return step_ops, table, steps

@@ -65,7 +65,7 @@ def _op_ids(ops: pd.DataFrame, module, program_id, name) -> np.ndarray:
     table = step[keys + ["op_id"]].astype({k: str for k in keys}).drop_duplicates(keys)
     # The query's distinct keys are joined (a few hundred), then spread back over its rows (spans: 100ks).
     raw = {"program_id": program_id, "op_name": name, **({} if module is None else {"module": module})}
-    codes, uniques = zip(*(pd.factorize(pd.Series(v).to_numpy(), use_na_sentinel=False) for v in raw.values()))
+    codes, uniques = zip(*(_factorized(v) for v in raw.values()))
     combined = np.zeros(len(codes[0]), np.int64)
     for c, u in zip(codes, uniques):
         combined = combined * len(u) + c
@@ -77,6 +77,12 @@ def _op_ids(ops: pd.DataFrame, module, program_id, name) -> np.ndarray:
             query[k] = pd.Series(query[k]).astype(str).to_numpy()
     joined = query.merge(table, on=keys, how="left")
     return joined["op_id"].fillna(-1).to_numpy(np.int64)[inverse.reshape(-1)]
+
+
+def _factorized(values) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize`` of the values (missing ones a value too), its uniques as an object array."""
+    codes, uniques = pd.Series(values).factorize(use_na_sentinel=False)
+    return codes, np.asarray(uniques, dtype=object)
 
 
 def _by_op(op_ids: np.ndarray, values: np.ndarray, ops: pd.DataFrame) -> np.ndarray:
@@ -125,26 +131,41 @@ def transfer_spans(async_spans: pd.DataFrame, ops: pd.DataFrame, step_ops: pd.Da
         return TRANSFER_SPANS.empty()
     span_end = async_spans["end_ps"].to_numpy(np.int64)
     rows = step_rows(steps, async_spans["device"].to_numpy(np.int64), span_end - 1)
-    inside = rows >= 0
-    sp = async_spans[inside]
-    rows, span_end = rows[inside], span_end[inside]
-    start = sp["start_ps"].to_numpy(np.int64)
-    op_id = _op_ids(ops, None, sp["program_id"], sp["done_op"])
-    if "done_end_ps" in sp:  # hosts reduced where read: each found its spans' done ends (host_reduce)
-        waited = sp["done_end_ps"].to_numpy(np.int64)
+    inside = np.flatnonzero(rows >= 0)
+    every = len(inside) == len(rows)  # (usually: no copies of the spans' columns then)
+
+    def kept(col: str) -> np.ndarray:  # the numpy column of the spans inside: not a copy of the span frame
+        values = async_spans[col].to_numpy()
+        return values if every else values[inside]
+
+    rows, span_end, start = _kept(rows, inside, every), _kept(span_end, inside, every), kept("start_ps")
+    op_id = _kept(_op_ids(ops, None, async_spans["program_id"], async_spans["done_op"]), inside, every)
+    if "done_end_ps" in async_spans:  # hosts reduced where read: each found its spans' done ends (host_reduce)
+        waited = kept("done_end_ps").astype(np.int64)
     else:
         ev_op = step_ops["op_id"].to_numpy(np.int64)
         done = np.flatnonzero(among(ev_op, op_id))  # the done ops' events (numpy columns: no frame copy)
-        col = {c: step_ops[c].to_numpy(np.int64)[done] for c in ("device", "step", "start_ps", "duration_ps")}
+        col = {c: np.take(step_ops[c].to_numpy(np.int64), done) for c in ("device", "step", "start_ps", "duration_ps")}
         waited = done_ends(start, rows, op_id, measured_rows(steps, col["device"], col["step"]), ev_op[done],
                            col["start_ps"] + col["duration_ps"])
     end = np.maximum(span_end, np.where(waited >= 0, waited, 0))
-    kind = ops.set_index("op_id")["transfer_kind"] if len(ops) else pd.Series(dtype=object)
-    kind = kind[kind.index >= 0]
-    measured = steps.after_warmup
     return TRANSFER_SPANS.coerce(pd.DataFrame({
-        "device": sp["device"].to_numpy(np.int64), "step": measured["step"].to_numpy(np.int64)[rows],
-        "op_id": op_id, "kind": kind.reindex(op_id).astype(object).to_numpy(), "start_ps": start, "end_ps": end}))
+        "device": kept("device").astype(np.int64), "step": steps.after_warmup["step"].to_numpy(np.int64)[rows],
+        "op_id": op_id, "kind": _kinds(ops, op_id), "start_ps": start.astype(np.int64), "end_ps": end}))
+
+
+def _kept(values: np.ndarray, inside: np.ndarray, every: bool) -> np.ndarray:
+    return values if every else values[inside]
+
+
+def _kinds(ops: pd.DataFrame, op_id: np.ndarray) -> pd.Categorical:
+    """The transfer kind of each op_id (NaN for none), categories sorted and all present (as ``astype``
+    makes them): the ops' kinds gathered by a lookup on op_id, no join or hash of the spans' strings."""
+    step = ops["op_id"].to_numpy(np.int64) >= 0
+    kind = pd.Categorical(ops["transfer_kind"].astype(object).where(step).to_numpy())
+    codes = np.append(kind.codes, -1)  # row -1 (no op) reads the last slot: NaN
+    gathered = pd.Categorical.from_codes(codes[op_rows(ops, op_id)], dtype=kind.dtype, validate=False)
+    return gathered.remove_unused_categories()
 
 
 def _extent(step_ops: pd.DataFrame) -> np.ndarray:
@@ -218,7 +239,7 @@ def _span_exposure(ops, step_ops, steps, spans: pd.DataFrame, o: _Ops, totals: H
     n_span = max(int(steps.after_warmup["device"].isin(span_devices).sum()), 1)
     ids, span_ids = ops["op_id"].to_numpy(np.int64), spans["op_id"].to_numpy(np.int64)
     in_flight = _by_op(span_ids, (spans["end_ps"] - spans["start_ps"]).to_numpy(float), ops) / PS_PER_S / n_span
-    in_flight = np.where(np.isin(ids, span_ids) & (ids >= 0), in_flight, np.nan)
+    in_flight = np.where(among(ids, span_ids), in_flight, np.nan)  # (a lookup table: no sort of the spans' ids)
     if totals is not None:
         on_span_ps = totals.span_device_ps[totals.span_device_ps.index >= 0]
         exposed_where = _by_op(on_span_ps.index.to_numpy(np.int64), on_span_ps.to_numpy(float), ops) / PS_PER_S / n_span

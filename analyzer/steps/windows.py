@@ -282,7 +282,7 @@ def step_rows(steps: Steps, device, time_ps) -> np.ndarray:
 def assign_steps(ops: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     """``ops`` restricted to measured steps, with ``step`` and ``event`` (row in ``ops``) columns.
 
-    Rows come in start-time order (stable), indexed by their position in that order."""
+    Rows come in start-time order (stable: ties in the order of ``ops``), with a fresh index."""
     return assigned_steps(ops, steps)[0]
 
 
@@ -300,26 +300,50 @@ def assigned_steps(ops: pd.DataFrame, steps: Steps) -> tuple[pd.DataFrame, np.nd
         when = np.where(launch >= 0, launch, start)  # the span that launched it, else where it ran
     # In the rows' own order: a capture's events come by (device, start), which locate needs no sort for.
     by_row = step_rows(steps, ops["device"].to_numpy(np.int64), when)
-    order = np.argsort(start, kind="stable")  # per device already in order: a merge of sorted runs
-    rows = by_row[order]
-    inside = rows >= 0
-    events = order[inside]
-    out = _take(ops, events)
-    out.insert(0, "event", events)
-    out["step"] = measured["step"].to_numpy(np.int64)[rows[inside]]
-    out.index = np.flatnonzero(inside)
+    del when
+    events = _in_start_order(start, by_row)
+    # Each column taken once, by np.take (about twice as fast as fancy indexing on millions of rows).
+    out = _take(ops, events, first={"event": events})
+    out["step"] = _step_of(measured["step"].to_numpy(np.int64), by_row, events)
     return out, by_row
 
 
-def _take(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
-    """``frame.take(rows)`` with a fresh index, built from each column's array (categoricals: their codes):
-    half the time of pandas' take on millions of rows."""
-    columns = {}
+# Rows per pass where a temporary as long as the events would otherwise be made: a few MB, reused from one pass
+# to the next (every fresh array of millions of rows costs its page faults, more than the arithmetic on it).
+_CHUNK = 1 << 20
+
+
+def _in_start_order(start: np.ndarray, by_row: np.ndarray) -> np.ndarray:
+    """The rows with ``by_row >= 0`` by (start, row): the stable sort of every row (per device already in
+    order: a merge of sorted runs), the others dropped in place a chunk at a time."""
+    order = np.argsort(start, kind="stable")
+    kept = 0
+    for at in range(0, len(order), _CHUNK):  # writes never pass reads: in place
+        part = order[at:at + _CHUNK]
+        part = part[np.take(by_row, part) >= 0]
+        order[kept:kept + len(part)] = part
+        kept += len(part)
+    return order[:kept]
+
+
+def _step_of(step: np.ndarray, by_row: np.ndarray, events: np.ndarray) -> np.ndarray:
+    """``step[by_row[events]]``: each event's step number, a chunk of events at a time (no row temporary)."""
+    out = np.empty(len(events), np.int64)
+    for at in range(0, len(events), _CHUNK):
+        np.take(step, np.take(by_row, events[at:at + _CHUNK]), out=out[at:at + _CHUNK])
+    return out
+
+
+def _take(frame: pd.DataFrame, rows: np.ndarray, first: dict | None = None) -> pd.DataFrame:
+    """``frame.take(rows)`` with a fresh index (after the columns ``first``), built from each column's array
+    (categoricals: their codes): half the time of pandas' take on millions of rows."""
+    columns = dict(first or {})
     for name, col in frame.items():
         if isinstance(col.dtype, pd.CategoricalDtype):
-            columns[name] = pd.Categorical.from_codes(col.cat.codes.to_numpy()[rows], dtype=col.dtype, validate=False)
+            codes = np.take(col.cat.codes.to_numpy(), rows)
+            columns[name] = pd.Categorical.from_codes(codes, dtype=col.dtype, validate=False)
         elif isinstance(col.dtype, np.dtype):
-            columns[name] = col.to_numpy()[rows]
+            columns[name] = np.take(col.to_numpy(), rows)
         else:
             columns[name] = col.array.take(rows)
     return pd.DataFrame(columns, copy=False)

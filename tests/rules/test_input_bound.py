@@ -94,3 +94,19 @@ def test_dispatch_and_sync_gaps_are_no_input_wait(pair):
     idle = a.steps.host_wait_s()["all_idle_s"].mean()
     assert idle > 0.05 * a.steps.mean_s  # the old rule fired on this
     assert input_bound.check(a) == []
+
+
+def test_first_launch_per_step_as_pandas_groups_it():
+    """_first_by_step (a minimum per step slot) gives the groupby's per-step minimum of launch, else start."""
+    import pandas as pd
+
+    from xladiag.rules.input_bound import _first_by_step
+
+    rng = np.random.default_rng(2)
+    n = 300
+    step_ops = pd.DataFrame({"step": rng.choice([1, 2, 5, 9], n), "start_ps": rng.integers(10**6, 10**7, n),
+                             "launch_ps": np.where(rng.random(n) < 0.3, -1, rng.integers(10**5, 10**7, n))})
+    for frame in (step_ops, step_ops.assign(step=step_ops["step"] - 3)):  # negative: the groupby fallback
+        first = np.where(frame["launch_ps"] >= 0, frame["launch_ps"], frame["start_ps"])
+        want = pd.Series(first, index=frame["step"].to_numpy()).groupby(level=0).min()
+        pd.testing.assert_series_equal(_first_by_step(frame), want)
