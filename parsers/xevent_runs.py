@@ -16,7 +16,7 @@ import itertools
 
 import numpy as np
 
-from .xevent_columns import EventBuffer
+from .wire_rounds import EventBuffer
 from .xspace_wire import INDEXED_FIELDS, PlaneBytes, WireError, fields, release_pages
 
 _EVENT_TAG = 4 << 3 | 2  # XLine.events: field 4, length-delimited
