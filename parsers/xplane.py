@@ -32,7 +32,7 @@ from .storage import RemotePath, as_path
 from .worker_start import fork_is_safe, usable_cores
 from .xplane_metadata import _NUMERIC_METADATA_STATS, META_COLUMNS, _text
 from .xplane_planes import _INT_EVENT_STATS, _TPU_DEVICE_PLANE, EVENT_STAT_NAMES, PlaneError, decode_planes
-from .xspace_wire import PlaneTooLarge, WireError, split_space
+from .xspace_wire import PlaneTooLarge, WireError, fingerprint, split_space
 
 
 class XPlaneError(InputError):
@@ -90,6 +90,7 @@ def _parse(buf, path: Path, workers: int = 1) -> XSpaceTables:
     plane_stats = [p.plane_stats for p in decoded]
     meta_rows = [row for p in decoded for row in p.meta_rows]
     hlo_protos = [entry for p in decoded for entry in p.hlo_protos]
+    host_fingerprint = fingerprint([p.digest for p in decoded])
     del decoded
 
     hostnames = [_text(h) for h in layout.hostnames]
@@ -104,7 +105,7 @@ def _parse(buf, path: Path, workers: int = 1) -> XSpaceTables:
         event_stats=joined.event_stats(),
         event_metadata=_event_metadata(meta_rows),
         hlo_protos=tuple(hlo_protos),
-        fingerprint=layout.fingerprint,
+        fingerprint=host_fingerprint,
         anomalies={"oversize_names": layout.oversize_names, "cut_names": layout.cut_names,
                    "duplicate_planes": layout.duplicate_planes,
                    "unrepresentable_starts": joined.unrepresentable_starts,

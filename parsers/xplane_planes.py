@@ -56,6 +56,7 @@ class PlaneTables:
 
     plane_row: tuple
     plane_stats: dict
+    digest: bytes  # of the plane's bytes, for the file's fingerprint (xspace_wire.fingerprint)
     meta_rows: list = field(default_factory=list)
     hlo_protos: list = field(default_factory=list)
     line_rows: list = field(default_factory=list)  # (line, line_id, name, display_name, timestamp_ns)
@@ -72,7 +73,7 @@ def decode_plane(plane_idx: int, plane_name: str, data: bytes, tpu_capture: bool
 
     ``tpu_capture``: on TPU captures op identity lives in the device planes' metadata; the host threads'
     per-event stats are never read (decoding them would be the slowest part of the parse)."""
-    raw = padded_plane(data)  # copied out of the file's map now (xspace_wire.PlaneBytes), once
+    raw, digest = padded_plane(data)  # copied out of the file's map now (xspace_wire.PlaneBytes), once
     try:
         plane = parse_plane_raw_events(raw)
     except DecodeError as exc:
@@ -80,7 +81,7 @@ def decode_plane(plane_idx: int, plane_name: str, data: bytes, tpu_capture: bool
     index = data.index if isinstance(data, PlaneBytes) and data.index is not None else plane_index(raw, len(data))
     del data
     stat_names = {k: _text(v.name) for k, v in plane.stat_metadata.items()}
-    out = PlaneTables((plane_idx, plane.id, plane_name), plane_stats(plane.stats, stat_names))
+    out = PlaneTables((plane_idx, plane.id, plane_name), plane_stats(plane.stats, stat_names), digest)
     places = PlaneEvents(raw, index, len(plane.lines), len(plane.event_metadata))
     out.meta_rows, out.hlo_protos = metadata_rows(plane_idx, plane_name, plane, stat_names, places)
     _decode_lines(out, plane.lines, _WantedStats.of(stat_names, tpu_capture and plane_name.startswith("/host:")),
