@@ -81,8 +81,8 @@ def _first_events(buf: EventBuffer, start: np.ndarray, end: np.ndarray) -> np.nd
 
 
 def _varint_sizes(values: np.ndarray) -> np.ndarray:
-    """Bytes of the shortest varint of each (non-negative) value."""
-    size = np.ones(values.size, np.int64)
+    """Bytes of the shortest varint of each (non-negative) value (int8: one byte per event, not eight)."""
+    size = np.ones(values.size, np.int8)
     longest = int(values.max(initial=0))
     for bits in range(7, 42, 7):
         if longest < 1 << bits:  # events are short: one or two passes

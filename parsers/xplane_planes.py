@@ -16,7 +16,7 @@ from google.protobuf.message import DecodeError
 from ..errors import InputError
 from . import event_stat_values
 from .duplicate_lines import repeats_a_line
-from .worker_start import capped_workers, worker_pool
+from .worker_start import capped_workers, keep_freed_memory, worker_pool
 from .xevent_columns import parse_plane_raw_events, read_events, read_lines_events
 from .xevent_runs import PlaneEvents, padded_plane, plane_index
 from .xplane_metadata import _text, metadata_rows, plane_stats
@@ -180,13 +180,17 @@ def _decode_line_events(out: PlaneTables, batch: list, wanted: _WantedStats, col
     line_column = np.repeat(np.array([idx for idx, *_ in batch], np.int32), counts)
     valid = cols.pop("start_valid")
     values = cols.pop("stat_values", None)
-    kept = np.cumsum(valid) - 1  # each event's row among the kept ones of these lines
+    kept = None  # each event's row among the kept ones of these lines, where some are dropped
     if not valid.all():  # a start past the int64 range (damaged timestamp or offset): dropped
+        kept = np.cumsum(valid) - 1
         out.unrepresentable_starts += int(valid.size - kept[-1] - 1)
         cols = {key: column[valid] for key, column in cols.items()}  # stat values: rows chosen below
         line_column = line_column[valid]
     span = cols["duration_ps"]
-    duration = np.where(cols[_DEVICE_DURATION_STAT] >= 0, cols[_DEVICE_DURATION_STAT], span) if want_duration else span
+    duration = span
+    if want_duration:  # the device's, where the event has it (in place: no other array the size of the line)
+        duration = cols[_DEVICE_DURATION_STAT]
+        np.copyto(duration, span, where=duration < 0)
     for key, column in (("line", line_column), ("metadata_id", cols["metadata_id"]),
                         ("start_ps", cols["start_ps"]), ("span_ps", span), ("duration_ps", duration)):
         columns[key].append(column)
@@ -207,7 +211,7 @@ def _add_host_int_stats(out: PlaneTables, host_ints: dict, first_event: int, n: 
         out.int_stats.append({"event": first_event + np.flatnonzero(has), **{k: v[has] for k, v in host_ints.items()}})
 
 
-def _add_event_stat_parts(out: PlaneTables, values: dict, names: list, valid: np.ndarray, kept: np.ndarray,
+def _add_event_stat_parts(out: PlaneTables, values: dict, names: list, valid: np.ndarray, kept: np.ndarray | None,
                           first_event: int, stat_names: dict) -> None:
     """The rows of one line's events that carry a wanted stat, and every EVENT_STAT_NAMES column on them.
 
@@ -215,7 +219,7 @@ def _add_event_stat_parts(out: PlaneTables, values: dict, names: list, valid: np
     value (event_stat_values)."""
     kinds = np.stack([values[name].kind for name in names])
     has = np.flatnonzero((kinds != 0).any(axis=0) & valid)
-    out.stat_rows.append(first_event + kept[has])
+    out.stat_rows.append(first_event + (has if kept is None else kept[has]))
     for name in EVENT_STAT_NAMES:
         v = values.get(name)
         if name in _INT_EVENT_STATS:
@@ -232,6 +236,7 @@ _PLANES: list = []
 
 
 def _decode_inherited(index: int, tpu_capture: bool) -> PlaneTables:
+    keep_freed_memory()  # a forked worker: its memory goes back when it ends
     name, data = _PLANES[index]
     return decode_plane(index, name, data, tpu_capture)
 
