@@ -194,11 +194,12 @@ class _JoinedPlanes:
 
     def event_stats(self) -> pd.DataFrame:
         stat_rows = self.stat_rows
-        event_stats = pd.DataFrame({"event": np.concatenate(stat_rows) if stat_rows else np.zeros(0, np.int64)})
+        columns = {"event": np.concatenate(stat_rows) if stat_rows else np.zeros(0, np.int64)}
         for name in EVENT_STAT_NAMES:
-            parts = self.stat_parts.get(name, [])
-            event_stats[name] = (event_stat_values.int_column(parts) if name in _INT_EVENT_STATS
-                                 else event_stat_values.text_column(parts))
+            parts = self.stat_parts.pop(name, [])
+            columns[name] = (event_stat_values.int_column(parts) if name in _INT_EVENT_STATS
+                             else event_stat_values.text_column(parts))
+        event_stats = pd.DataFrame(columns, copy=False)  # no copy of each column as it is added
         if self.int_stats:
             event_stats = pd.concat([event_stats, *self.int_stats], ignore_index=True)
         return event_stats

@@ -226,8 +226,8 @@ def _add_event_stat_parts(out: PlaneTables, values: dict, names: list, valid: np
             part = (event_stat_values.int_values(v, has) if v is not None
                     else (np.zeros(has.size, np.int64), np.zeros(has.size, bool)))
         else:
-            part = (event_stat_values.text_values(v, has, stat_names) if v is not None
-                    else np.full(has.size, None, object))
+            part = (event_stat_values.text_codes(v, has, stat_names) if v is not None
+                    else (np.zeros(has.size, np.int32), np.full(1, None, object)))
         out.stat_parts.setdefault(name, []).append(part)
 
 
