@@ -231,21 +231,39 @@ def _add_event_stat_parts(out: PlaneTables, values: dict, names: list, valid: np
         out.stat_parts.setdefault(name, []).append(part)
 
 
-# The planes of the file being read, for forked workers (inherited, not pickled): see decode_planes.
+# The planes of the file being read, for forked workers (inherited, not pickled), the order they are taken in
+# (largest first), and the shared count of those taken: see decode_planes.
 _PLANES: list = []
+_ORDER: list = []
+_TAKEN = None
 
 
-def _decode_inherited(index: int, tpu_capture: bool) -> PlaneTables:
+def _take_next() -> int | None:
+    """The next plane no process has taken yet (None: all are), for this process to decode."""
+    with _TAKEN.get_lock():
+        k = _TAKEN.value
+        if k >= len(_ORDER):
+            return None
+        _TAKEN.value = k + 1
+    return _ORDER[k]
+
+
+def _decode_inherited(tpu_capture: bool) -> tuple[int, PlaneTables] | None:
     keep_freed_memory()  # a forked worker: its memory goes back when it ends
+    index = _take_next()
+    if index is None:
+        return None
     name, data = _PLANES[index]
-    return decode_plane(index, name, data, tpu_capture)
+    return index, decode_plane(index, name, data, tpu_capture)
 
 
 def decode_planes(planes: list[tuple[str, bytes]], tpu_capture: bool, workers: int) -> list[PlaneTables]:
-    """Every plane decoded, in order. With ``workers`` > 1 (Linux) forked processes decode the largest planes
-    while this one decodes the rest; the planes' bytes are dropped from ``planes`` once decoded here.
-    ``workers`` is capped by the cores and the planes (worker_start.capped_workers)."""
-    big = sorted(range(len(planes)), key=lambda i: -len(planes[i][1]))
+    """Every plane decoded, in order. With ``workers`` > 1 (Linux) forked processes and this one take the planes
+    one at a time, largest first, each the next one when it is free: a plane's cost is not its size (a GPU
+    stream's events hold ten stats, a host thread's none), so none is assigned ahead. The planes' bytes are
+    dropped from ``planes`` once decoded. ``workers`` is capped by the cores and the planes
+    (worker_start.capped_workers)."""
+    global _PLANES, _ORDER, _TAKEN
     results: dict[int, PlaneTables] = {}
     workers = capped_workers(workers, len(planes))
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
@@ -253,21 +271,20 @@ def decode_planes(planes: list[tuple[str, bytes]], tpu_capture: bool, workers: i
             results[i] = decode_plane(i, planes[i][0], planes[i][1], tpu_capture)
             planes[i] = (planes[i][0], b"")
         return [results[i] for i in range(len(planes))]
-    global _PLANES
-    _PLANES = planes
+    context = multiprocessing.get_context("fork")
+    _PLANES, _ORDER = planes, sorted(range(len(planes)), key=lambda i: -len(planes[i][1]))
+    _TAKEN = context.Value("q", 0)  # before the fork: the workers share it
     try:
-        # workers - 1 forked processes (they die with this one), this process being the last.
-        with worker_pool(workers - 1, multiprocessing.get_context("fork")) as pool:
-            # Largest first, alternating: this process takes every ``workers``-th plane, the workers the others.
-            mine = big[::workers]
-            futures = {i: pool.submit(_decode_inherited, i, tpu_capture) for i in big if i not in mine}
-            for i in futures:  # the workers were forked with these bytes: this process needs them no more
-                planes[i] = (planes[i][0], b"")
-            for i in mine:
+        # workers - 1 forked processes (they die with this one), this process being the last; a task per plane,
+        # each taking whichever plane is next when it starts.
+        with worker_pool(workers - 1, context) as pool:
+            futures = [pool.submit(_decode_inherited, tpu_capture) for _ in planes]
+            while (i := _take_next()) is not None:
                 results[i] = decode_plane(i, planes[i][0], planes[i][1], tpu_capture)
                 planes[i] = (planes[i][0], b"")
-            for i, future in futures.items():
-                results[i] = future.result()
+            results.update(r for r in (future.result() for future in futures) if r is not None)
     finally:
-        _PLANES = []
+        _PLANES, _ORDER, _TAKEN = [], [], None
+    for i, (name, _) in enumerate(planes):
+        planes[i] = (name, b"")
     return [results[i] for i in range(len(planes))]
