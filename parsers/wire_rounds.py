@@ -40,10 +40,14 @@ def _decode(w: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
 
     Returns (value, length; 0 where longer than 8 bytes, the longest length; 8 if any is longer).
     """
-    ends = ((~w & _HIGH_BITS) * _GATHER_HIGH_BITS >> _U(56)).view(np.int64)  # 8 bits: a table index
-    length = _LENGTH[ends]
+    ends = np.invert(w)  # then in place: one temporary, not four
+    ends &= _HIGH_BITS
+    ends *= _GATHER_HIGH_BITS
+    ends >>= _U(56)
+    length = _LENGTH[ends.view(np.int64)]  # 8 bits: a table index
+    ends = _PAYLOAD[ends.view(np.int64)]
     value = w
-    value &= _PAYLOAD[ends]
+    value &= ends
     # Squeeze out each byte's continuation bit in log steps (8x7 -> 4x14 -> 2x28 -> 1x56 bits),
     # only as many steps as the longest varint here needs (ids and lengths: 1 or 2 bytes).
     longest = 8 if length.min() == 0 else int(length.max())
@@ -96,7 +100,7 @@ def _fields(buf: EventBuffer, start: np.ndarray, end: np.ndarray) -> Iterator[tu
         pos, end = start[rows], end[rows]
     while pos.size:
         w = buf.word[pos]
-        tag = w & _U(0xFF)
+        tag = buf.u8[pos]  # the tag's first byte: a byte per cursor to scan, not a word
         low, high = int(tag.min()), int(tag.max())
         if low < 8:  # a one-byte tag of field number 0 (longer ones are checked below)
             raise ValueError("malformed protobuf: field number 0")
@@ -111,7 +115,9 @@ def _fields(buf: EventBuffer, start: np.ndarray, end: np.ndarray) -> Iterator[tu
             if longest >= 8:  # maybe the zero byte shifted in, or a long varint: reload those
                 redo = np.flatnonzero(length >= 8)
                 value[redo], length[redo] = buf.varints(pos[redo] + 1)
-            after = nxt = pos + 1 + length
+            after = pos + 1
+            after += length
+            nxt = after
             if high & 7 == _LEN:
                 if longest >= 7 and value.max() >= _BAD:  # keep the int64 sum below from wrapping
                     raise ValueError("malformed protobuf: length-delimited field past the end of its message")
@@ -149,9 +155,7 @@ def _fields(buf: EventBuffer, start: np.ndarray, end: np.ndarray) -> Iterator[tu
 def _mixed_round(buf: EventBuffer, pos: np.ndarray, tag: np.ndarray, w: np.ndarray) -> tuple:
     """(next position, varint after the tag, position past it) of fields with one-byte tags of mixed wire
     types: the varint after each tag is in the word already loaded (``w``, clobbered), as in :func:`_fields`."""
-    wire = (tag & _U(7)).view(np.int64)
-    if tag.min() < 8:
-        raise ValueError("malformed protobuf: field number 0")
+    wire = (tag & 7).astype(np.int64)
     w >>= _U(8)
     value, length, longest = _decode(w)
     if longest >= 8:  # a zero byte shifted in, a long varint, or a fixed field's bytes: reload those

@@ -230,7 +230,7 @@ for _tag, _code in _VALUE_KINDS:
 
 def _mixed_values(buf: EventBuffer, rows, tags: np.ndarray, val: np.ndarray, after: np.ndarray, out: tuple) -> None:
     """Record the value fields of one round of mixed tags in ``out`` (kind, value, where) of stat_records."""
-    code = _KIND_OF_TAG[np.minimum(tags, _U(256)).view(np.int64)]
+    code = _KIND_OF_TAG[tags if tags.dtype == np.uint8 else np.minimum(tags, _U(256)).view(np.int64)]
     sel = np.flatnonzero(code)
     if not sel.size:
         return
