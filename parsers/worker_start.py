@@ -75,10 +75,11 @@ def _die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=_watch_parent, args=(ppid,), daemon=True).start()
 
 
-# glibc's mallopt parameters: freed blocks past the mmap threshold go back to the system, and the heap's top past
-# the trim threshold; by default both adapt to the blocks seen, and a decoder's arrays of a few MB (event columns,
-# their temporaries) are then mapped fresh, page by page, again and again.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+# glibc's mallopt parameters. By default a block past the mmap threshold (128 KiB, rising to 32 MiB as blocks are
+# freed) is mapped on its own and unmapped when freed, and the heap's free top past the trim threshold goes back
+# to the system: a decoder's big arrays (a plane's copy, event columns, their temporaries) are then fresh pages,
+# zeroed by the kernel page by page, for each plane again.
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
 _KEEP_FREED_BYTES = 1 << 30
 
 
@@ -92,7 +93,7 @@ def keep_freed_memory() -> None:
         import ctypes
 
         libc = ctypes.CDLL(None)
-        libc.mallopt(_M_MMAP_THRESHOLD, 1 << 25)  # glibc's cap for the mmap threshold: 32 MiB
+        libc.mallopt(_M_MMAP_MAX, 0)  # every block from the heap: a plane's copy (> 32 MiB) reused too
         libc.mallopt(_M_TRIM_THRESHOLD, _KEEP_FREED_BYTES)
 
 
