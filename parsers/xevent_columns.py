@@ -175,7 +175,7 @@ def _read_chunk(buf: EventBuffer, start: np.ndarray, end: np.ndarray, out: dict,
     for name, stat_id in wanted_stat_ids.items():
         match = np.flatnonzero(is_int & (metadata_id == _U(stat_id)))
         rows = event[match]
-        if rows.size and np.bincount(rows).max() > 1:
+        if _repeated(rows):
             # The same stat twice in one event: keep the first, as the upb path does (order: event, position).
             order = np.lexsort((start[match], rows))
             match, rows = match[order], rows[order]
@@ -185,7 +185,7 @@ def _read_chunk(buf: EventBuffer, start: np.ndarray, end: np.ndarray, out: dict,
     for name, stat_ids in value_stat_ids.items():
         match = np.flatnonzero(np.isin(metadata_id, np.asarray(stat_ids, _U)))
         rows = event[match]
-        if rows.size and np.bincount(rows).max() > 1:  # twice in one event: the last record counts
+        if _repeated(rows):  # twice in one event: the last record counts
             order = np.lexsort((start[match], rows))
             match, rows = match[order], rows[order]
             last = np.r_[rows[1:] != rows[:-1], True]
@@ -194,6 +194,14 @@ def _read_chunk(buf: EventBuffer, start: np.ndarray, end: np.ndarray, out: dict,
         out_kind[rows] = np.where(kind[match] == 0, KIND_NONE, kind[match])
         out_value[rows] = value[match]
         out_where[rows] = where[match]
+
+
+def _repeated(rows: np.ndarray) -> bool:
+    """Whether an event number repeats in ``rows``: counted only where they do not simply increase (records of
+    one round, the usual case, are one per event, in order)."""
+    if rows.size < 2 or (rows[1:] > rows[:-1]).all():
+        return False
+    return bool(np.bincount(rows).max() > 1)
 
 
 def stat_records(buf: EventBuffer, start: np.ndarray, end: np.ndarray) -> tuple:
