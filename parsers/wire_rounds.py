@@ -123,22 +123,9 @@ def _fields(buf: EventBuffer, start: np.ndarray, end: np.ndarray) -> Iterator[tu
                     raise ValueError("malformed protobuf: length-delimited field past the end of its message")
                 nxt = after + value.view(np.int64)
         elif high < 0x80:  # mixed one-byte tags (stats' value kinds, events without stats): one load, as above
-            tags, nxt = tag, _mixed_round(buf, pos, tag, w)
-            value, after = nxt[1], nxt[2]
-            nxt = nxt[0]
+            tags, (nxt, value, after) = tag, _mixed_round(buf, pos, tag, w)
         else:  # tags of 2+ bytes (field numbers >= 16): general arrays
-            tag, tag_length = buf.varints(pos)
-            after_tag = pos + tag_length
-            value, length = buf.varints(np.minimum(after_tag, buf.u8.size - 10))  # clamped: caught below
-            wire = (tag & _U(7)).view(np.int64)
-            if tag.min() < 8:
-                raise ValueError("malformed protobuf: field number 0")
-            size = np.where(wire == _LEN, value, _U(0))
-            if size.max() >= _BAD:
-                raise ValueError("malformed protobuf: length-delimited field past the end of its message")
-            after = after_tag + length * _HAS_VARINT[wire]
-            nxt = after + size.view(np.int64) + _FIXED_SKIP[wire]
-            tags = tag
+            tags, value, after, nxt = _general_round(buf, pos)
         left = end - nxt
         fewest = left.min()
         if fewest < 0:
@@ -150,6 +137,21 @@ def _fields(buf: EventBuffer, start: np.ndarray, end: np.ndarray) -> Iterator[tu
             pos, end = nxt[keep], end[keep]
         else:
             pos = nxt
+
+
+def _general_round(buf: EventBuffer, pos: np.ndarray) -> tuple:
+    """(tags, varint after each tag, position past it, next position) of fields whose tags may take 2+ bytes."""
+    tag, tag_length = buf.varints(pos)
+    after_tag = pos + tag_length
+    value, length = buf.varints(np.minimum(after_tag, buf.u8.size - 10))  # clamped: caught by the caller
+    wire = (tag & _U(7)).view(np.int64)
+    if tag.min() < 8:
+        raise ValueError("malformed protobuf: field number 0")
+    size = np.where(wire == _LEN, value, _U(0))
+    if size.max() >= _BAD:
+        raise ValueError("malformed protobuf: length-delimited field past the end of its message")
+    after = after_tag + length * _HAS_VARINT[wire]
+    return tag, value, after, after + size.view(np.int64) + _FIXED_SKIP[wire]
 
 
 def _mixed_round(buf: EventBuffer, pos: np.ndarray, tag: np.ndarray, w: np.ndarray) -> tuple:
