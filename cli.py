@@ -182,10 +182,8 @@ def main(**given):
     one .xplane.pb file. An XLA HLO dump found inside it (or given with --hlo-dir) adds FLOPs, bytes and
     layouts; --hlo-dir alone gives a static diagnosis with predicted times.
     """
-    from .cli_common import reuse_freed_memory
     from .parsers.early_read import reading_early
 
-    reuse_freed_memory()
     # One large host file starts decoding now on the other cores, while the analysis below is imported.
     with reading_early(None if given["scheduler"] else given["path"], given["workers"]):
         _main(given)

@@ -49,27 +49,6 @@ class OneLineErrors(click.Command):
         sys.exit(code or EXIT_OK)
 
 
-# glibc mallopt parameters: no block from its own mmap, and a heap top kept up to 2 GiB when freed.
-_M_MMAP_MAX, _M_TRIM_THRESHOLD = -4, -1
-
-
-def reuse_freed_memory() -> None:
-    """The command's own process, which ends once its report is out: memory freed is kept and reused, big
-    blocks included. By default glibc gives every block over 32 MiB its own map and returns it when freed, and
-    each event-long temporary then costs the kernel fresh pages to zero (about 1 s of system time in a 5M-event
-    run). Linux (glibc) only; never in the Python API, whose caller lives on."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        libc.mallopt(_M_MMAP_MAX, 0)
-        libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)
-    except (OSError, AttributeError):  # another C library: its defaults stay
-        pass
-
-
 class Progress:
     """Progress on stderr. A person at a terminal (stderr a TTY): one self-overwriting status line. A log (CI, a
     file): a plain line at most every ``INTERVAL_S`` seconds, with the time so far, and none in a run shorter than

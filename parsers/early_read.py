@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..errors import XladiagError
 from .input_files import open_input
-from .worker_start import capped_workers, fork_is_safe
+from .worker_start import capped_workers, fork_is_safe, keep_freed_memory
 
 # Below this a file decodes in well under a second: no worker is worth its start (xplane._PARALLEL_BYTES).
 _EARLY_BYTES = 32 << 20
@@ -57,9 +57,11 @@ def _start(file: Path, workers: int | None) -> _Started | None:
     from .xplane_planes import _TPU_DEVICE_PLANE
     from .xspace_wire import split_space
 
-    size = file.stat().st_size
+    if file.stat().st_size < _EARLY_BYTES:
+        return None
+    keep_freed_memory()  # this process analyses millions of events next, then ends (worker_start)
     workers = capped_workers(workers, 1 << 30)
-    if size < _EARLY_BYTES or workers <= 1:
+    if workers <= 1:
         return None
     try:
         with open_input(file) as f:  # the checks the parse makes: a regular file within the read limit
@@ -86,7 +88,7 @@ def reading_early(path: str | None, workers: int | None):
     """While the block runs, the planes of the one large host file under ``path`` (if any) are being decoded;
     whatever the parse did not claim is stopped at the end."""
     global _STARTED
-    if path is not None and workers != 1 and fork_is_safe() and "://" not in str(path):
+    if path is not None and fork_is_safe() and "://" not in str(path):
         with contextlib.suppress(OSError):
             file = _only_host_file(path)
             _STARTED = _start(file, workers) if file is not None else None

@@ -20,19 +20,14 @@ def _text(raw: bytes) -> str:
     return raw[:_MAX_TEXT_BYTES].decode("utf-8", errors="replace")
 
 
-def _spread(keys: np.ndarray, convert) -> np.ndarray:
-    """``convert(k)`` for each key, computed once per distinct key (object array)."""
-    distinct, inverse = np.unique(keys, return_inverse=True)
-    table = np.empty(len(distinct), object)
-    table[:] = [convert(k) for k in distinct.tolist()]
-    return table[inverse.reshape(-1)]
-
-
-def text_values(v: StatValues, rows: np.ndarray, stat_names: dict) -> np.ndarray:
-    """A name-like stat (hlo_op, hlo_module, program_id) as Python objects, None where absent:
-    refs resolved to their stat name, strings and bytes decoded, numbers as upb gives them."""
+def text_codes(v: StatValues, rows: np.ndarray, stat_names: dict) -> tuple[np.ndarray, np.ndarray]:
+    """A name-like stat (hlo_op, hlo_module, program_id) on ``rows`` as (codes, table): ``table[codes]`` holds
+    its values as Python objects, None where absent: refs resolved to their stat name, strings and bytes decoded,
+    numbers as upb gives them. Each distinct value is converted once; the codes travel from a plane worker as
+    numbers, not millions of objects, and :func:`text_column` types the table, not every row."""
     kind, value, text = v.kind[rows], v.value[rows], v.text[rows]
-    out = np.full(len(rows), None, object)
+    codes = np.zeros(len(rows), np.int32)  # 0: None
+    table = [None]
     texts = None
     for code, convert, keys in (
         (KIND_REF, lambda k: stat_names.get(k), value),
@@ -48,8 +43,18 @@ def text_values(v: StatValues, rows: np.ndarray, stat_names: dict) -> np.ndarray
         if convert is None:
             texts = texts if texts is not None else v.texts
             convert = lambda k, texts=texts: _text(texts[k])  # noqa: E731 (bytes are decoded like strings)
-        out[sel] = _spread(keys[sel], convert)
-    return out
+        distinct, inverse = np.unique(keys[sel], return_inverse=True)
+        codes[sel] = len(table) + inverse.reshape(-1)
+        table += [convert(k) for k in distinct.tolist()]
+    out = np.empty(len(table), object)
+    out[:] = table
+    return codes, out
+
+
+def text_values(v: StatValues, rows: np.ndarray, stat_names: dict) -> np.ndarray:
+    """:func:`text_codes` as one object array, a value per row."""
+    codes, table = text_codes(v, rows, stat_names)
+    return table[codes]
 
 
 def int_values(v: StatValues, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -58,13 +63,20 @@ def int_values(v: StatValues, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return v.value[rows].view(np.int64), (kind == KIND_UINT64) | (kind == KIND_INT64)
 
 
-def text_column(parts: list[np.ndarray]):
-    """Name-like stat values (object arrays) as one column (a pandas Series): str, missing where None."""
+def text_column(parts: list[tuple[np.ndarray, np.ndarray]]):
+    """Name-like stat values (:func:`text_codes` parts) as one column (a pandas Series): str, missing where None."""
     import pandas as pd  # here: the plane decoders (workers) use this module without pandas
 
-    series = pd.Series(np.concatenate(parts) if parts else np.zeros(0, object), dtype="object")
-    # program ids are uint64 (they overflow int64): kept, like names, as strings.
-    return series.astype(str).where(series.notna(), None)
+    codes, tables, size = [], [], 0
+    for part_codes, table in parts:
+        codes.append(part_codes + size)  # int64: a column may hold more than 2**31 distinct values in all
+        tables.append(table)
+        size += len(table)
+    table = pd.Series(np.concatenate(tables) if tables else np.zeros(0, object), dtype="object")
+    # program ids are uint64 (they overflow int64): kept, like names, as strings. Typed value by value, as a
+    # column of every row would be, once per distinct value.
+    table = table.astype(str).where(table.notna(), None)
+    return pd.Series(table.array.take(np.concatenate(codes) if codes else np.zeros(0, np.int64)), copy=False)
 
 
 def int_column(parts: list[tuple[np.ndarray, np.ndarray]]):
@@ -73,7 +85,7 @@ def int_column(parts: list[tuple[np.ndarray, np.ndarray]]):
 
     values = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
     present = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, bool)
-    return pd.Series(pd.arrays.IntegerArray(values.copy(), ~present))
+    return pd.Series(pd.arrays.IntegerArray(values, ~present), copy=False)  # both arrays are new: no copy
 
 
 def metadata_value(key: str, value, numeric: bool):

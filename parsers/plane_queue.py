@@ -1,6 +1,7 @@
 """The planes of one large host file decoded by this process and forked workers together, each process taking
-the largest plane no process has taken yet (one shared counter), so no process idles while another still has
-planes to decode, whatever their sizes and however late this process joins in.
+the largest plane no process has taken yet (one shared counter) when it is free, so no process idles while
+another still has planes to decode, whatever their sizes and however late this process joins in. None is
+assigned ahead: a plane's cost is not its size (a GPU stream's events hold ten stats, a host thread's none).
 
 The workers can start before this process is ready (``start``): the command starts them as soon as it knows
 the file, then imports the analysis while they decode, and ``finish`` (called by the parse) joins in with the
@@ -14,7 +15,7 @@ import contextlib
 import multiprocessing
 from dataclasses import dataclass, field
 
-from .worker_start import kill_workers, worker_pool
+from .worker_start import keep_freed_memory, kill_workers, worker_pool
 from .xplane_planes import PlaneTables, decode_plane
 
 
@@ -54,6 +55,7 @@ def _drain(queue: PlaneQueue) -> list[tuple[int, PlaneTables]]:
 
 
 def _drain_inherited() -> list[tuple[int, PlaneTables]]:
+    keep_freed_memory()  # a forked worker: its memory goes back when it ends
     return _drain(_RUNNING)
 
 

@@ -9,15 +9,13 @@ decodes the next field of every event that still has bytes left, so the number o
 number of fields per event (about five), not the number of events. Stats (XStat) are nested
 length-delimited ranges inside the events and are walked the same way.
 
-Wire format (protobuf): a field is a varint tag ``number << 3 | wire_type`` followed by a varint
-(type 0), 8 bytes (1), a varint length and that many bytes (2), or 4 bytes (5). Fields may come in
-any order and repeat (the last one wins for a scalar); unknown fields are skipped by wire type.
+The rounds themselves are ``wire_rounds``.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -25,6 +23,7 @@ from google.protobuf import descriptor_pb2
 
 from . import xspace_schema
 from .proto_descriptors import message_classes
+from .wire_rounds import _ALL, _U, EventBuffer, _fields, _pick
 from .xevent_rows import distinct_payloads, starts
 
 _VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
@@ -38,27 +37,14 @@ KIND_UINT64, KIND_INT64, KIND_DOUBLE, KIND_STR, KIND_BYTES, KIND_REF, KIND_NONE 
 _VALUE_KINDS = ((_ST_UINT64, KIND_UINT64), (_ST_INT64, KIND_INT64), (_ST_DOUBLE, KIND_DOUBLE),
                 (_ST_STR, KIND_STR), (_ST_BYTES, KIND_BYTES), (_ST_REF, KIND_REF))
 
-_ALL = slice(None)  # "every row": saves a scatter while no message has ended yet
-_BAD = 1 << 50  # a cursor step that lands past any end, so one bounds check also catches bad input
-# Bytes a cursor skips after the tag's varint, by wire type; groups (3, 4) and 6, 7 are rejected.
-_FIXED_SKIP = np.array([0, 8, 0, _BAD, _BAD, 4, _BAD, _BAD], np.int64)
-_HAS_VARINT = np.array([1, 0, 1, 0, 0, 0, 0, 0], np.int64)  # wire types whose payload starts with a varint
+
 # 16 zero bytes after the joined payloads: the 8-byte load at any cursor (< end <= size) and the
 # 9th/10th byte of a long varint stay inside the buffer.
 _PAD = bytes(16)
-_HIGH_BITS = np.uint64(0x8080808080808080)  # the continuation bit of each of 8 bytes
-# Multiplying the 8 high bits by this moves the high bit of byte i to bit 56 + i (no carries).
-_GATHER_HIGH_BITS = np.uint64(0x0002040810204081)
-# Indexed by that 8-bit "byte ends the varint" mask: the varint's length (0: longer than 8 bytes),
-# and a mask of its bytes' 7 payload bits.
-_LENGTH = np.array([((m & -m).bit_length() if m else 0) for m in range(256)], np.int64)
-_PAYLOAD = np.array([(1 << 8 * int(k)) - 1 & 0x7F7F7F7F7F7F7F7F if k else 0x7F7F7F7F7F7F7F7F for k in _LENGTH],
-                    np.uint64)
-_U = np.uint64
-# (keep, move down) masks of the three squeeze steps in _decode.
-_SQUEEZE = [(_U(0x007F007F007F007F), _U(0x3F803F803F803F80)), (_U(0x00003FFF00003FFF), _U(0x0FFFC0000FFFC000)),
-            (_U(0x000000000FFFFFFF), _U(0x00FFFFFFF0000000))]
 _CHUNK = 1 << 15  # events decoded per pass (see read_line_events)
+_STAT_CHUNK = 1 << 14  # stat records decoded per pass (stat_records): their temporaries stay in cache
+
+
 
 
 def _raw_events_classes(*names: str):
@@ -87,120 +73,6 @@ def parse_space_raw_events(data: bytes):
     space.ParseFromString(data)  # raises google.protobuf.message.DecodeError on a corrupt file
     return space
 
-
-def _decode(w: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Varints at the start of little-endian 8-byte words (``w`` is clobbered).
-
-    Returns (value, length; 0 where longer than 8 bytes, the longest length; 8 if any is longer).
-    """
-    ends = ((~w & _HIGH_BITS) * _GATHER_HIGH_BITS >> _U(56)).view(np.int64)  # 8 bits: a table index
-    length = _LENGTH[ends]
-    value = w
-    value &= _PAYLOAD[ends]
-    # Squeeze out each byte's continuation bit in log steps (8x7 -> 4x14 -> 2x28 -> 1x56 bits),
-    # only as many steps as the longest varint here needs (ids and lengths: 1 or 2 bytes).
-    longest = 8 if length.min() == 0 else int(length.max())
-    for step, (low, high) in enumerate(_SQUEEZE):
-        if longest <= 1 << step:
-            break
-        t = value >> _U(1 << step)
-        t &= high
-        value &= low
-        value |= t
-    return value, length, longest
-
-
-class EventBuffer:
-    """Event payloads (joined, or a plane's own bytes) followed by 16 zero bytes: as bytes, and as 8-byte
-    little-endian words starting at every byte offset."""
-
-    def __init__(self, data: bytes):
-        self.u8 = np.frombuffer(data, np.uint8)
-        # A uint64 view with a 1-byte stride (overlapping, unaligned): word[p] is bytes p..p+7, so one
-        # gather loads a whole varint of up to 8 bytes per cursor (no [n, 10] byte window).
-        self.word = np.ndarray((len(data) - 7,), "<u8", data, 0, (1,))
-
-    def varints(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The varint at each position: (value as uint64, length; _BAD if over 10 bytes)."""
-        value, length, _ = _decode(self.word[pos])
-        long = np.flatnonzero(length == 0)
-        if long.size:  # 9 or 10 bytes (negative int64, uint64 >= 2**56): rare, done byte by byte
-            b8 = self.u8[pos[long] + 8].astype(np.uint64)
-            b9 = self.u8[pos[long] + 9].astype(np.uint64)
-            # Bits past 64 of a 10th byte fall off the uint64 shift, as protobuf drops them.
-            value[long] |= ((b8 & _U(0x7F)) << _U(56)) | np.where(b8 < 0x80, _U(0), b9 << _U(63))
-            length[long] = np.where(b8 < 0x80, 9, np.where(b9 < 0x80, 10, _BAD))
-        return value, length
-
-
-def _fields(buf: EventBuffer, start: np.ndarray, end: np.ndarray) -> Iterator[tuple]:
-    """Walk the messages ``[start, end)`` of ``buf`` together, one round per field position.
-
-    Yields (rows, tags, values, after) for the messages with bytes left: rows index them (``_ALL``
-    while none has ended), tags is an int when every cursor sits on the same tag (the usual case,
-    handled without masks) else an array, values the varint (value, or length for wire type 2) after
-    each tag (None in a round of fixed-size fields), ``after`` the position past it.
-    Raises ValueError on malformed input.
-    """
-    if np.all(start < end):
-        rows, pos = _ALL, start
-    else:
-        rows = np.flatnonzero(start < end)
-        pos, end = start[rows], end[rows]
-    while pos.size:
-        w = buf.word[pos]
-        tag = w & _U(0xFF)
-        low, high = int(tag.min()), int(tag.max())
-        if low < 8:  # a one-byte tag of field number 0 (longer ones are checked below)
-            raise ValueError("malformed protobuf: field number 0")
-        if low == high and high < 0x80 and (high & 7) in (_FIXED64, _FIXED32):
-            tags, value, after = high, None, pos + 1
-            nxt = after + int(_FIXED_SKIP[high & 7])
-        elif low == high and high < 0x80 and (high & 7) in (_VARINT, _LEN):
-            # One tag byte everywhere: the varint after it is already in the same word.
-            tags = high
-            w >>= _U(8)
-            value, length, longest = _decode(w)
-            if longest >= 8:  # maybe the zero byte shifted in, or a long varint: reload those
-                redo = np.flatnonzero(length >= 8)
-                value[redo], length[redo] = buf.varints(pos[redo] + 1)
-            after = nxt = pos + 1 + length
-            if high & 7 == _LEN:
-                if longest >= 7 and value.max() >= _BAD:  # keep the int64 sum below from wrapping
-                    raise ValueError("malformed protobuf: length-delimited field past the end of its message")
-                nxt = after + value.view(np.int64)
-        else:  # mixed tags, or tags of 2+ bytes (field numbers >= 16): general arrays
-            tag, tag_length = buf.varints(pos)
-            after_tag = pos + tag_length
-            value, length = buf.varints(np.minimum(after_tag, buf.u8.size - 10))  # clamped: caught below
-            wire = (tag & _U(7)).view(np.int64)
-            if tag.min() < 8:
-                raise ValueError("malformed protobuf: field number 0")
-            size = np.where(wire == _LEN, value, _U(0))
-            if size.max() >= _BAD:
-                raise ValueError("malformed protobuf: length-delimited field past the end of its message")
-            after = after_tag + length * _HAS_VARINT[wire]
-            nxt = after + size.view(np.int64) + _FIXED_SKIP[wire]
-            tags = tag
-        left = end - nxt
-        fewest = left.min()
-        if fewest < 0:
-            raise ValueError("malformed protobuf: truncated field, over-long varint or unsupported wire type")
-        yield rows, tags, value, after
-        if fewest == 0:  # some messages are done: drop their cursors
-            keep = left > 0
-            rows = np.flatnonzero(keep) if rows is _ALL else rows[keep]
-            pos, end = nxt[keep], end[keep]
-        else:
-            pos = nxt
-
-
-def _pick(rows, tags, tag: int):
-    """(column index, selector into this round's arrays) of the cursors on ``tag``; None if none."""
-    if isinstance(tags, int):
-        return (rows, _ALL) if tags == tag else None
-    sel = tags == tag
-    return ((sel if rows is _ALL else rows[sel]), sel) if sel.any() else None
 
 
 class StatValues(NamedTuple):
@@ -303,7 +175,7 @@ def _read_chunk(buf: EventBuffer, start: np.ndarray, end: np.ndarray, out: dict,
     for name, stat_id in wanted_stat_ids.items():
         match = np.flatnonzero(is_int & (metadata_id == _U(stat_id)))
         rows = event[match]
-        if rows.size and np.bincount(rows).max() > 1:
+        if _repeated(rows):
             # The same stat twice in one event: keep the first, as the upb path does (order: event, position).
             order = np.lexsort((start[match], rows))
             match, rows = match[order], rows[order]
@@ -313,7 +185,7 @@ def _read_chunk(buf: EventBuffer, start: np.ndarray, end: np.ndarray, out: dict,
     for name, stat_ids in value_stat_ids.items():
         match = np.flatnonzero(np.isin(metadata_id, np.asarray(stat_ids, _U)))
         rows = event[match]
-        if rows.size and np.bincount(rows).max() > 1:  # twice in one event: the last record counts
+        if _repeated(rows):  # twice in one event: the last record counts
             order = np.lexsort((start[match], rows))
             match, rows = match[order], rows[order]
             last = np.r_[rows[1:] != rows[:-1], True]
@@ -324,19 +196,56 @@ def _read_chunk(buf: EventBuffer, start: np.ndarray, end: np.ndarray, out: dict,
         out_where[rows] = where[match]
 
 
+def _repeated(rows: np.ndarray) -> bool:
+    """Whether an event number repeats in ``rows``: counted only where they do not simply increase (records of
+    one round, the usual case, are one per event, in order)."""
+    if rows.size < 2 or (rows[1:] > rows[:-1]).all():
+        return False
+    return bool(np.bincount(rows).max() > 1)
+
+
 def stat_records(buf: EventBuffer, start: np.ndarray, end: np.ndarray) -> tuple:
     """The XStat messages ``buf[start:end]`` as (metadata_id uint64, kind int8 KIND_* or 0 without a value,
     value uint64: the integer, ref id, double's bits or str/bytes length, where: the str/bytes payload's start)."""
-    metadata_id, value = np.zeros(start.size, _U), np.zeros(start.size, _U)
-    kind, where = np.zeros(start.size, np.int8), np.zeros(start.size, np.int64)
+    out = tuple(np.zeros(start.size, dtype) for dtype in (_U, np.int8, _U, np.int64))
+    # In slices, as events are (read_events): an event has ten stats or more on GPU streams.
+    for first in range(0, start.size, _STAT_CHUNK):
+        part = slice(first, first + _STAT_CHUNK)
+        _stat_chunk(buf, start[part], end[part], *(column[part] for column in out))
+    return out
+
+
+def _stat_chunk(buf: EventBuffer, start: np.ndarray, end: np.ndarray, metadata_id, kind, value, where) -> None:
     for rows, tags, val, after in _fields(buf, start, end):
         if hit := _pick(rows, tags, _ST_METADATA_ID):
             metadata_id[hit[0]] = val[hit[1]]
         # The value fields are one oneof: the last one present decides.
+        if not isinstance(tags, int):  # mixed tags: each field's kind from a table, in one pass
+            _mixed_values(buf, rows, tags, val, after, (kind, value, where))
+            continue
         for tag, code in _VALUE_KINDS:
             if hit := _pick(rows, tags, tag):
                 kind[hit[0]] = code
                 at = after[hit[1]]
                 value[hit[0]] = buf.word[at] if tag == _ST_DOUBLE else val[hit[1]]  # str/bytes: the length
                 where[hit[0]] = at
-    return metadata_id, kind, value, where
+
+
+_KIND_OF_TAG = np.zeros(257, np.int8)  # by tag (256: any tag of two bytes or more): KIND_*, 0 for no value field
+for _tag, _code in _VALUE_KINDS:
+    _KIND_OF_TAG[_tag] = _code
+
+
+def _mixed_values(buf: EventBuffer, rows, tags: np.ndarray, val: np.ndarray, after: np.ndarray, out: tuple) -> None:
+    """Record the value fields of one round of mixed tags in ``out`` (kind, value, where) of stat_records."""
+    code = _KIND_OF_TAG[tags if tags.dtype == np.uint8 else np.minimum(tags, _U(256)).view(np.int64)]
+    sel = np.flatnonzero(code)
+    if not sel.size:
+        return
+    kind, value, where = out
+    dest = sel if rows is _ALL else rows[sel]
+    code, at, v = code[sel], after[sel], val[sel]
+    double = np.flatnonzero(code == KIND_DOUBLE)
+    if double.size:  # its 8 bytes, not a varint
+        v[double] = buf.word[at[double]]
+    kind[dest], value[dest], where[dest] = code, v, at

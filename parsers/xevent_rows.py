@@ -39,12 +39,13 @@ def _line_base(timestamp_ns: int) -> tuple[int, int, int]:
 
 
 def starts(timestamps_ns: list[int], counts: np.ndarray, offset_ps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``timestamp_ns * 1000 + offset_ps`` (each line's ``counts`` events take its timestamp) and where it fits
-    in int64 (elsewhere it would wrap)."""
+    """``timestamp_ns * 1000 + offset_ps`` (each line's ``counts`` events take its timestamp; computed in
+    ``offset_ps``) and where it fits in int64 (elsewhere it would wrap)."""
     if len(set(timestamps_ns)) <= 1:  # one line, or lines on one timebase (the usual case): scalars
         base, lowest, highest = _line_base(timestamps_ns[0] if timestamps_ns else 0)
     else:
         base, lowest, highest = (np.repeat(np.array(c, np.int64), counts)
                                  for c in zip(*map(_line_base, timestamps_ns)))
     valid = (offset_ps >= lowest) & (offset_ps <= highest)
-    return offset_ps + (base if isinstance(base, np.ndarray) else np.int64(base)), valid  # wraps only where not valid
+    offset_ps += base if isinstance(base, np.ndarray) else np.int64(base)  # in place; wraps only where not valid
+    return offset_ps, valid

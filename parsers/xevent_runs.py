@@ -12,12 +12,13 @@ exporter we know) fail that check, and the caller falls back to joining the payl
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 
 import numpy as np
 
-from .xevent_columns import EventBuffer
-from .xspace_wire import INDEXED_FIELDS, PlaneBytes, WireError, fields, release_pages
+from .wire_rounds import EventBuffer
+from .xspace_wire import INDEXED_FIELDS, PlaneBytes, WireError, fields, plane_digest, release_pages
 
 _EVENT_TAG = 4 << 3 | 2  # XLine.events: field 4, length-delimited
 _MAX_HEADER_FIELDS = 32  # fields before a line's first event (real lines: id, name, timestamp_ns)
@@ -32,18 +33,22 @@ _PAD_FIELD = b"\xfa\x7f\x0d" + bytes(13)
 _SLICE = 1 << 24  # bytes copied out of the file's map at a time
 
 
-def padded_plane(data) -> bytearray:
+def padded_plane(data) -> tuple[bytearray, bytes]:
     """The plane's bytes (bytes, or ``xspace_wire.PlaneBytes`` still in the file's map) copied once, followed by
-    ``_PAD_FIELD``. The plane's own fields end where it starts (``xspace_wire.split_space`` checked them)."""
+    ``_PAD_FIELD``, and their ``xspace_wire.plane_digest`` (hashed here, slice by slice while it is in cache).
+    The plane's own fields end where it starts (``xspace_wire.split_space`` checked them)."""
     size = len(data)
     src, start = (data.buf, data.start) if isinstance(data, PlaneBytes) else (data, 0)
     out = bytearray(size + len(_PAD_FIELD))
     out[size:] = _PAD_FIELD
-    with memoryview(src) as view:  # released at once: a map with an exported view cannot be closed
-        for at in range(0, size, _SLICE):  # slice by slice, each one's file pages dropped once copied
-            out[at:min(at + _SLICE, size)] = view[start + at:start + min(at + _SLICE, size)]
-            release_pages(src, start + at, start + min(at + _SLICE, size))
-    return out
+    sha = hashlib.sha256()
+    with memoryview(src) as view, memoryview(out) as copy:  # released at once: a map with an exported view
+        for at in range(0, size, _SLICE):  # slice by slice, each one's file pages dropped once copied (cannot close)
+            end = min(at + _SLICE, size)
+            copy[at:end] = view[start + at:start + end]
+            sha.update(copy[at:end])
+            release_pages(src, start + at, start + end)
+    return out, plane_digest(sha)
 
 
 def _first_events(buf: EventBuffer, start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
@@ -76,8 +81,8 @@ def _first_events(buf: EventBuffer, start: np.ndarray, end: np.ndarray) -> np.nd
 
 
 def _varint_sizes(values: np.ndarray) -> np.ndarray:
-    """Bytes of the shortest varint of each (non-negative) value."""
-    size = np.ones(values.size, np.int64)
+    """Bytes of the shortest varint of each (non-negative) value (int8: one byte per event, not eight)."""
+    size = np.ones(values.size, np.int8)
     longest = int(values.max(initial=0))
     for bits in range(7, 42, 7):
         if longest < 1 << bits:  # events are short: one or two passes

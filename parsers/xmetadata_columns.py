@@ -16,7 +16,8 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from .event_stat_values import text_values
-from .xevent_columns import KIND_BYTES, KIND_NONE, KIND_STR, EventBuffer, StatValues, _fields, _pick, stat_records
+from .wire_rounds import EventBuffer, _fields, _pick
+from .xevent_columns import KIND_BYTES, KIND_NONE, KIND_STR, StatValues, stat_records
 from .xevent_rows import distinct_payloads
 from .xspace_schema import MemoryAccessBreakdown
 

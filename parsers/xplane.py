@@ -33,7 +33,7 @@ from .storage import RemotePath, as_path
 from .worker_start import fork_is_safe, usable_cores
 from .xplane_metadata import _NUMERIC_METADATA_STATS, META_COLUMNS, _text
 from .xplane_planes import _INT_EVENT_STATS, _TPU_DEVICE_PLANE, EVENT_STAT_NAMES, PlaneError, decode_planes
-from .xspace_wire import PlaneTooLarge, WireError, split_space
+from .xspace_wire import PlaneTooLarge, WireError, fingerprint, split_space
 
 
 class XPlaneError(InputError):
@@ -101,6 +101,7 @@ def _tables(layout, decoded: list, path: Path) -> XSpaceTables:
     plane_stats = [p.plane_stats for p in decoded]
     meta_rows = [row for p in decoded for row in p.meta_rows]
     hlo_protos = [entry for p in decoded for entry in p.hlo_protos]
+    host_fingerprint = fingerprint([p.digest for p in decoded])
     del decoded
 
     hostnames = [_text(h) for h in layout.hostnames]
@@ -115,7 +116,7 @@ def _tables(layout, decoded: list, path: Path) -> XSpaceTables:
         event_stats=joined.event_stats(),
         event_metadata=_event_metadata(meta_rows),
         hlo_protos=tuple(hlo_protos),
-        fingerprint=layout.fingerprint,
+        fingerprint=host_fingerprint,
         anomalies={"oversize_names": layout.oversize_names, "cut_names": layout.cut_names,
                    "duplicate_planes": layout.duplicate_planes,
                    "unrepresentable_starts": joined.unrepresentable_starts,
@@ -211,11 +212,12 @@ class _JoinedPlanes:
 
     def event_stats(self) -> pd.DataFrame:
         stat_rows = self.stat_rows
-        event_stats = pd.DataFrame({"event": np.concatenate(stat_rows) if stat_rows else np.zeros(0, np.int64)})
+        columns = {"event": np.concatenate(stat_rows) if stat_rows else np.zeros(0, np.int64)}
         for name in EVENT_STAT_NAMES:
-            parts = self.stat_parts.get(name, [])
-            event_stats[name] = (event_stat_values.int_column(parts) if name in _INT_EVENT_STATS
-                                 else event_stat_values.text_column(parts))
+            parts = self.stat_parts.pop(name, [])
+            columns[name] = (event_stat_values.int_column(parts) if name in _INT_EVENT_STATS
+                             else event_stat_values.text_column(parts))
+        event_stats = pd.DataFrame(columns, copy=False)  # no copy of each column as it is added
         if self.int_stats:
             event_stats = pd.concat([event_stats, *self.int_stats], ignore_index=True)
         return event_stats

@@ -56,6 +56,7 @@ class PlaneTables:
 
     plane_row: tuple
     plane_stats: dict
+    digest: bytes  # of the plane's bytes, for the file's fingerprint (xspace_wire.fingerprint)
     meta_rows: list = field(default_factory=list)
     hlo_protos: list = field(default_factory=list)
     line_rows: list = field(default_factory=list)  # (line, line_id, name, display_name, timestamp_ns)
@@ -72,7 +73,7 @@ def decode_plane(plane_idx: int, plane_name: str, data: bytes, tpu_capture: bool
 
     ``tpu_capture``: on TPU captures op identity lives in the device planes' metadata; the host threads'
     per-event stats are never read (decoding them would be the slowest part of the parse)."""
-    raw = padded_plane(data)  # copied out of the file's map now (xspace_wire.PlaneBytes), once
+    raw, digest = padded_plane(data)  # copied out of the file's map now (xspace_wire.PlaneBytes), once
     try:
         plane = parse_plane_raw_events(raw)
     except DecodeError as exc:
@@ -80,7 +81,7 @@ def decode_plane(plane_idx: int, plane_name: str, data: bytes, tpu_capture: bool
     index = data.index if isinstance(data, PlaneBytes) and data.index is not None else plane_index(raw, len(data))
     del data
     stat_names = {k: _text(v.name) for k, v in plane.stat_metadata.items()}
-    out = PlaneTables((plane_idx, plane.id, plane_name), plane_stats(plane.stats, stat_names))
+    out = PlaneTables((plane_idx, plane.id, plane_name), plane_stats(plane.stats, stat_names), digest)
     places = PlaneEvents(raw, index, len(plane.lines), len(plane.event_metadata))
     out.meta_rows, out.hlo_protos = metadata_rows(plane_idx, plane_name, plane, stat_names, places)
     _decode_lines(out, plane.lines, _WantedStats.of(stat_names, tpu_capture and plane_name.startswith("/host:")),
@@ -179,13 +180,17 @@ def _decode_line_events(out: PlaneTables, batch: list, wanted: _WantedStats, col
     line_column = np.repeat(np.array([idx for idx, *_ in batch], np.int32), counts)
     valid = cols.pop("start_valid")
     values = cols.pop("stat_values", None)
-    kept = np.cumsum(valid) - 1  # each event's row among the kept ones of these lines
+    kept = None  # each event's row among the kept ones of these lines, where some are dropped
     if not valid.all():  # a start past the int64 range (damaged timestamp or offset): dropped
+        kept = np.cumsum(valid) - 1
         out.unrepresentable_starts += int(valid.size - kept[-1] - 1)
         cols = {key: column[valid] for key, column in cols.items()}  # stat values: rows chosen below
         line_column = line_column[valid]
     span = cols["duration_ps"]
-    duration = np.where(cols[_DEVICE_DURATION_STAT] >= 0, cols[_DEVICE_DURATION_STAT], span) if want_duration else span
+    duration = span
+    if want_duration:  # the device's, where the event has it (in place: no other array the size of the line)
+        duration = cols[_DEVICE_DURATION_STAT]
+        np.copyto(duration, span, where=duration < 0)
     for key, column in (("line", line_column), ("metadata_id", cols["metadata_id"]),
                         ("start_ps", cols["start_ps"]), ("span_ps", span), ("duration_ps", duration)):
         columns[key].append(column)
@@ -206,7 +211,7 @@ def _add_host_int_stats(out: PlaneTables, host_ints: dict, first_event: int, n: 
         out.int_stats.append({"event": first_event + np.flatnonzero(has), **{k: v[has] for k, v in host_ints.items()}})
 
 
-def _add_event_stat_parts(out: PlaneTables, values: dict, names: list, valid: np.ndarray, kept: np.ndarray,
+def _add_event_stat_parts(out: PlaneTables, values: dict, names: list, valid: np.ndarray, kept: np.ndarray | None,
                           first_event: int, stat_names: dict) -> None:
     """The rows of one line's events that carry a wanted stat, and every EVENT_STAT_NAMES column on them.
 
@@ -214,15 +219,15 @@ def _add_event_stat_parts(out: PlaneTables, values: dict, names: list, valid: np
     value (event_stat_values)."""
     kinds = np.stack([values[name].kind for name in names])
     has = np.flatnonzero((kinds != 0).any(axis=0) & valid)
-    out.stat_rows.append(first_event + kept[has])
+    out.stat_rows.append(first_event + (has if kept is None else kept[has]))
     for name in EVENT_STAT_NAMES:
         v = values.get(name)
         if name in _INT_EVENT_STATS:
             part = (event_stat_values.int_values(v, has) if v is not None
                     else (np.zeros(has.size, np.int64), np.zeros(has.size, bool)))
         else:
-            part = (event_stat_values.text_values(v, has, stat_names) if v is not None
-                    else np.full(has.size, None, object))
+            part = (event_stat_values.text_codes(v, has, stat_names) if v is not None
+                    else (np.zeros(has.size, np.int32), np.full(1, None, object)))
         out.stat_parts.setdefault(name, []).append(part)
 
 

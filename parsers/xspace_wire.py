@@ -146,22 +146,23 @@ def _slow_field(buf, pos: int, end: int) -> tuple[int, int, int]:
 
 @dataclass
 class SpaceLayout:
-    """Where the planes are, what was left out, and a fingerprint of the content kept."""
+    """Where the planes are, and what was left out."""
 
     planes: list[tuple[str, bytes | PlaneBytes]] = field(default_factory=list)  # (name, plane bytes to parse)
     hostnames: list[bytes] = field(default_factory=list)
     oversize_names: int = 0
     cut_names: int = 0
     duplicate_planes: int = 0
-    fingerprint: str = ""
 
 
 def split_space(buf) -> SpaceLayout:
-    """Walk an XSpace (bytes or mmap); raise :class:`WireError` on malformed structure."""
+    """Walk an XSpace (bytes or mmap); raise :class:`WireError` on malformed structure.
+
+    The planes are hashed when they are decoded (in parallel), for the fingerprint (:func:`fingerprint`); here
+    only those whose size and name repeat an earlier plane's, the only ones whose bytes can repeat it."""
     layout = SpaceLayout()
-    seen_digests: set[bytes] = set()
+    same_shape: dict[tuple, list] = {}  # (size, name) -> [plane bytes, its digest or None] of the planes kept
     seen_names: set[str] = set()
-    host = hashlib.blake2b(digest_size=16)
     for number, wire, _, start, end in fields(buf, 0, len(buf)):
         if wire != _LEN:
             continue
@@ -175,16 +176,38 @@ def split_space(buf) -> SpaceLayout:
             _check_size(name, len(data))
             layout.oversize_names += dropped
             layout.cut_names += cut
-            digest = _digest(data)
-            if digest in seen_digests or (name and name in seen_names):
+            earlier = same_shape.setdefault((len(data), name), [])
+            if (name and name in seen_names) or _repeats(data, earlier):
                 layout.duplicate_planes += 1
                 continue
-            seen_digests.add(digest)
+            earlier.append([data, None])
             seen_names.add(name)
-            host.update(digest)
             layout.planes.append((name, data))
-    layout.fingerprint = host.hexdigest()
     return layout
+
+
+def _repeats(data, earlier: list) -> bool:
+    """Whether the plane's bytes are those of one of the ``earlier`` ones (of its size and name)."""
+    if not earlier:
+        return False
+    digest = _digest(data)
+    for entry in earlier:
+        if entry[1] is None:
+            entry[1] = _digest(entry[0])
+    return any(entry[1] == digest for entry in earlier)
+
+
+def plane_digest(data) -> bytes:
+    """What :func:`fingerprint` takes of one plane's bytes (a ``hashlib.sha256`` updated with them, or the bytes)."""
+    return (data if hasattr(data, "digest") else hashlib.sha256(data)).digest()[:16]
+
+
+def fingerprint(digests: list[bytes]) -> str:
+    """A host file's fingerprint: of its planes kept (:func:`plane_digest` of each, in order)."""
+    host = hashlib.blake2b(digest_size=16)
+    for digest in digests:
+        host.update(digest)
+    return host.hexdigest()
 
 
 def _digest(data) -> bytes:
@@ -194,8 +217,8 @@ def _digest(data) -> bytes:
             for at in range(data.start, data.end, 1 << 24):
                 sha.update(view[at:min(at + (1 << 24), data.end)])
                 release_pages(data.buf, at, min(at + (1 << 24), data.end))
-        return sha.digest()[:16]
-    return hashlib.sha256(data).digest()[:16]  # SHA-256 has CPU instructions: twice blake2b's speed
+        return plane_digest(sha)
+    return plane_digest(data)  # SHA-256 has CPU instructions: twice blake2b's speed
 
 
 def release_pages(buf, start: int, end: int) -> None:

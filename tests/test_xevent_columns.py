@@ -194,9 +194,11 @@ def random_event(rng: random.Random) -> bytes:
 
 @pytest.mark.parametrize("chunk", [None, 64])
 def test_random_events_match_upb(monkeypatch, chunk):
-    """4000 random events (any order, repeats, unknown fields, all varint lengths), also across chunks."""
+    """4000 random events (any order, repeats, unknown fields, all varint lengths), also across chunks (of events,
+    and of their stats: 3 stat records a slice cut an event's stats apart)."""
     if chunk:
         monkeypatch.setattr(xevent_columns, "_CHUNK", chunk)
+        monkeypatch.setattr(xevent_columns, "_STAT_CHUNK", 3)
     rng = random.Random(chunk or 1)
     events = [random_event(rng) for _ in range(4000)]
     got = read_line_events(events, 123, WANTED)
@@ -255,6 +257,7 @@ def test_random_events_stat_values_match_upb(monkeypatch, chunk):
     """Values of any kind (ints, doubles, strings, refs, none) of the wanted ids, the event's last such stat."""
     if chunk:
         monkeypatch.setattr(xevent_columns, "_CHUNK", chunk)
+        monkeypatch.setattr(xevent_columns, "_STAT_CHUNK", 3)
     rng = random.Random(50 + (chunk or 0))
     payloads = [random_event(rng) for _ in range(3000)]
     wanted = {"dur": (DUR,), "either": (OFF, 300)}

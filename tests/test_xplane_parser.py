@@ -196,3 +196,36 @@ def test_a_corrupt_plane_in_a_worker_is_one_line_naming_the_file(tmp_path, monke
         with pytest.raises(XPlaneError, match="bad.xplane.pb: .*corrupt") as err:
             read_xspace(path, workers=workers)
         assert "\n" not in str(err.value)
+
+
+def _fingerprint_of(planes: list[bytes]) -> str:
+    """The fingerprint's definition, computed here from the planes' bytes: blake2b of their SHA-256 heads."""
+    import hashlib
+
+    host = hashlib.blake2b(digest_size=16)
+    for data in planes:
+        host.update(hashlib.sha256(data).digest()[:16])
+    return host.hexdigest()
+
+
+@FORK_OK
+@pytest.mark.parametrize("workers", [1, 2])
+def test_repeated_planes_are_left_out_and_the_fingerprint_is_of_the_planes_kept(tmp_path, monkeypatch, workers):
+    """Planes are hashed while they are decoded (in the workers): a plane repeated byte for byte (a file
+    concatenated with itself, an unnamed plane twice) is still left out and counted, an unnamed plane of the same
+    size but other bytes kept, and the fingerprint is that of the planes kept, in order."""
+    monkeypatch.setattr(xplane_module, "_PARALLEL_BYTES", 0)
+    space = _hand_space()
+    space.planes.add(id=1, name=b"/host:CPU").lines.add(id=1, name=b"python3").events.add(metadata_id=1)
+    for k in (1, 2, 2):  # unnamed planes: two alike, one of the same size but other bytes
+        space.planes.add(id=k).lines.add(id=k, name=b"t").events.add(metadata_id=k)
+    planes = [p.SerializeToString() for p in space.planes]
+    data = space.SerializeToString()
+    once = parse_xspace_bytes(data, workers=workers)
+    twice = parse_xspace_bytes(data + data, workers=workers)
+    assert len(planes[2]) == len(planes[3]) and planes[2] != planes[3] and planes[3] == planes[4]
+    assert once.anomalies["duplicate_planes"] == 1 and twice.anomalies["duplicate_planes"] == 1 + len(planes)
+    assert list(once.planes["plane_id"]) == [7, 1, 1, 2]
+    assert once.fingerprint == twice.fingerprint == _fingerprint_of(planes[:4])
+    for name in ("planes", "lines", "events", "event_stats", "event_metadata"):
+        pd.testing.assert_frame_equal(getattr(once, name), getattr(twice, name), check_exact=True)
