@@ -78,7 +78,7 @@ def events_with_stats(space: XSpaceTables, plane_rows, line_name_or_pred, column
     lines = space.lines[space.lines["plane"].isin(plane_rows) & pred(space.lines["name"])]
     mask = on_lines(space.events["line"].to_numpy(), lines["line"])
     ev = space.events[mask]
-    ev = ev.join(space.event_stats.set_index("event")[list(columns)], how="left")
+    ev = ev.join(space.event_stats[["event", *columns]].set_index("event"), how="left")
     names = lines.set_index("line")["name"]
     ev = ev.assign(line_name=ev["line"].map(names))
     return ev
