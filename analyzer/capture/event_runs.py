@@ -44,6 +44,14 @@ class EventRuns:
             return values[:0].copy()
         return np.concatenate([values[start:stop] for _, start, stop in self.runs])
 
+    def row_numbers(self) -> pd.Index:
+        """The selected events' rows in the table (an index, as a boolean selection of the table gives)."""
+        if self.runs is None:
+            return pd.Index(self.rows, dtype=np.int64)
+        if not self.runs:
+            return pd.Index(np.zeros(0, np.int64))
+        return pd.Index(np.concatenate([np.arange(start, stop) for _, start, stop in self.runs]))
+
     def by_plane(self, values: np.ndarray) -> np.ndarray:
         """Per selected event, ``values[its plane]``."""
         if self.runs is None:

@@ -3,7 +3,7 @@
 - GPU: kernels on ``Stream #k(...)`` lines; the HLO op is on the kernel's stats or on the host launch
   event sharing its ``correlation_id`` (whose time also says which annotated step launched the kernel).
 - CPU: host thread events carrying an ``hlo_op`` stat, one device per XLA host device ordinal.
-- Program executions are derived from the op events (:func:`derived_module_runs`).
+- Program executions are derived from the op events (:func:`.derived_runs.derived_module_runs`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from ...units import format_seconds
 from .host_steps import cpu_launch_ps
 from .planes import (
     GPU_PLANE,
-    MODULE_COLUMNS,
     device_planes,
     device_table,
-    empty_table,
     events_with_stats,
     scaled_peak,
 )
@@ -275,29 +273,3 @@ def cpu_tables(space: XSpaceTables, device_base: int):
     )
     devices["plane_stats"] = [{} for _ in range(len(devices))]
     return devices, events
-
-
-def derived_module_runs(events: pd.DataFrame) -> pd.DataFrame:
-    """Program executions where the capture records none (GPU, CPU).
-
-    CPU op events carry the execution's ``run_id``. Without it (GPU kernels), a run
-    of a program starts each time the program's first op (in time order on the
-    device) appears again: every op of a program runs once per execution, so the
-    count of that first op numbers the executions.
-    """
-    events = events[events["module"].astype(str) != ""]  # kernels of no program (driver copies) form no runs
-    if events.empty:
-        return empty_table(MODULE_COLUMNS)
-    # A program is its id, not its name: one jitted function compiled for six shapes is six programs.
-    events = events.assign(program_id=events["program_id"].astype(object).where(events["program_id"].notna(), ""))
-    key = ["device", "module", "program_id"]
-    o = events.sort_values([*key, "start_ps"], kind="stable")
-    if "run_id" in o and o["run_id"].notna().all():
-        run = o["run_id"].astype("int64")
-    else:
-        first_op = o.groupby(key)["op_name"].transform("first")
-        run = (o["op_name"] == first_op).astype(np.int64).groupby([o[k] for k in key]).cumsum()
-    o = o.assign(run_id=run, end_ps=o["start_ps"] + o["span_ps"])
-    runs = o.groupby([*key, "run_id"], as_index=False).agg(start_ps=("start_ps", "min"), end_ps=("end_ps", "max"))
-    runs["duration_ps"] = runs["end_ps"] - runs["start_ps"]
-    return runs[MODULE_COLUMNS]
