@@ -146,7 +146,7 @@ def build_capture(spaces: list[XSpaceTables], *, checked: bool = False) -> Captu
         platform=platform,
         hosts=tuple(s.hostname for s in spaces),
         devices=pd.concat(hosts.devices, ignore_index=True),
-        events=_final_events(events),
+        events=_final_events(events, platform == "tpu"),
         modules=modules.reset_index(drop=True),
         op_metadata=op_metadata.reset_index(drop=True),
         async_spans=async_spans.reset_index(drop=True),
@@ -222,20 +222,20 @@ def _derived_program_tables(events: pd.DataFrame, platform: str, warnings: list[
             empty_table(["device", "start_ps", "duration_ps"]))
 
 
-def _final_events(events: pd.DataFrame) -> pd.DataFrame:
-    """The EVENTS columns, by device and start, names as categoricals."""
+def _final_events(events: pd.DataFrame, tpu: bool) -> pd.DataFrame:
+    """The EVENTS columns, by device and start, names as categoricals (on GPU and CPU: sorted, missing as '')."""
     events = _by_device_and_start(events[EVENTS.names])
     # Few distinct names over millions of events: categoricals make every later groupby cheap.
     for col in ("module", "program_id", "op_name", "line"):
-        if not isinstance(events[col].dtype, pd.CategoricalDtype):
+        if not tpu or not isinstance(events[col].dtype, pd.CategoricalDtype):
             events[col] = _blank_categorical(events[col])
     return EVENTS.coerce(events)
 
 
 def _blank_categorical(values: pd.Series) -> pd.Series:
-    """``values`` as a categorical, missing ones as '' and the categories sorted: what
-    ``astype(object).where(notna, "").astype("category")`` gives, from one factorize of the values
-    (no per-event object copy)."""
+    """``values`` (text or a categorical of text) as a categorical, missing ones as '' and the categories
+    sorted, unused ones dropped: what ``astype(object).where(notna, "").astype("category")`` gives, from one
+    factorize of the values (no per-event object copy)."""
     codes, uniques = pd.factorize(values)
     names = list(uniques)
     if not all(isinstance(n, str) for n in names):  # not all text: pandas' own conversion and ordering

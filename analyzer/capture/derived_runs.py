@@ -16,7 +16,7 @@ from .planes import MODULE_COLUMNS, empty_table
 
 def derived_module_runs(events: pd.DataFrame) -> pd.DataFrame:
     """One row per (device, module, program_id, run): MODULE_COLUMNS, in that key's order."""
-    events = events[events["module"].astype(str) != ""]  # kernels of no program (driver copies) form no runs
+    events = events[events["module"] != ""]  # kernels of no program (driver copies) form no runs
     if events.empty:
         return empty_table(MODULE_COLUMNS)
     # A program is its id, not its name: one jitted function compiled for six shapes is six programs.

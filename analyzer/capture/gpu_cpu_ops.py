@@ -48,16 +48,18 @@ def gpu_tables(space: XSpaceTables, device_base: int):
             f"{int(unattributed.sum())} GPU kernels ({share:.0%} of kernel time) have no HLO op "
             "(no hlo_op stat and no matching launch correlation_id); they are listed under their kernel names"
         )
+    # Name columns as categoricals (sorted categories, missing kept missing): the merges, group-bys and sorts
+    # that follow compare codes, not a string per kernel event.
     events = pd.DataFrame(
         {
             "device": joined["plane"].map(plane_to_device),
-            "module": joined["hlo_module"].fillna(""),
-            "program_id": joined["program_id"],
-            "op_name": joined["hlo_op"].where(~unattributed, kernel_name),
+            "module": joined["hlo_module"].fillna("").astype("category"),
+            "program_id": joined["program_id"].astype("category"),
+            "op_name": joined["hlo_op"].where(~unattributed, kernel_name).astype("category"),
             "start_ps": joined["start_ps"],
             "duration_ps": joined["duration_ps"],
             "span_ps": joined["span_ps"],
-            "line": joined["line_name"],
+            "line": joined["line_name"].astype("category"),
             # The host call that launched the kernel (same correlation_id): which annotated step it belongs to.
             "launch_ps": joined["start_ps_launch"].fillna(-1).astype("int64"),
         }
