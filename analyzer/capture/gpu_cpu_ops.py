@@ -19,6 +19,7 @@ from .planes import (
     device_planes,
     device_table,
     events_with_stats,
+    metadata_rows,
     scaled_peak,
 )
 from .tpu_ops import METADATA_COLUMNS
@@ -37,9 +38,7 @@ def gpu_tables(space: XSpaceTables, device_base: int):
     for col in ("hlo_op", "hlo_module", "program_id"):
         joined[col] = joined[col].where(joined[col].notna(), joined[f"{col}_launch"])
 
-    meta = space.event_metadata.set_index(["plane", "metadata_id"])["name"]
-    kernel_keys = pd.MultiIndex.from_arrays([joined["plane"], joined["metadata_id"]])
-    kernel_name = pd.Series(meta.reindex(kernel_keys).to_numpy(), index=joined.index)
+    kernel_name = _kernel_names(space, joined)
     warnings = []
     unattributed = joined["hlo_op"].isna()
     if unattributed.any():
@@ -55,7 +54,7 @@ def gpu_tables(space: XSpaceTables, device_base: int):
             "device": joined["plane"].map(plane_to_device),
             "module": joined["hlo_module"].fillna("").astype("category"),
             "program_id": joined["program_id"].astype("category"),
-            "op_name": joined["hlo_op"].where(~unattributed, kernel_name).astype("category"),
+            "op_name": joined["hlo_op"].where(~unattributed, kernel_name.astype(object)).astype("category"),
             "start_ps": joined["start_ps"],
             "duration_ps": joined["duration_ps"],
             "span_ps": joined["span_ps"],
@@ -64,8 +63,10 @@ def gpu_tables(space: XSpaceTables, device_base: int):
             "launch_ps": joined["start_ps_launch"].fillna(-1).astype("int64"),
         }
     )
-    per_kernel = events.assign(_kernel=kernel_name.where(~unattributed, "").to_numpy())
-    events = one_event_per_execution(events, kernel_name.where(~unattributed, ""))
+    kernel = kernel_name.cat.add_categories([""]) if "" not in kernel_name.cat.categories else kernel_name
+    kernel = kernel.where(~unattributed, "")
+    per_kernel = events.assign(_kernel=kernel.array)
+    events = one_event_per_execution(events, kernel)
     devices = device_table(
         space, planes,
         device_type=_gpu_device_type,
@@ -75,6 +76,15 @@ def gpu_tables(space: XSpaceTables, device_base: int):
         core_count=lambda st: st.get("core_count", np.nan),
     )
     return devices, events, kernel_metadata(per_kernel, events), warnings
+
+
+def _kernel_names(space: XSpaceTables, joined: pd.DataFrame) -> pd.Series:
+    """Per kernel event, the name of its metadata (missing where it has none), as a categorical of the
+    metadata's names: no string per event."""
+    meta = space.event_metadata
+    row = metadata_rows(meta, joined["plane"].to_numpy(), joined["metadata_id"].to_numpy())
+    codes, names = pd.factorize(meta["name"])
+    return pd.Series(pd.Categorical.from_codes(np.append(codes, -1)[row], categories=names), index=joined.index)
 
 
 def _launches(space: XSpaceTables, stat_cols: list) -> pd.DataFrame:
@@ -134,8 +144,8 @@ def kernel_metadata(per_kernel: pd.DataFrame, executions: pd.DataFrame) -> pd.Da
 def _short_kernels(kernels: pd.Series) -> tuple[np.ndarray, list]:
     """Per kernel event, a code into the kernels' short names (-1: none): a C++ kernel's signature is its name
     plus the argument list, and the name says which kernel it is. Per distinct name, not per event."""
-    codes, distinct = pd.factorize(kernels.astype(str), use_na_sentinel=False)
-    short = pd.Series(distinct).str.replace(r"\(.*\)\s*$", "", regex=True).str.slice(0, 120)
+    codes, distinct = pd.factorize(kernels, use_na_sentinel=False)  # (a missing name reads 'nan', as str() has it)
+    short = pd.Series(distinct.astype(str)).str.replace(r"\(.*\)\s*$", "", regex=True).str.slice(0, 120)
     short_code, names = pd.factorize(short)
     return short_code[codes], list(names)
 
@@ -185,7 +195,7 @@ def _kernel_joins(events: pd.DataFrame, kernel: pd.Series) -> tuple[np.ndarray, 
     line, _ = pd.factorize(events["line"], sort=True)
     op, _ = pd.factorize(events["op_name"])
     device, _ = pd.factorize(events["device"])
-    kc, kernels = pd.factorize(pd.Series(kernel.to_numpy()))
+    kc, kernels = pd.factorize(kernel)
     order = np.lexsort((events["start_ps"].to_numpy(), np.where(line < 0, len(line), line), device))
     line, op, device, kc = line[order], op[order], device[order], kc[order]
     same_op = np.zeros(len(order), bool)

@@ -81,8 +81,10 @@ def events_with_stats(space: XSpaceTables, plane_rows, line_name_or_pred, column
     ev = pd.DataFrame({c: runs.take(space.events[c].to_numpy()) for c in space.events.columns},
                       index=runs.row_numbers(), copy=False)
     ev = ev.join(space.event_stats[["event", *columns]].set_index("event"), how="left")
-    names = lines.set_index("line")["name"]
-    ev = ev.assign(line_name=ev["line"].map(names))
+    # Each event's line name as a categorical of the few line names (sorted), looked up per line.
+    codes, names = pd.factorize(lines["name"], sort=True)
+    at = pd.Index(lines["line"]).get_indexer(ev["line"])
+    ev = ev.assign(line_name=pd.Categorical.from_codes(np.append(codes, -1)[at], categories=names))
     return ev
 
 
