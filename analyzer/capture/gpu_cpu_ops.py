@@ -20,6 +20,7 @@ from .planes import (
     device_table,
     events_with_stats,
     metadata_rows,
+    on_lines,
     scaled_peak,
 )
 from .tpu_ops import METADATA_COLUMNS
@@ -95,7 +96,13 @@ def _launches(space: XSpaceTables, stat_cols: list) -> pd.DataFrame:
     stats = space.event_stats
     stats = stats[stats["correlation_id"].notna() & stats["hlo_op"].notna()]
     events = space.events
-    launches = events[events.index.isin(stats["event"]) & events["line"].isin(lines)]
+    rows = stats["event"].to_numpy(np.int64)
+    if events.index.equals(pd.RangeIndex(len(events))):  # stats name events by row: a mask, no hash lookup
+        carries = np.zeros(len(events), bool)
+        carries[rows[(rows >= 0) & (rows < len(events))]] = True
+    else:
+        carries = events.index.isin(rows)
+    launches = events[carries & on_lines(events["line"].to_numpy(), lines)]
     return launches.join(stats.set_index("event")[stat_cols], how="left").drop_duplicates("correlation_id")
 
 
@@ -155,6 +162,8 @@ def _op_codes(named: pd.DataFrame, executions: pd.DataFrame) -> tuple[np.ndarray
     so that the keys meet (-1 where op_name is missing, or for an execution of a key no named row has); and
     each code's program_id and op_name. The executions are looked up in the named rows' keys (no joint table)."""
     def blank(ids: pd.Series) -> pd.Series:
+        if isinstance(ids.dtype, pd.CategoricalDtype):  # on codes: no object per row
+            return (ids if "" in ids.cat.categories else ids.cat.add_categories([""])).fillna("")
         ids = ids.astype(object)
         return ids.where(ids.notna(), "")
 
