@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from .hlo_tokens import Brackets, HloParseError, match_close, parse_int, split_top, strip_comments
 
@@ -60,6 +60,8 @@ class Shape:
     elements: tuple[Shape, ...] = ()
     element_size_bits: int = 0  # layout E(n); 0 = the dtype's natural size
     dynamic_dims: tuple[bool, ...] = ()
+    # Sizes and layout text are cached on the (immutable) shape: parse_shape hands the same Shape to every
+    # instruction printing that text, and each op's facts read them several times.
 
     def element(self, index: int) -> Shape:
         """The tuple element an operand reads (``%x#1``), or the whole shape (-1, or no such element)."""
@@ -69,7 +71,7 @@ class Shape:
     def minor_to_major(self) -> tuple[int, ...] | None:
         return self.layout
 
-    @property
+    @cached_property
     def num_elements(self) -> int:
         """Element count; tuples sum their elements; an unbounded ``?`` dim counts as 1."""
         if self.is_tuple:
@@ -80,13 +82,13 @@ class Shape:
     def element_bytes(self) -> float:
         return (self.element_size_bits or element_bits(self.dtype)) / 8
 
-    @property
+    @cached_property
     def logical_bytes(self) -> int:
         if self.is_tuple:
             return sum(e.logical_bytes for e in self.elements)
         return math.ceil(self.num_elements * self.element_bytes)
 
-    @property
+    @cached_property
     def padded_bytes(self) -> int:
         """Bytes on the padded tile grid (rule in the module docstring)."""
         if self.is_tuple:
@@ -105,7 +107,7 @@ class Shape:
             shape = head + outer + inner
         return math.ceil(math.prod(shape) * self.element_bytes)
 
-    @property
+    @cached_property
     def layout_str(self) -> str:
         """Canonical layout text, e.g. ``{1,0:T(8,128)(2,1)S(1)}``; '' without a layout."""
         if self.is_tuple or self.layout is None:

@@ -28,6 +28,27 @@ _CLOSING = {q: re.compile(rf"(?<!\\)(?:\\\\)*+{q}") for q in "\"'"}
 QUOTED = r'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
 
 
+# A double- or single-quoted string, backslash escapes skipped (as ``_string_end`` reads them).
+_STRINGS = r'"[^"\\]*+(?:\\[\s\S][^"\\]*+)*+"|\'[^\'\\]*+(?:\\[\s\S][^\'\\]*+)*+\''
+
+
+def _balanced(levels: int) -> str:
+    """Regex of text whose brackets (any opener with any closer, as ``Brackets`` counts them) nest at most
+    ``levels`` deep, quoted strings skipped whole; possessive, so it never backtracks."""
+    inner = rf"""(?:[^()\[\]{{}}"']++|{_STRINGS})*+"""
+    for _ in range(levels):
+        inner = rf"""(?:[^()\[\]{{}}"']++|{_STRINGS}|[(\[{{]{inner}[)\]}}])*+"""
+    return inner
+
+
+# Fast paths of match_close and split_top: one C-level regex match per bracket or item for the usual
+# shallow, short text; anything else (deeper nesting, a stray closer, an open string, megabytes of
+# text) falls back to the walk, which gives the same answer wherever the fast path gives one.
+_FAST_LEVELS, _FAST_TEXT = 8, 1 << 16
+_BALANCED = re.compile(_balanced(_FAST_LEVELS))
+_TOP_ITEM = re.compile(rf"""(?:[^,()\[\]{{}}"']++|{_STRINGS}|[(\[{{]{_balanced(_FAST_LEVELS - 1)}[)\]}}])*+""")
+
+
 class HloParseError(InputError):
     """Malformed HLO text; the message starts with ``FILE:LINE:`` when it comes from a file."""
 
@@ -101,6 +122,10 @@ class Brackets:
 
 def match_close(text: str, start: int) -> int:
     """Index of the bracket closing ``text[start]``, skipping quoted strings; -1 if unbalanced."""
+    if len(text) <= _FAST_TEXT and text[start: start + 1] in ("(", "[", "{"):
+        end = _BALANCED.match(text, start + 1).end()
+        if end < len(text) and text[end] in ")]}":
+            return end
     for i, ch, level in Brackets().walk(text, start):
         if level == 0 and ch != ",":
             return i
@@ -114,6 +139,10 @@ def depth(text: str) -> int:
 
 def split_top(text: str, sep: str = ",") -> list[str]:
     """Split on ``sep`` (a comma or a bracket) outside brackets and quotes."""
+    if sep == "," and len(text) <= _FAST_TEXT:
+        fast = _split_commas(text)
+        if fast is not None:
+            return fast
     parts, last = [], 0
     for i, ch, level in Brackets().walk(text):
         if level == 0 and ch == sep:
@@ -121,6 +150,21 @@ def split_top(text: str, sep: str = ",") -> list[str]:
             last = i + 1
     parts.append(text[last:])
     return [p.strip() for p in parts if p.strip()]
+
+
+def _split_commas(text: str) -> list[str] | None:
+    """split_top on commas by whole items; None where an item ends on anything but a comma or the end."""
+    parts, pos, n, match = [], 0, len(text), _TOP_ITEM.match
+    while True:
+        end = match(text, pos).end()
+        part = text[pos:end].strip()
+        if part:
+            parts.append(part)
+        if end == n:
+            return parts
+        if text[end] != ",":
+            return None
+        pos = end + 1
 
 
 def closing_attrs(stripped: str) -> str | None:

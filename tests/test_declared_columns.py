@@ -39,7 +39,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("analyzer/tables.py", "n not in frame.columns"): "Table.coerce: the check every other test relies on",
     ("analyzer/analysis.py", "'opcode' in in_step"): _MERGE,
     ("analyzer/capture/build.py", "'run_id' not in events"): _MERGE,
-    ("analyzer/capture/gpu_cpu_ops.py", "'run_id' in o"): _MERGE,
     ("analyzer/capture/host_steps.py", "s in es.columns"): _MERGE,
     ("analyzer/models/roofline.py", "name not in ops.columns"): _MERGE,
     ("analyzer/models/roofline.py", "'dtype' not in ops.columns"): _MERGE,

@@ -31,7 +31,8 @@ from pandas.api.types import union_categoricals
 from ...errors import InputError
 from ...parsers.xplane import XSpaceTables
 from ..tables import EVENTS
-from .gpu_cpu_ops import cpu_tables, derived_module_runs, gpu_tables
+from .derived_runs import derived_module_runs
+from .gpu_cpu_ops import cpu_tables, gpu_tables
 from .host_steps import ANNOTATION_COLUMNS, step_annotations, tf_step_markers
 from .planes import GPU_PLANE, TPU_PLANE, empty_table
 from .sanity import checked_spaces
@@ -145,7 +146,7 @@ def build_capture(spaces: list[XSpaceTables], *, checked: bool = False) -> Captu
         platform=platform,
         hosts=tuple(s.hostname for s in spaces),
         devices=pd.concat(hosts.devices, ignore_index=True),
-        events=_final_events(events),
+        events=_final_events(events, platform == "tpu"),
         modules=modules.reset_index(drop=True),
         op_metadata=op_metadata.reset_index(drop=True),
         async_spans=async_spans.reset_index(drop=True),
@@ -221,11 +222,31 @@ def _derived_program_tables(events: pd.DataFrame, platform: str, warnings: list[
             empty_table(["device", "start_ps", "duration_ps"]))
 
 
-def _final_events(events: pd.DataFrame) -> pd.DataFrame:
-    """The EVENTS columns, by device and start, names as categoricals."""
+def _final_events(events: pd.DataFrame, tpu: bool) -> pd.DataFrame:
+    """The EVENTS columns, by device and start, names as categoricals (on GPU and CPU: sorted, missing as '')."""
     events = _by_device_and_start(events[EVENTS.names])
     # Few distinct names over millions of events: categoricals make every later groupby cheap.
     for col in ("module", "program_id", "op_name", "line"):
-        if not isinstance(events[col].dtype, pd.CategoricalDtype):
-            events[col] = events[col].astype(object).where(events[col].notna(), "").astype("category")
+        if not tpu or not isinstance(events[col].dtype, pd.CategoricalDtype):
+            events[col] = _blank_categorical(events[col])
     return EVENTS.coerce(events)
+
+
+def _blank_categorical(values: pd.Series) -> pd.Series:
+    """``values`` (text or a categorical of text) as a categorical, missing ones as '' and the categories
+    sorted, unused ones dropped: what ``astype(object).where(notna, "").astype("category")`` gives, from one
+    factorize of the values (no per-event object copy)."""
+    codes, uniques = pd.factorize(values)
+    names = list(uniques)
+    if not all(isinstance(n, str) for n in names):  # not all text: pandas' own conversion and ordering
+        return values.astype(object).where(values.notna(), "").astype("category")
+    if (codes < 0).any():
+        if "" not in names:
+            names.append("")
+        codes = np.where(codes < 0, names.index(""), codes)
+    order = sorted(range(len(names)), key=names.__getitem__)
+    rank = np.empty(len(names), np.int64)
+    rank[order] = np.arange(len(names))
+    categories = [names[i] for i in order]
+    return pd.Series(pd.Categorical.from_codes(rank[codes] if len(names) else codes, categories=categories),
+                     index=values.index)

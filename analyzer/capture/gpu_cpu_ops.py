@@ -3,7 +3,7 @@
 - GPU: kernels on ``Stream #k(...)`` lines; the HLO op is on the kernel's stats or on the host launch
   event sharing its ``correlation_id`` (whose time also says which annotated step launched the kernel).
 - CPU: host thread events carrying an ``hlo_op`` stat, one device per XLA host device ordinal.
-- Program executions are derived from the op events (:func:`derived_module_runs`).
+- Program executions are derived from the op events (:func:`.derived_runs.derived_module_runs`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from ...units import format_seconds
 from .host_steps import cpu_launch_ps
 from .planes import (
     GPU_PLANE,
-    MODULE_COLUMNS,
     device_planes,
     device_table,
-    empty_table,
     events_with_stats,
+    metadata_rows,
+    on_lines,
     scaled_peak,
 )
 from .tpu_ops import METADATA_COLUMNS
@@ -39,9 +39,7 @@ def gpu_tables(space: XSpaceTables, device_base: int):
     for col in ("hlo_op", "hlo_module", "program_id"):
         joined[col] = joined[col].where(joined[col].notna(), joined[f"{col}_launch"])
 
-    meta = space.event_metadata.set_index(["plane", "metadata_id"])["name"]
-    kernel_keys = pd.MultiIndex.from_arrays([joined["plane"], joined["metadata_id"]])
-    kernel_name = pd.Series(meta.reindex(kernel_keys).to_numpy(), index=joined.index)
+    kernel_name = _kernel_names(space, joined)
     warnings = []
     unattributed = joined["hlo_op"].isna()
     if unattributed.any():
@@ -50,22 +48,26 @@ def gpu_tables(space: XSpaceTables, device_base: int):
             f"{int(unattributed.sum())} GPU kernels ({share:.0%} of kernel time) have no HLO op "
             "(no hlo_op stat and no matching launch correlation_id); they are listed under their kernel names"
         )
+    # Name columns as categoricals (sorted categories, missing kept missing): the merges, group-bys and sorts
+    # that follow compare codes, not a string per kernel event.
     events = pd.DataFrame(
         {
             "device": joined["plane"].map(plane_to_device),
-            "module": joined["hlo_module"].fillna(""),
-            "program_id": joined["program_id"],
-            "op_name": joined["hlo_op"].where(~unattributed, kernel_name),
+            "module": joined["hlo_module"].fillna("").astype("category"),
+            "program_id": joined["program_id"].astype("category"),
+            "op_name": joined["hlo_op"].where(~unattributed, kernel_name.astype(object)).astype("category"),
             "start_ps": joined["start_ps"],
             "duration_ps": joined["duration_ps"],
             "span_ps": joined["span_ps"],
-            "line": joined["line_name"],
+            "line": joined["line_name"].astype("category"),
             # The host call that launched the kernel (same correlation_id): which annotated step it belongs to.
             "launch_ps": joined["start_ps_launch"].fillna(-1).astype("int64"),
         }
     )
-    per_kernel = events.assign(_kernel=kernel_name.where(~unattributed, "").to_numpy())
-    events = one_event_per_execution(events, kernel_name.where(~unattributed, ""))
+    kernel = kernel_name.cat.add_categories([""]) if "" not in kernel_name.cat.categories else kernel_name
+    kernel = kernel.where(~unattributed, "")
+    per_kernel = events.assign(_kernel=kernel.array)
+    events = one_event_per_execution(events, kernel)
     devices = device_table(
         space, planes,
         device_type=_gpu_device_type,
@@ -77,6 +79,15 @@ def gpu_tables(space: XSpaceTables, device_base: int):
     return devices, events, kernel_metadata(per_kernel, events), warnings
 
 
+def _kernel_names(space: XSpaceTables, joined: pd.DataFrame) -> pd.Series:
+    """Per kernel event, the name of its metadata (missing where it has none), as a categorical of the
+    metadata's names: no string per event."""
+    meta = space.event_metadata
+    row = metadata_rows(meta, joined["plane"].to_numpy(), joined["metadata_id"].to_numpy())
+    codes, names = pd.factorize(meta["name"])
+    return pd.Series(pd.Categorical.from_codes(np.append(codes, -1)[row], categories=names), index=joined.index)
+
+
 def _launches(space: XSpaceTables, stat_cols: list) -> pd.DataFrame:
     """Events of the /host:CPU planes with a correlation_id and an HLO op, the first of each correlation_id.
     Only the events carrying both stats are joined (a host plane holds most of a GPU capture's events)."""
@@ -85,7 +96,13 @@ def _launches(space: XSpaceTables, stat_cols: list) -> pd.DataFrame:
     stats = space.event_stats
     stats = stats[stats["correlation_id"].notna() & stats["hlo_op"].notna()]
     events = space.events
-    launches = events[events.index.isin(stats["event"]) & events["line"].isin(lines)]
+    rows = stats["event"].to_numpy(np.int64)
+    if events.index.equals(pd.RangeIndex(len(events))):  # stats name events by row: a mask, no hash lookup
+        carries = np.zeros(len(events), bool)
+        carries[rows[(rows >= 0) & (rows < len(events))]] = True
+    else:
+        carries = events.index.isin(rows)
+    launches = events[carries & on_lines(events["line"].to_numpy(), lines)]
     return launches.join(stats.set_index("event")[stat_cols], how="left").drop_duplicates("correlation_id")
 
 
@@ -134,8 +151,8 @@ def kernel_metadata(per_kernel: pd.DataFrame, executions: pd.DataFrame) -> pd.Da
 def _short_kernels(kernels: pd.Series) -> tuple[np.ndarray, list]:
     """Per kernel event, a code into the kernels' short names (-1: none): a C++ kernel's signature is its name
     plus the argument list, and the name says which kernel it is. Per distinct name, not per event."""
-    codes, distinct = pd.factorize(kernels.astype(str), use_na_sentinel=False)
-    short = pd.Series(distinct).str.replace(r"\(.*\)\s*$", "", regex=True).str.slice(0, 120)
+    codes, distinct = pd.factorize(kernels, use_na_sentinel=False)  # (a missing name reads 'nan', as str() has it)
+    short = pd.Series(distinct.astype(str)).str.replace(r"\(.*\)\s*$", "", regex=True).str.slice(0, 120)
     short_code, names = pd.factorize(short)
     return short_code[codes], list(names)
 
@@ -145,6 +162,8 @@ def _op_codes(named: pd.DataFrame, executions: pd.DataFrame) -> tuple[np.ndarray
     so that the keys meet (-1 where op_name is missing, or for an execution of a key no named row has); and
     each code's program_id and op_name. The executions are looked up in the named rows' keys (no joint table)."""
     def blank(ids: pd.Series) -> pd.Series:
+        if isinstance(ids.dtype, pd.CategoricalDtype):  # on codes: no object per row
+            return (ids if "" in ids.cat.categories else ids.cat.add_categories([""])).fillna("")
         ids = ids.astype(object)
         return ids.where(ids.notna(), "")
 
@@ -185,7 +204,7 @@ def _kernel_joins(events: pd.DataFrame, kernel: pd.Series) -> tuple[np.ndarray, 
     line, _ = pd.factorize(events["line"], sort=True)
     op, _ = pd.factorize(events["op_name"])
     device, _ = pd.factorize(events["device"])
-    kc, kernels = pd.factorize(pd.Series(kernel.to_numpy()))
+    kc, kernels = pd.factorize(kernel)
     order = np.lexsort((events["start_ps"].to_numpy(), np.where(line < 0, len(line), line), device))
     line, op, device, kc = line[order], op[order], device[order], kc[order]
     same_op = np.zeros(len(order), bool)
@@ -275,29 +294,3 @@ def cpu_tables(space: XSpaceTables, device_base: int):
     )
     devices["plane_stats"] = [{} for _ in range(len(devices))]
     return devices, events
-
-
-def derived_module_runs(events: pd.DataFrame) -> pd.DataFrame:
-    """Program executions where the capture records none (GPU, CPU).
-
-    CPU op events carry the execution's ``run_id``. Without it (GPU kernels), a run
-    of a program starts each time the program's first op (in time order on the
-    device) appears again: every op of a program runs once per execution, so the
-    count of that first op numbers the executions.
-    """
-    events = events[events["module"].astype(str) != ""]  # kernels of no program (driver copies) form no runs
-    if events.empty:
-        return empty_table(MODULE_COLUMNS)
-    # A program is its id, not its name: one jitted function compiled for six shapes is six programs.
-    events = events.assign(program_id=events["program_id"].astype(object).where(events["program_id"].notna(), ""))
-    key = ["device", "module", "program_id"]
-    o = events.sort_values([*key, "start_ps"], kind="stable")
-    if "run_id" in o and o["run_id"].notna().all():
-        run = o["run_id"].astype("int64")
-    else:
-        first_op = o.groupby(key)["op_name"].transform("first")
-        run = (o["op_name"] == first_op).astype(np.int64).groupby([o[k] for k in key]).cumsum()
-    o = o.assign(run_id=run, end_ps=o["start_ps"] + o["span_ps"])
-    runs = o.groupby([*key, "run_id"], as_index=False).agg(start_ps=("start_ps", "min"), end_ps=("end_ps", "max"))
-    runs["duration_ps"] = runs["end_ps"] - runs["start_ps"]
-    return runs[MODULE_COLUMNS]

@@ -87,7 +87,7 @@ def tpu_launch_ps(space: XSpaceTables, events: pd.DataFrame, modules: pd.DataFra
     start = mods["start_ps"].to_numpy(np.int64)
     row = locate(events["start_ps"], events["device"], start, start + mods["duration_ps"].to_numpy(np.int64),
                  mods["device"])
-    return np.where(row >= 0, mod_launch[np.maximum(row, 0)], NO_LAUNCH)
+    return np.append(mod_launch, NO_LAUNCH)[row]  # row -1 (in no execution): the last, NO_LAUNCH
 
 
 # A capture with no XLA program (TensorFlow's own ops) has no step annotation of JAX's kind: its steps are the

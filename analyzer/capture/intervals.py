@@ -149,9 +149,10 @@ def _locate_ordered(t, tg, ws, we, wg) -> np.ndarray:
     run_end = np.minimum(np.append(first[1:], len(t)), group_hi)
     last = _first_at_least(t, first, run_end, we)
     gap = np.append(first[1:], len(t)) - last  # points after the window's run, before the next window's
-    values = np.stack([order, np.full(len(order), -1, np.int64)], axis=1).reshape(-1)
-    lengths = np.stack([last - first, gap], axis=1).reshape(-1)
-    return np.concatenate([np.full(first[0], -1, np.int64), np.repeat(values, lengths)])
+    # One repeat writes every point's answer: the points before the first window, then per window its run and gap.
+    values = np.append(-1, np.stack([order, np.full(len(order), -1, np.int64)], axis=1).reshape(-1))
+    lengths = np.append(first[0], np.stack([last - first, gap], axis=1).reshape(-1))
+    return np.repeat(values, lengths)
 
 
 def locate(point, point_group, window_start, window_end, window_group) -> np.ndarray:

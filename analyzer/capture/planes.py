@@ -76,11 +76,15 @@ def events_with_stats(space: XSpaceTables, plane_rows, line_name_or_pred, column
     """Events of some lines with the given per-event stat columns joined (NaN where absent)."""
     pred = line_name_or_pred if callable(line_name_or_pred) else (lambda n: n == line_name_or_pred)
     lines = space.lines[space.lines["plane"].isin(plane_rows) & pred(space.lines["name"])]
-    mask = on_lines(space.events["line"].to_numpy(), lines["line"])
-    ev = space.events[mask]
-    ev = ev.join(space.event_stats.set_index("event")[list(columns)], how="left")
-    names = lines.set_index("line")["name"]
-    ev = ev.assign(line_name=ev["line"].map(names))
+    from .event_runs import select_lines  # (event_runs builds on this module)
+    runs = select_lines(space, lines["line"])
+    ev = pd.DataFrame({c: runs.take(space.events[c].to_numpy()) for c in space.events.columns},
+                      index=runs.row_numbers(), copy=False)
+    ev = ev.join(space.event_stats[["event", *columns]].set_index("event"), how="left")
+    # Each event's line name as a categorical of the few line names (sorted), looked up per line.
+    codes, names = pd.factorize(lines["name"], sort=True)
+    at = pd.Index(lines["line"]).get_indexer(ev["line"])
+    ev = ev.assign(line_name=pd.Categorical.from_codes(np.append(codes, -1)[at], categories=names))
     return ev
 
 

@@ -24,8 +24,9 @@ import pandas as pd
 
 from ...parsers.xplane import XSpaceTables
 from ..chips.catalog import load_catalog
+from .event_runs import every_event
 from .intervals import group_median
-from .planes import metadata_rows, on_lines
+from .planes import on_lines
 
 _PEAK_MARGIN = 100.0
 _PS_PER_S = 1e12
@@ -104,7 +105,7 @@ def _checked_space(space: XSpaceTables) -> tuple[XSpaceTables, Counter]:
     low, high = np.quantile(start, [0.05, 0.95])
     reach = max(window, high - low, _MIN_SPAN_PS)
     far = (start < low - 2 * reach) | (start > high + 2 * reach)
-    near = start[~far]
+    near = start[~far] if far.any() else start
     extent = int(near.max()) - int(near.min()) if near.size else 0
     longest = 2 * max(window, extent, _MIN_SPAN_PS)
     dur, span = ev["duration_ps"].to_numpy(), ev["span_ps"].to_numpy()
@@ -151,7 +152,8 @@ def _op_seconds(row: np.ndarray, duration_ps: np.ndarray, n_ops: int, capture_ps
     ``_MIN_OP_PS``. The median of every op costs a sort of all events: first each op's shortest event, a lower
     bound, then the median of only the ops whose costs that bound cannot clear (``suspect(seconds)``)."""
     keep = row >= 0
-    row, duration_ps = row[keep], duration_ps[keep]
+    if not keep.all():
+        row, duration_ps = row[keep], duration_ps[keep]
     shortest = np.full(n_ops, np.iinfo(np.int64).max, np.int64)
     np.minimum.at(shortest, row, duration_ps)
     measured = np.bincount(row, minlength=n_ops) > 0
@@ -188,7 +190,7 @@ def _plausible_costs(space: XSpaceTables, capture_ps: int) -> tuple[pd.DataFrame
     if meta.empty:
         return meta, 0, 0
     ev = space.events
-    row = metadata_rows(meta, ev["plane"].to_numpy(), ev["metadata_id"].to_numpy())
+    row = every_event(space).metadata_rows(meta, ev["metadata_id"].to_numpy())
     text = meta["display_name"].fillna("").astype(str) + " " + meta["hlo_category"].fillna("").astype(str)
     is_async = text.str.contains(_ASYNC_OP, regex=True).to_numpy()
     # Ops never measured are held to the whole capture: no op does more than the capture could.

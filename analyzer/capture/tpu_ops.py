@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ...parsers.xplane import XSpaceTables
+from .event_runs import select_lines
 from .host_steps import tpu_launch_ps
 from .planes import (
     TPU_PLANE,
@@ -19,6 +20,7 @@ from .planes import (
     empty_table,
     events_with_stats,
     line_events,
+    line_ids,
     metadata_rows,
     scaled_peak,
 )
@@ -52,7 +54,11 @@ def _op_name_from_text(name: pd.Series) -> pd.Series:
 def _op_names(meta: pd.DataFrame) -> pd.Series:
     """An op's name: the metadata display name, else parsed from its HLO text."""
     display = meta["display_name"].fillna("")
-    return display.where(display != "", _op_name_from_text(meta["name"].fillna("")))
+    missing = display == ""
+    if not missing.any():
+        return display
+    # The HLO text is read only where no display name is given (a regex per op text).
+    return display.where(~missing, _op_name_from_text(meta["name"][missing].fillna("")))
 
 
 def _split_module_names(names: pd.Series) -> tuple[pd.Series, pd.Series]:
@@ -79,31 +85,35 @@ def tpu_tables(space: XSpaceTables, device_base: int):
 def _op_events(space: XSpaceTables, planes: pd.DataFrame, meta: pd.DataFrame, device_of_plane: np.ndarray):
     """The ``XLA Ops`` events of the device planes, program and op name as categoricals."""
     ev = space.events
-    rows = line_events(space, planes["plane"], "XLA Ops")
-    ev_plane = ev["plane"].to_numpy()[rows]
+    runs = select_lines(space, line_ids(space, planes["plane"], "XLA Ops"))
     # Name and program are properties of the metadata: resolve them once per op, then give each
     # event its op's category codes (no string handling per event).
     name_codes, name_values = pd.factorize(_op_names(meta).to_numpy())
     program_codes, program_values = pd.factorize(meta["program_id"].fillna("").to_numpy())
-    row = metadata_rows(meta, ev_plane, ev["metadata_id"].to_numpy()[rows])
-    # Events whose metadata is missing stay, as one visible '<unknown op>' (the last code).
-    row = np.where(row < 0, len(meta), row)
-    name_codes = np.append(name_codes, len(name_values))
+    # Events whose metadata is missing (row -1: the last code) stay, as one visible '<unknown op>'.
+    row = runs.metadata_rows(meta, ev["metadata_id"].to_numpy())
+    names = [*name_values, "<unknown op>"]
+    name_codes = _codes_for(np.append(name_codes, len(name_values)), names)
     empty_code = list(program_values).index("") if "" in program_values else len(program_values)
-    program_codes = np.append(program_codes, empty_code)
+    programs = [*program_values, *([] if "" in program_values else [""])]
+    program_codes = _codes_for(np.append(program_codes, empty_code), programs)
     return pd.DataFrame(
         {
-            "device": device_of_plane[ev_plane],
-            "program_id": pd.Categorical.from_codes(
-                program_codes[row], categories=[*program_values, *([] if "" in program_values else [""])]),
-            "op_name": pd.Categorical.from_codes(name_codes[row], categories=[*name_values, "<unknown op>"]),
-            "start_ps": ev["start_ps"].to_numpy()[rows],
-            "duration_ps": ev["duration_ps"].to_numpy()[rows],
-            "span_ps": ev["span_ps"].to_numpy()[rows],
-            "line": pd.Categorical.from_codes(np.zeros(len(rows), np.int8), categories=["XLA Ops"]),
+            "device": runs.by_plane(device_of_plane),
+            "program_id": pd.Categorical.from_codes(program_codes[row], categories=programs),
+            "op_name": pd.Categorical.from_codes(name_codes[row], categories=names),
+            "start_ps": runs.take(ev["start_ps"].to_numpy()),
+            "duration_ps": runs.take(ev["duration_ps"].to_numpy()),
+            "span_ps": runs.take(ev["span_ps"].to_numpy()),
+            "line": pd.Categorical.from_codes(np.zeros(len(row), np.int8), categories=["XLA Ops"]),
         },
         copy=False,
     )
+
+
+def _codes_for(codes: np.ndarray, categories: list) -> np.ndarray:
+    """Codes in the integer type a categorical of these categories keeps (gathered per event: no recast)."""
+    return codes.astype(pd.Categorical.from_codes([], categories=categories).codes.dtype)
 
 
 def _module_runs(space: XSpaceTables, planes: pd.DataFrame, meta: pd.DataFrame, plane_to_device) -> pd.DataFrame:

@@ -6,6 +6,7 @@ A fact about one instruction (no chip, no time): the collective models price the
 
 from __future__ import annotations
 
+import functools
 import re
 
 # The vocabulary. KINDS are the collectives the ring model prices; TRANSFER_KINDS add the other transfers a
@@ -40,7 +41,12 @@ _NAME_PATTERNS = [
 
 def _base(text: str, suffixes: str = "start|done|update") -> str:
     """'all-gather-start.3' / 'all-reduce fusion' / 'AllGather' -> 'all-gather' / 'all-reduce' / 'allgather'."""
-    k = str(text).strip().lower().replace("_", "-")
+    return _base_of(str(text), suffixes)
+
+
+@functools.lru_cache(maxsize=4096)  # a few opcodes and categories, asked once per op
+def _base_of(text: str, suffixes: str) -> str:
+    k = text.strip().lower().replace("_", "-")
     k = re.sub(r"\.\d+$", "", k)
     k = re.sub(r"[\s-]*fusion$", "", k)
     return re.sub(rf"-({suffixes})$", "", k)
