@@ -31,7 +31,7 @@ from ...parsers.xplane import read_xspace
 from ..capture.build import build_capture
 from ..steps.choice import StepChoice, choose_steps
 from ..steps.op_stats import measure
-from .merge import Measured, devices_that_ran, merge_hosts
+from .merge import Measured, SpansNotSummable, devices_that_ran, merge_hosts
 from .reduce import HostHlo, HostPart, reduce_host
 from .transfer_totals import forget_programs
 
@@ -193,13 +193,17 @@ def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, wo
                      programs)
         parts = [parts[i] for i in range(len(paths))]
         forget_programs()  # hosts reduced in this process (one worker) leave their parsed HLO here
+        why = None
         if all(p.space is None for p in parts) and len({p.platform for p in parts}) == 1:
             parts = [programs.give_back(i, p) for i, p in enumerate(parts)]
-            return merge_hosts(parts, lambda calls: _map(executor, calls, progress, "reduced again with the run's "
-                                                         "steps:", where), choice)
+            try:
+                return merge_hosts(parts, lambda calls: _map(executor, calls, progress, "reduced again with the "
+                                                             "run's steps:", where), choice)
+            except SpansNotSummable:
+                why = "a host's async spans wait for an op only other hosts ran in their steps"
         # Hosts of several platforms, or one that cannot be reduced: every host's events (see the module doc).
         if progress:
-            progress(f"the hosts are read in full: {_why_in_full(parts)}")
+            progress(f"the hosts are read in full: {why or _why_in_full(parts)}")
         raw = {i: (p.path, None, True) for i, p in enumerate(parts) if p.space is None}
         again = _map(executor, raw, progress, "read again in full", where) if raw else {}
     spaces = [again[i].space if i in again else p.space for i, p in enumerate(parts)]

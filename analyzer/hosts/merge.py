@@ -202,13 +202,34 @@ def _first_launch(parts: list[HostPart]) -> pd.Series | None:
     return pd.concat(launches).groupby(level=0).min() if launches else None
 
 
+class SpansNotSummable(Exception):
+    """A host's spans wait for a done op it did not run in its steps, but another host did: its kind is not
+    known where the spans were summed (span_sums), so the capture is read the all-events way."""
+
+
+def _span_totals(parts: list[HostPart], bases: list[int], ids: pd.DataFrame) -> dict:
+    """HostTotals' span fields summed over the hosts (none where a host has no span sums: GPU)."""
+    sums = [p.span_sums for p in parts]
+    if not sums or any(s is None for s in sums):
+        return {}
+    orphans = _concat([s.orphans for s in sums])
+    if len(orphans) and (_op_ids(orphans, ids) >= 0).any():
+        raise SpansNotSummable
+    flight = _concat([s.in_flight for s in sums])
+    by_op = pd.Series(flight["in_flight_ps"].to_numpy(np.int64), index=_op_ids(flight, ids))
+    kinds = sorted({k for s in sums for k in s.kind_ps})
+    return {"in_flight_ps": by_op[by_op.index >= 0].groupby(level=0).sum(),
+            "span_kind_ps": {k: sum(s.kind_ps.get(k, 0) for s in sums) for k in kinds},
+            "span_devices": np.array(sorted(d + b for s, b in zip(sums, bases) for d in s.devices), np.int64)}
+
+
 def _totals(parts: list[HostPart], bases: list[int], ids: pd.DataFrame) -> HostTotals:
     """The transfer inputs summed over the hosts: per op device time on the devices with spans, and on GPU and
     CPU the sums of transfer_totals.transfer_totals (exposed time per op id, unions per kind and of compute)."""
     span_ops = _concat([p.span_ops for p in parts])
     span_ps = pd.Series(span_ops["duration_ps"].to_numpy(np.int64), index=_op_ids(span_ops, ids))
     recording = {d + b for p, b in zip(parts, bases) for d in p.recording}
-    totals = HostTotals(span_ps.groupby(level=0).sum(), len(recording))
+    totals = replace(HostTotals(span_ps.groupby(level=0).sum(), len(recording)), **_span_totals(parts, bases, ids))
     if any(p.totals is None for p in parts):
         return totals
     sums = [p.totals for p in parts]

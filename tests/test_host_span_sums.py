@@ -1,0 +1,58 @@
+"""A TPU host's async spans reduced to sums where it is read (analyzer/hosts/span_sums.py): the merge adds
+them up, and a span whose done op only another host ran in its steps sends the capture the all-events way."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import xladiag.analyzer.hosts.map as host_map
+from builders.large_capture import multi_host_capture
+from xladiag.analyzer.analysis import analyze
+from xladiag.analyzer.hosts.merge import SpansNotSummable, _span_totals
+from xladiag.analyzer.hosts.span_sums import KEY, SpanSums
+
+IDS = pd.DataFrame({"program_id": ["7", "7"], "op_name": ["all-gather-done.1", "fusion.2"], "op_id": [0, 1]})
+
+
+def _sums(done: list[str], kind_ps: dict, orphans: list[str] = ()) -> SpanSums:
+    flight = pd.DataFrame({"program_id": ["7"] * len(done), "op_name": done, "in_flight_ps": [5] * len(done)})
+    return SpanSums(flight, kind_ps, (0, 1), pd.DataFrame({"program_id": ["7"] * len(orphans),
+                                                           "op_name": list(orphans)}, columns=KEY))
+
+
+def test_the_hosts_span_sums_add_up_by_op_id_and_kind():
+    hosts = [SimpleNamespace(span_sums=_sums(["all-gather-done.1"], {"all-gather": 5})),
+             SimpleNamespace(span_sums=_sums(["all-gather-done.1", "copy-done.9"], {"all-gather": 7, "copy": 2},
+                                             ["copy-done.9"]))]
+    totals = _span_totals(hosts, [0, 2], IDS)
+    assert totals["in_flight_ps"].to_dict() == {0: 10}  # copy-done.9 is no step op of the run: no op id
+    assert totals["span_kind_ps"] == {"all-gather": 12, "copy": 2}
+    np.testing.assert_array_equal(totals["span_devices"], [0, 1, 2, 3])
+
+
+def test_a_span_waiting_for_an_op_only_another_host_ran_is_not_summed():
+    hosts = [SimpleNamespace(span_sums=_sums(["all-gather-done.1"], {"all-gather": 5})),
+             SimpleNamespace(span_sums=_sums(["fusion.2"], {}, ["fusion.2"]))]  # host 1 did not run fusion.2
+    with pytest.raises(SpansNotSummable):
+        _span_totals(hosts, [0, 2], IDS)
+
+
+def test_spans_that_cannot_be_summed_read_the_capture_in_full(tmp_path, monkeypatch):
+    paths = multi_host_capture(tmp_path, hosts=2, events_per_host=4_000, ops_per_step=100)
+    reduced = analyze(paths[0].parent, workers=1)
+    messages: list[str] = []
+
+    def refuse(*args, **kwargs):
+        raise SpansNotSummable
+
+    monkeypatch.setattr(host_map, "merge_hosts", refuse)
+    full = analyze(paths[0].parent, workers=1, progress=messages.append)
+    assert any("read in full: a host's async spans wait for an op only other hosts ran" in m for m in messages)
+    assert len(full.step_ops) > len(reduced.step_ops)  # every step's events: the all-events path
+    assert full.transfers.busy_s_per_step == pytest.approx(reduced.transfers.busy_s_per_step, rel=1e-12)
+    cols = ["op_id", "in_flight_s_per_step", "exposed_s_per_step"]
+    pd.testing.assert_frame_equal(full.ops[cols], reduced.ops[cols])
