@@ -18,8 +18,12 @@ from xladiag.analyzer.hosts.span_sums import KEY, SpanSums
 IDS = pd.DataFrame({"program_id": ["7", "7"], "op_name": ["all-gather-done.1", "fusion.2"], "op_id": [0, 1]})
 
 
+BOOK = ["all-gather-done.1", "fusion.2", "copy-done.9"]  # the main process's key numbers (compact.KeyBook)
+OP_OF_KEY = np.array([0, 1, -1])
+
+
 def _sums(done: list[str], kind_ps: dict, orphans: list[str] = ()) -> SpanSums:
-    flight = pd.DataFrame({"program_id": ["7"] * len(done), "op_name": done, "in_flight_ps": [5] * len(done)})
+    flight = pd.DataFrame({"key": [BOOK.index(d) for d in done], "in_flight_ps": [5] * len(done)})
     return SpanSums(flight, kind_ps, (0, 1), pd.DataFrame({"program_id": ["7"] * len(orphans),
                                                            "op_name": list(orphans)}, columns=KEY))
 
@@ -28,7 +32,7 @@ def test_the_hosts_span_sums_add_up_by_op_id_and_kind():
     hosts = [SimpleNamespace(span_sums=_sums(["all-gather-done.1"], {"all-gather": 5})),
              SimpleNamespace(span_sums=_sums(["all-gather-done.1", "copy-done.9"], {"all-gather": 7, "copy": 2},
                                              ["copy-done.9"]))]
-    totals = _span_totals(hosts, [0, 2], IDS)
+    totals = _span_totals(hosts, [0, 2], IDS, OP_OF_KEY)
     assert totals["in_flight_ps"].to_dict() == {0: 10}  # copy-done.9 is no step op of the run: no op id
     assert totals["span_kind_ps"] == {"all-gather": 12, "copy": 2}
     np.testing.assert_array_equal(totals["span_devices"], [0, 1, 2, 3])
@@ -38,7 +42,7 @@ def test_a_span_waiting_for_an_op_only_another_host_ran_is_not_summed():
     hosts = [SimpleNamespace(span_sums=_sums(["all-gather-done.1"], {"all-gather": 5})),
              SimpleNamespace(span_sums=_sums(["fusion.2"], {}, ["fusion.2"]))]  # host 1 did not run fusion.2
     with pytest.raises(SpansNotSummable):
-        _span_totals(hosts, [0, 2], IDS)
+        _span_totals(hosts, [0, 2], IDS, OP_OF_KEY)
 
 
 def test_spans_that_cannot_be_summed_read_the_capture_in_full(tmp_path, monkeypatch):
