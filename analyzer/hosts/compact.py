@@ -56,19 +56,35 @@ class KeyBook:
         return names
 
 
+def _signed(values: np.ndarray) -> np.ndarray:
+    """Integers in the narrowest signed type that holds them (signed: hosts' columns concatenate exactly)."""
+    if not len(values):
+        return values
+    lo, hi = int(values.min()), int(values.max())
+    return values.astype(next(t for t in (np.int8, np.int16, np.int32, np.int64)
+                              if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max))
+
+
 def _coded(frame: pd.DataFrame | None, book: KeyBook) -> pd.DataFrame | None:
     if frame is None:
         return frame
-    return frame.drop(columns=KEY).assign(key=book.code(frame))
+    coded = frame.drop(columns=KEY).assign(key=book.code(frame))
+    return pd.DataFrame({c: _signed(coded[c].to_numpy()) for c in coded.columns})
 
 
-def _rep_arrays(rep: pd.DataFrame, book: KeyBook) -> dict[str, np.ndarray]:
-    out = {"key": book.code(rep), "line": book.line_codes(rep["line"]).astype(np.int32)}
-    for col in REP_COLUMNS:
-        if col not in out:
-            out[col] = rep[col].to_numpy(np.int64)
-    out["device"], out["step"] = out["device"].astype(np.int32), out["step"].astype(np.int32)
-    out["key"] = out["key"].astype(np.int32)
+def _packed(values: np.ndarray) -> tuple[int, np.ndarray | None]:
+    """(least value, offsets from it in the narrowest unsigned type); a constant column: (its value, None)."""
+    lo, hi = (int(values.min()), int(values.max())) if len(values) else (0, 0)
+    return (lo, None) if lo == hi else (lo, (values - lo).astype(np.min_scalar_type(hi - lo)))
+
+
+def _rep_arrays(rep: pd.DataFrame, book: KeyBook) -> dict:
+    """Each REP_COLUMNS column packed (``_packed``); a span_ps equal to duration_ps (TPU) is not kept twice."""
+    values = {"key": book.code(rep), "line": book.line_codes(rep["line"])}
+    out = {c: _packed(values[c] if c in values else rep[c].to_numpy(np.int64)) for c in REP_COLUMNS}
+    out["n"] = len(rep)
+    if np.array_equal(rep["span_ps"].to_numpy(), rep["duration_ps"].to_numpy()):
+        out["span_ps"] = "duration_ps"
     return out
 
 
@@ -99,26 +115,35 @@ def rep_events(parts: list[HostPart], bases: list[int], event_bases: list[int], 
     """The hosts' representative steps' events as one tables.STEP_EVENTS frame in (start, device, event) order;
     each host's arrays are emptied as their column is built."""
     reps = [p.rep_events for p in parts]
+    ends = np.cumsum([r["n"] for r in reps])
+    rank = None  # each host row's place in the run's order: columns are written there, no concatenated copy
 
     def column(name: str, shift: list[int] | None = None) -> np.ndarray:
-        out = np.concatenate([r.pop(name).astype(np.int64) + (shift[i] if shift else 0) for i, r in enumerate(reps)])
-        return out[order] if order is not None else out
+        out = np.empty(int(ends[-1]) if len(ends) else 0, np.int64)
+        for i, (r, end) in enumerate(zip(reps, ends)):
+            packed = r[r.pop(name)] if isinstance(r[name], str) else r.pop(name)
+            lo, offsets = packed[0] + (shift[i] if shift else 0), packed[1]
+            at = slice(end - r["n"], end) if rank is None else rank[end - r["n"]:end]
+            out[at] = lo if offsets is None else offsets.astype(np.int64) + lo
+        return out
 
-    order = None
     start, device, event = column("start_ps"), column("device", bases), column("event", event_bases)
     order = np.lexsort((event, device, start))
-    frame = {"device": device[order], "start_ps": start[order]}
-    del start, device
+    frame = {"device": device[order], "start_ps": start[order], "event": event[order]}
+    del start, device, event
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    del order
     keys = column("key")
     names = book.key_frame(np.arange(len(book.keys)))
     pid, name = names["program_id"].to_numpy(object), names["op_name"].to_numpy(object)
     frame["program_id"], frame["op_name"] = _categorical(keys, pid), _categorical(keys, name)
     modules = pd.Series(pid).map(module_of).fillna("").astype(str).to_numpy(object)
     frame["module"] = _categorical(keys, modules)
-    for col in ("duration_ps", "span_ps", "launch_ps"):
+    for col in ("span_ps", "duration_ps", "launch_ps"):  # span_ps first: it may read duration_ps
         frame[col] = column(col)
     frame["line"] = _categorical(column("line"), book.line_names())
-    frame["event"], frame["step"] = event[order], column("step")
+    frame["step"] = column("step")
     frame["op_id"] = op_of_key[keys]
     columns = ["device", "module", "program_id", "op_name", "start_ps", "duration_ps", "span_ps", "line",
                "launch_ps", "event", "step", "op_id"]
