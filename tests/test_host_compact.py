@@ -61,3 +61,23 @@ def test_the_merged_step_events_are_the_hosts_representative_events(same_program
     known = events["op_id"].to_numpy() >= 0
     ops = reduced.ops.set_index("op_id").loc[events.loc[known, "op_id"]]
     assert (ops["op_name"].to_numpy() == events.loc[known, "op_name"].astype(str).to_numpy()).all()
+
+
+def test_freed_heap_goes_back_where_the_c_library_can_and_is_left_alone_elsewhere(monkeypatch):
+    import ctypes
+
+    from xladiag.analyzer.hosts import compact
+
+    calls = []
+    libc = type("Libc", (), {"malloc_trim": lambda self, n: calls.append(n)})
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: libc())
+    compact.release_freed()
+    assert calls == [0]
+
+    def missing(name):
+        raise OSError(f"{name}: not found")
+
+    monkeypatch.setattr(ctypes, "CDLL", missing)  # no C library found: nothing to do, no error
+    compact.release_freed()
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: object())  # one without malloc_trim (macOS, musl)
+    compact.release_freed()

@@ -26,7 +26,7 @@ from ..steps.choice import StepChoice, choose_steps
 from ..steps.op_stats import OP_KEY
 from ..steps.transfers import HostTotals
 from ..steps.windows import PS_PER_S, Steps
-from .compact import KeyBook, compact, rep_events
+from .compact import KeyBook, compact, release_freed, rep_events
 from .reduce import KEY, HostPart
 
 # {index: (host file, the run's steps for its devices)} -> {index: the host reduced with those steps}
@@ -287,6 +287,7 @@ def merge_hosts(parts: list[HostPart], rerun: Rerun, choice: StepChoice | None =
     kept = [replace(p, step_ops=None, other_ops=None, span_ops=None, span_sums=None) for p in kept]
     event_bases = list(np.cumsum([0, *[p.n_events for p in kept[:-1]]]).astype(int))
     rep = rep_events(kept, bases, event_bases, book, op_of_key, module_of)
+    release_freed()  # the hosts' tables are gone: their heap pages back to the system before the analysis
     metadata = _concat([p.op_metadata for p in kept]).drop_duplicates(["program_id", "op_name"])
     spans = _concat([_shifted(p.spans, b, "device") for p, b in zip(kept, bases)])
     devices, idle = devices_that_ran(devices, _concat([_shifted(p.extents, b, "device")
