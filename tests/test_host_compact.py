@@ -66,18 +66,21 @@ def test_the_merged_step_events_are_the_hosts_representative_events(same_program
 def test_freed_heap_goes_back_where_the_c_library_can_and_is_left_alone_elsewhere(monkeypatch):
     import ctypes
 
-    from xladiag.analyzer.hosts import compact
+    from xladiag.analyzer.hosts import heap
 
     calls = []
     libc = type("Libc", (), {"malloc_trim": lambda self, n: calls.append(n)})
-    monkeypatch.setattr(ctypes, "CDLL", lambda name: libc())
-    compact.release_freed()
-    assert calls == [0]
+    for found, trims in ((lambda name: libc(), [0]), (lambda name: object(), [])):  # glibc; one without malloc_trim
+        monkeypatch.setattr(ctypes, "CDLL", found)
+        heap._malloc_trim.cache_clear()
+        heap.release_freed()
+        assert calls == trims
+        calls.clear()
 
     def missing(name):
         raise OSError(f"{name}: not found")
 
-    monkeypatch.setattr(ctypes, "CDLL", missing)  # no C library found: nothing to do, no error
-    compact.release_freed()
-    monkeypatch.setattr(ctypes, "CDLL", lambda name: object())  # one without malloc_trim (macOS, musl)
-    compact.release_freed()
+    monkeypatch.setattr(ctypes, "CDLL", missing)  # no glibc (macOS): nothing to do, no error
+    heap._malloc_trim.cache_clear()
+    heap.release_freed()
+    heap._malloc_trim.cache_clear()

@@ -60,3 +60,19 @@ def test_spans_that_cannot_be_summed_read_the_capture_in_full(tmp_path, monkeypa
     assert full.transfers.busy_s_per_step == pytest.approx(reduced.transfers.busy_s_per_step, rel=1e-12)
     cols = ["op_id", "in_flight_s_per_step", "exposed_s_per_step"]
     pd.testing.assert_frame_equal(full.ops[cols], reduced.ops[cols])
+
+
+def test_a_worker_classifies_a_runs_done_ops_once(tmp_path, monkeypatch):
+    from xladiag.analyzer.hosts import span_sums
+    from xladiag.analyzer.hosts.reduce import reduce_host
+
+    paths = multi_host_capture(tmp_path, hosts=2, events_per_host=4_000, ops_per_step=100)
+    calls = []
+    facts = span_sums.attach_hlo_facts
+    monkeypatch.setattr(span_sums, "attach_hlo_facts", lambda ops, *a: calls.append(len(ops)) or facts(ops, *a))
+    monkeypatch.setattr(span_sums, "_KINDS", {})
+    first, second = (reduce_host(str(p)).span_sums for p in paths)
+    assert len(calls) == 1 and calls[0] > 0  # the second host's done ops: the same, already classified
+    assert first.kind_ps.keys() == second.kind_ps.keys() == {"all-gather"}
+    monkeypatch.setattr(span_sums, "_KINDS", {})  # classified afresh: the same sums
+    assert reduce_host(str(paths[1])).span_sums.kind_ps == second.kind_ps and len(calls) == 2

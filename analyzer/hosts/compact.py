@@ -11,8 +11,6 @@ soon as it is in.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 from dataclasses import replace
 
 import numpy as np
@@ -151,12 +149,3 @@ def rep_events(parts: list[HostPart], bases: list[int], event_bases: list[int], 
                "launch_ps", "event", "step", "op_id"]
     return pd.DataFrame({c: frame.pop(c) for c in columns}, copy=False)
 
-
-def release_freed() -> None:
-    """Hand the C heap's free pages back to the system (glibc ``malloc_trim``): many hosts' small tables, freed,
-    leave holes the next large arrays do not reuse, so the process would keep their size. Elsewhere: nothing."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.malloc_trim(0)
-    except (OSError, AttributeError):
-        pass

@@ -26,7 +26,8 @@ from ..steps.choice import StepChoice, choose_steps
 from ..steps.op_stats import OP_KEY
 from ..steps.transfers import HostTotals
 from ..steps.windows import PS_PER_S, Steps
-from .compact import KeyBook, compact, release_freed, rep_events
+from .compact import KeyBook, compact, rep_events
+from .heap import release_freed
 from .reduce import KEY, HostPart
 
 # {index: (host file, the run's steps for its devices)} -> {index: the host reduced with those steps}

@@ -44,6 +44,7 @@ from ..steps.choice import StepChoice, choose_steps
 from ..steps.occurrences import representative_steps
 from ..steps.transfers import done_ends
 from ..steps.windows import Steps, assign_steps, find_steps, measured_rows, step_rows, with_busy_time
+from .heap import release_freed
 from .span_sums import SpanSums, span_sums
 from .transfer_totals import HostSums, first_launch, op_roles, transfer_totals
 
@@ -250,4 +251,6 @@ def reduce_host(path: str, forced: Steps | None = None, raw: bool = False,
         return HostPart(**base, checks=Counter(), platform="", space=read_xspace(path))
     del checked
     part = reduce_capture(capture, **base, checks=checks, hlo=hlo, forced=forced, choice=choice)
+    del capture
+    release_freed()  # a worker reads host after host: each one's events freed, not kept as heap holes
     return part if part is not None else HostPart(**base, checks=Counter(), platform="", space=read_xspace(path))

@@ -15,6 +15,7 @@ miss them: the merge reads the capture the all-events way).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,17 +38,39 @@ class SpanSums:
     orphans: pd.DataFrame | None = None  # KEY of done ops with spans that are not among the host's step ops
 
 
+# Per process, what a done op's kind was found from (its key, its program's HLO, its trace metadata) -> the kind:
+# a worker reads host after host of one run, whose done ops are the same.
+_KINDS: dict[tuple, object] = {}
+
+
+def _cache_keys(keys: pd.DataFrame, op_metadata, hlo) -> list[tuple]:
+    programs: dict[str, bytes] = {}
+    for pid, _, data in hlo.hlo_protos if hlo is not None else ():
+        programs.setdefault(pid, hashlib.sha1(data).digest())
+    meta = op_metadata.drop_duplicates(KEY) if op_metadata is not None and len(op_metadata) else None
+    rows = keys.merge(meta, on=KEY, how="left") if meta is not None else keys
+    return [(programs.get(row[1]), *map(str, row)) for row in rows.itertuples(index=False)]
+
+
 def _done_kinds(step_ops: pd.DataFrame, done: pd.DataFrame, op_metadata, hlo) -> pd.DataFrame:
     """KEY + kind (transfer kind or None) of the step's ops among ``done`` (KEY), from the host's HLO."""
     keys = _op_keys(step_ops)[1]
-    keys = keys.merge(done, on=KEY).drop_duplicates(KEY)
+    keys = keys.merge(done, on=KEY).drop_duplicates(KEY).reset_index(drop=True)
     if keys.empty:
         return keys.assign(kind=pd.Series(dtype=object))[[*KEY, "kind"]]
-    carried = {pid for pid, _, _ in hlo.hlo_protos} if hlo is not None else set()
-    traced = keys[(keys["module"] != "") & keys["program_id"].isin(carried)]
-    facts = attach_hlo_facts(keys.assign(mean_s=np.nan), op_metadata, _programs(traced, hlo) if len(traced) else {})
-    kind = facts["transfer_kind"].astype(object).where(facts["transfer_kind"].notna(), None)
-    return keys[KEY].assign(kind=kind.to_numpy())
+    cache = _cache_keys(keys, op_metadata, hlo)
+    new = [i for i, k in enumerate(cache) if k not in _KINDS]
+    if new:
+        asked = keys.iloc[new]
+        carried = {pid for pid, _, _ in hlo.hlo_protos} if hlo is not None else set()
+        traced = asked[(asked["module"] != "") & asked["program_id"].isin(carried)]
+        facts = attach_hlo_facts(asked.assign(mean_s=np.nan), op_metadata,
+                                 _programs(traced, hlo) if len(traced) else {})
+        if len(_KINDS) > 100_000:
+            _KINDS.clear()
+        for i, kind in zip(new, facts["transfer_kind"]):
+            _KINDS[cache[i]] = kind if pd.notna(kind) else None
+    return keys[KEY].assign(kind=[_KINDS[k] for k in cache])
 
 
 def span_sums(spans: pd.DataFrame, rows: np.ndarray, n_rows: int, step_ops: pd.DataFrame, op_metadata,
