@@ -131,6 +131,8 @@ WORKING: tuple[Working, ...] = (
            code="row of a key in the host's op keys"),
     _frame("analyzer/hosts/transfer_totals.py", "a GPU host's communication kernels, per op",
            exposed_ps="time of the op's kernels no compute kernel on the same device overlaps"),
+    _frame("analyzer/hosts/span_sums.py", "a TPU or CPU host's async spans in measured steps, per done op",
+           in_flight_ps="summed time from each span's start to its end or its done op's end, the later"),
     # --- rules: per-rule scratch columns and dicts ---------------------------------------------------------
     _frame("rules/exposed_collective.py", "the step's transfer waits (exposure_by_op), short names",
            is_async="tables.OPS transfer_is_async", bytes_per_step="tables.OPS transfer_bytes_per_step",

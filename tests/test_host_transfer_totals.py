@@ -73,8 +73,8 @@ def test_the_hosts_sums_give_the_all_events_transfer_numbers(platform):
         sums = transfer_totals(mine, Steps(table.reset_index(drop=True), "jit_step", "test", True), roles,
                                platform == "gpu")
         parts.append(HostPart("h", "h", "f", None, platform, span_ops=pd.DataFrame(
-            {"program_id": [], "op_name": [], "duration_ps": []}), totals=sums))
-    totals = _totals(parts, [0, 2], ops[["program_id", "op_name", "op_id"]])
+            {"key": [], "duration_ps": []}), totals=sums))
+    totals = _totals(parts, [0, 2], ops[["program_id", "op_name", "op_id"]], np.zeros(0, np.int64))
     sample = step_ops[step_ops["step"] == 1]  # what the merge keeps: one step per device
     summed_ops, summed = attach_transfers(ops, sample, steps, None, platform, totals)
     assert full.busy_s_per_step and summed.busy_s_per_step == full.busy_s_per_step

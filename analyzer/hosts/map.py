@@ -16,6 +16,7 @@ files by their path, so they must see the same files).
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -31,7 +32,8 @@ from ...parsers.xplane import read_xspace
 from ..capture.build import build_capture
 from ..steps.choice import StepChoice, choose_steps
 from ..steps.op_stats import measure
-from .merge import Measured, devices_that_ran, merge_hosts
+from .compact import KeyBook, compact
+from .merge import Measured, SpansNotSummable, devices_that_ran, merge_hosts
 from .reduce import HostHlo, HostPart, reduce_host
 from .transfer_totals import forget_programs
 
@@ -91,9 +93,11 @@ class _Programs:
     - each program's HLO bytes, given back to the first host in file order that carries them (what
       ``embedded_hlo`` takes);
     - op metadata rows: a host's row is dropped when a host before it in file order, already arrived, has one
-      for the op (the merge keeps the first host's row per op, so a dropped row is never the one kept)."""
+      for the op (the merge keeps the first host's row per op, so a dropped row is never the one kept);
+    - op keys and trace lines, numbered once (``compact.KeyBook``): a host's tables keep the numbers."""
 
     def __init__(self):
+        self.book = KeyBook()
         self.data: dict[tuple[str, bytes], bytes] = {}
         self.first: dict[tuple[str, bytes], int] = {}
         self.op_first: dict[tuple[str, str], int] = {}
@@ -112,6 +116,7 @@ class _Programs:
     def take(self, index: int, part: HostPart) -> HostPart:
         if part.hlo is None:
             return part
+        part = compact(part, self.book)
         part = replace(part, op_metadata=self._thin_metadata(index, part.op_metadata))
         refs = []
         for program_id, name, data in part.hlo.hlo_protos:
@@ -193,13 +198,18 @@ def measure_capture(files: CaptureFiles, progress: Progress | None = None, *, wo
                      programs)
         parts = [parts[i] for i in range(len(paths))]
         forget_programs()  # hosts reduced in this process (one worker) leave their parsed HLO here
+        why = None
         if all(p.space is None for p in parts) and len({p.platform for p in parts}) == 1:
             parts = [programs.give_back(i, p) for i, p in enumerate(parts)]
-            return merge_hosts(parts, lambda calls: _map(executor, calls, progress, "reduced again with the run's "
-                                                         "steps:", where), choice)
+            try:  # the merge empties `parts` as it frees each host's tables
+                return merge_hosts(parts, lambda calls: _map(executor, calls, progress, "reduced again with the "
+                                                             "run's steps:", where), choice, programs.book)
+            except SpansNotSummable:
+                why = "a host's async spans wait for an op only other hosts ran in their steps"
+                parts = [HostPart(path, "", "", Counter(), "") for path in paths]  # every host read in full
         # Hosts of several platforms, or one that cannot be reduced: every host's events (see the module doc).
         if progress:
-            progress(f"the hosts are read in full: {_why_in_full(parts)}")
+            progress(f"the hosts are read in full: {why or _why_in_full(parts)}")
         raw = {i: (p.path, None, True) for i, p in enumerate(parts) if p.space is None}
         again = _map(executor, raw, progress, "read again in full", where) if raw else {}
     spaces = [again[i].space if i in again else p.space for i, p in enumerate(parts)]

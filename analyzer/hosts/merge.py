@@ -26,7 +26,9 @@ from ..steps.choice import StepChoice, choose_steps
 from ..steps.op_stats import OP_KEY
 from ..steps.transfers import HostTotals
 from ..steps.windows import PS_PER_S, Steps
-from .reduce import KEY, HostPart, key_codes
+from .compact import KeyBook, compact, rep_events
+from .heap import release_freed
+from .reduce import KEY, HostPart
 
 # {index: (host file, the run's steps for its devices)} -> {index: the host reduced with those steps}
 Rerun = Callable[[dict[int, tuple[str, Steps]]], dict[int, HostPart]]
@@ -112,10 +114,11 @@ def _module_names(modules: pd.DataFrame) -> pd.Series:
     return modules.dropna(subset=["program_id"]).drop_duplicates("program_id").set_index("program_id")["module"]
 
 
-def _grouped(frame: pd.DataFrame, order_cols: list[str]) -> pd.DataFrame:
-    """Per op key over the hosts: summed counts and times, least/most time, and the key's first event
-    (least ``order_cols``); rows in first-event order."""
-    codes, keys = key_codes(frame)
+def _grouped(frame: pd.DataFrame, order_cols: list[str], book: KeyBook) -> pd.DataFrame:
+    """Per op key (``key``, its number in ``book``) over the hosts: summed counts and times, least/most time, and
+    the key's first event (least ``order_cols``); rows in first-event order."""
+    used, codes = np.unique(frame["key"].to_numpy(np.int64), return_inverse=True)
+    keys = book.key_frame(used).assign(key=used)
     n = len(keys)
     out = keys.assign(occurrences=np.bincount(codes, weights=frame["occurrences"], minlength=n).astype(np.int64))
     for col, fn, init in (("total_ps", np.add, 0), ("min_ps", np.minimum, np.iinfo(np.int64).max),
@@ -135,10 +138,11 @@ def _times(stats: pd.DataFrame) -> pd.DataFrame:
                         max_s=stats["max_ps"].to_numpy(np.float64) / PS_PER_S)
 
 
-def _op_table(parts, bases, steps: Steps, module_of: pd.Series) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the per-op table, (program_id, op_name) -> op_id of the step's ops)."""
+def _op_table(parts, bases, steps: Steps, module_of: pd.Series, book: KeyBook):
+    """(the per-op table, (program_id, op_name) -> op_id of the step's ops, the op_id of each key of ``book``:
+    -1 where the key is no step op)."""
     in_step = _grouped(_concat([_shifted(p.step_ops, b, "first_device") for p, b in zip(parts, bases)]),
-                       ["first_start_ps", "first_device", "first_event"])
+                       ["first_start_ps", "first_device", "first_event"], book)
     in_step = _times(in_step.assign(op_id=np.arange(len(in_step), dtype=np.int64)))
     in_step["module"] = in_step["program_id"].map(module_of).fillna("").astype(str)
     device_steps = max(len(steps.after_warmup), 1)
@@ -150,20 +154,22 @@ def _op_table(parts, bases, steps: Steps, module_of: pd.Series) -> tuple[pd.Data
                "measured_s_per_step", "share_of_step"]
     table = in_step.sort_values("measured_s_per_step", ascending=False, kind="stable")[columns]
     table = table.reset_index(drop=True).assign(in_step=True)
-    others = _other_ops(parts, bases, steps, module_of, in_step)
+    others = _other_ops(parts, bases, steps, module_of, in_step, book)
     if len(others):
         table = pd.concat([table, others], ignore_index=True)
-    return table, in_step[[*KEY, "op_id"]]
+    op_of_key = np.full(len(book.keys), -1, np.int64)
+    op_of_key[in_step["key"].to_numpy(np.int64)] = in_step["op_id"].to_numpy(np.int64)
+    return table, in_step[[*KEY, "op_id"]], op_of_key
 
 
-def _other_ops(parts, bases, steps: Steps, module_of: pd.Series, in_step: pd.DataFrame) -> pd.DataFrame:
+def _other_ops(parts, bases, steps: Steps, module_of: pd.Series, in_step: pd.DataFrame, book: KeyBook) -> pd.DataFrame:
     """The ops of events outside the steps that are not the step program's (op_stats._other_program_ops)."""
     if not (steps.program or steps.annotated):
         return pd.DataFrame()
     frame = _concat([_shifted(p.other_ops, b, "first_device") for p, b in zip(parts, bases)])
     if frame.empty:
         return pd.DataFrame()
-    stats = _times(_grouped(frame, ["first_device", "first_event"]))
+    stats = _times(_grouped(frame, ["first_device", "first_event"], book))
     stats["module"] = stats["program_id"].map(module_of).fillna("").astype(str)
     if steps.program:
         keep = (stats["module"] != steps.program) | (stats["program_id"] != steps.program_id)
@@ -202,13 +208,35 @@ def _first_launch(parts: list[HostPart]) -> pd.Series | None:
     return pd.concat(launches).groupby(level=0).min() if launches else None
 
 
-def _totals(parts: list[HostPart], bases: list[int], ids: pd.DataFrame) -> HostTotals:
+class SpansNotSummable(Exception):
+    """A host's spans wait for a done op it did not run in its steps, but another host did: its kind is not
+    known where the spans were summed (span_sums), so the capture is read the all-events way."""
+
+
+def _span_totals(parts: list[HostPart], bases: list[int], ids: pd.DataFrame, op_of_key: np.ndarray) -> dict:
+    """HostTotals' span fields summed over the hosts (none where a host has no span sums: GPU)."""
+    sums = [p.span_sums for p in parts]
+    if not sums or any(s is None for s in sums):
+        return {}
+    orphans = _concat([s.orphans for s in sums])
+    if len(orphans) and (_op_ids(orphans, ids) >= 0).any():
+        raise SpansNotSummable
+    flight = _concat([s.in_flight for s in sums])
+    by_op = pd.Series(flight["in_flight_ps"].to_numpy(np.int64), index=op_of_key[flight["key"].to_numpy(np.int64)])
+    kinds = sorted({k for s in sums for k in s.kind_ps})
+    return {"in_flight_ps": by_op[by_op.index >= 0].groupby(level=0).sum(),
+            "span_kind_ps": {k: sum(s.kind_ps.get(k, 0) for s in sums) for k in kinds},
+            "span_devices": np.array(sorted(d + b for s, b in zip(sums, bases) for d in s.devices), np.int64)}
+
+
+def _totals(parts: list[HostPart], bases: list[int], ids: pd.DataFrame, op_of_key: np.ndarray) -> HostTotals:
     """The transfer inputs summed over the hosts: per op device time on the devices with spans, and on GPU and
     CPU the sums of transfer_totals.transfer_totals (exposed time per op id, unions per kind and of compute)."""
     span_ops = _concat([p.span_ops for p in parts])
-    span_ps = pd.Series(span_ops["duration_ps"].to_numpy(np.int64), index=_op_ids(span_ops, ids))
+    span_ps = pd.Series(span_ops["duration_ps"].to_numpy(np.int64), index=op_of_key[span_ops["key"].to_numpy(np.int64)])
     recording = {d + b for p, b in zip(parts, bases) for d in p.recording}
-    totals = HostTotals(span_ps.groupby(level=0).sum(), len(recording))
+    totals = replace(HostTotals(span_ps.groupby(level=0).sum(), len(recording)),
+                     **_span_totals(parts, bases, ids, op_of_key))
     if any(p.totals is None for p in parts):
         return totals
     sums = [p.totals for p in parts]
@@ -222,17 +250,27 @@ def _totals(parts: list[HostPart], bases: list[int], ids: pd.DataFrame) -> HostT
                    kind_busy_ps={k: sum(t.kind_busy_ps.get(k, 0) for t in sums) for k in kinds})
 
 
-def merge_hosts(parts: list[HostPart], rerun: Rerun, choice: StepChoice | None = None) -> Measured:
-    """One run's measured tables from its hosts' reductions (``rerun``: reduce hosts again with given steps;
-    ``choice``: the program or steps the user gave, step_choice)."""
+def _kept(parts: list[HostPart]) -> tuple[list[HostPart], Counter]:
+    """The hosts in file order but those repeating another's planes (as sanity.checked_spaces), sanity counts."""
     counts, kept, seen = Counter(), [], set()
-    for part in parts:  # as sanity.checked_spaces: a host repeating another's planes counts once
+    for part in parts:
         if part.fingerprint and part.fingerprint in seen:
             counts["duplicate_hosts"] += 1
             continue
         seen.add(part.fingerprint)
         counts.update(part.checks)
         kept.append(part)
+    return kept, counts
+
+
+def merge_hosts(parts: list[HostPart], rerun: Rerun, choice: StepChoice | None = None,
+                book: KeyBook | None = None) -> Measured:
+    """One run's measured tables from its hosts' reductions, coded against ``book`` as they arrived (compact;
+    ``parts`` is emptied: the merge frees each host's tables as it is done with them). ``rerun``: reduce hosts
+    again with given steps; ``choice``: the program or steps the user gave, step_choice."""
+    book = book if book is not None else KeyBook()
+    kept, counts = _kept([compact(p, book) for p in parts])
+    parts.clear()
     sizes = [len(p.devices) for p in kept]
     bases = list(np.cumsum([0, *sizes[:-1]]).astype(int))
     hosts = tuple(p.hostname for p in kept)
@@ -242,19 +280,15 @@ def merge_hosts(parts: list[HostPart], rerun: Rerun, choice: StepChoice | None =
     differ = {i: (p.path, replace(steps, table=local[i], busy_ps=None, busy_any_ps=None))
               for i, p in enumerate(kept) if not _same_steps(p, steps, local[i])}
     for i, part in (rerun(differ) if differ else {}).items():
-        kept[i] = replace(part, hlo=kept[i].hlo)  # the same file: its HLO was already taken once
+        kept[i] = compact(replace(part, hlo=kept[i].hlo), book)  # the same file: its HLO was already taken once
     steps = replace(_busy(kept, steps), first_launch=_first_launch(kept))
     module_of = _module_names(_concat([p.modules for p in kept]))
-    op_table, ids = _op_table(kept, bases, steps, module_of)
+    op_table, ids, op_of_key = _op_table(kept, bases, steps, module_of, book)
+    totals = _totals(kept, bases, ids, op_of_key)
+    kept = [replace(p, step_ops=None, other_ops=None, span_ops=None, span_sums=None) for p in kept]
     event_bases = list(np.cumsum([0, *[p.n_events for p in kept[:-1]]]).astype(int))
-    rep = _concat([_shifted(_shifted(p.rep_events, b, "device"), e, "event")
-                   for p, b, e in zip(kept, bases, event_bases)])
-    rep = rep.sort_values(["start_ps", "device", "event"], kind="stable").reset_index(drop=True)
-    rep["module"] = rep["program_id"].astype(object).map(module_of).fillna("")
-    for col in ("module", "program_id", "op_name", "line"):
-        rep[col] = rep[col].astype(object).where(rep[col].notna(), "").astype("category")
-    rep["op_id"] = _op_ids(rep, ids)
-    totals = _totals(kept, bases, ids)
+    rep = rep_events(kept, bases, event_bases, book, op_of_key, module_of)
+    release_freed()  # the hosts' tables are gone: their heap pages back to the system before the analysis
     metadata = _concat([p.op_metadata for p in kept]).drop_duplicates(["program_id", "op_name"])
     spans = _concat([_shifted(p.spans, b, "device") for p, b in zip(kept, bases)])
     devices, idle = devices_that_ran(devices, _concat([_shifted(p.extents, b, "device")

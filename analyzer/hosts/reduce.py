@@ -9,8 +9,10 @@ program id, which the merge resolves over all hosts), devices numbered from 0 on
   events outside them (the other programs' ops);
 - per measured device-step the busy time, and per step the union of the host's busy intervals (time any
   device works on the step is a union over every host);
-- the async transfer spans that end in a measured step, each with the end of the done op it waits for, and
-  per op the device time on the devices that recorded such spans (the transfer exposure);
+- the async transfer spans that end in a measured step as sums (:mod:`.span_sums`: in-flight time per done
+  op, unions per transfer kind), and per op the device time on the devices that recorded such spans (the
+  transfer exposure); as rows only those of the representative steps (with the end of the done op each
+  waits for);
 - the events of one representative step per device (the median-duration one, the step the timeline
   draws), the events the rules that read events see;
 - the small tables steps are found from (annotations, ``Steps`` line, module executions), so the merge
@@ -42,6 +44,8 @@ from ..steps.choice import StepChoice, choose_steps
 from ..steps.occurrences import representative_steps
 from ..steps.transfers import done_ends
 from ..steps.windows import Steps, assign_steps, find_steps, measured_rows, step_rows, with_busy_time
+from .heap import release_freed
+from .span_sums import SpanSums, span_sums
 from .transfer_totals import HostSums, first_launch, op_roles, transfer_totals
 
 KEY = ["program_id", "op_name"]
@@ -81,13 +85,14 @@ class HostPart:
     busy_blocks: pd.DataFrame | None = None  # step, start_ps, end_ps: union of the host's step events
     rep_events: pd.DataFrame | None = None  # tables.STEP_EVENTS without op_id; event = row on the host
     span_ops: pd.DataFrame | None = None  # KEY + duration_ps over the devices with spans in steps
-    # The async spans ending in a measured step (capture.async_spans rows) and done_end_ps (transfers.done_ends).
+    # The async spans ending in a representative step (capture.async_spans rows), done_end_ps (transfers.done_ends).
     spans: pd.DataFrame | None = None
     recording: tuple = ()  # devices whose capture recorded any async span
     warnings: tuple = ()  # build_capture's warnings for this host alone
     step_marker: str = ""  # Capture.step_marker
     first_launch: pd.Series | None = None  # step -> its events' first launch (transfer_totals.first_launch)
     totals: HostSums | None = None  # GPU/CPU hosts: their transfer sums
+    span_sums: SpanSums | None = None  # TPU/CPU hosts: their in-step async spans as sums
 
 
 def _as_categorical(values: pd.Series) -> pd.Categorical:
@@ -147,9 +152,10 @@ def _extents(events: pd.DataFrame) -> pd.DataFrame:
                          "end_ps": ends}).reset_index()
 
 
-def _transfers(capture: Capture, steps: Steps, step_ops: pd.DataFrame, coded):
-    """(the spans ending in a measured step, each with the end of the done op it waits for, per-op device time
-    on the devices that recorded such spans, devices that recorded any span)."""
+def _transfers(capture: Capture, steps: Steps, step_ops: pd.DataFrame, coded, hlo: HostHlo):
+    """(the spans ending in a representative step, each with the end of the done op it waits for, per-op device
+    time on the devices that recorded spans in measured steps, devices that recorded any span, the sums of the
+    spans in measured steps (span_sums; None on GPU, whose transfer numbers come from its kernels))."""
     spans = capture.async_spans
     recording = tuple(sorted(int(d) for d in pd.unique(spans["device"]))) if len(spans) else ()
     codes, keys = coded
@@ -163,12 +169,19 @@ def _transfers(capture: Capture, steps: Steps, step_ops: pd.DataFrame, coded):
                                      span_op.fillna(-1).to_numpy(np.int64),
                                      measured_rows(steps, step_ops["device"], step_ops["step"]), codes,
                                      ev_start + step_ops["duration_ps"].to_numpy(np.int64))
-    for col in ("program_id", "start_op", "done_op", "kind"):  # few distinct names over many spans
-        spans[col] = spans[col].astype("category")
     on_span = np.isin(step_ops["device"].to_numpy(np.int64), spans["device"].unique())
     span_ops = _aggregate(step_ops[on_span], [], (codes[on_span], keys))
     span_ops = span_ops[[*KEY, "total_ps"]].rename(columns={"total_ps": "duration_ps"})
-    return spans, span_ops, recording
+    rows = rows[rows >= 0]
+    sums = None if capture.platform == "gpu" else span_sums(spans, rows, len(steps.after_warmup), step_ops,
+                                                             capture.op_metadata, hlo)
+    # Rows only of the representative steps (what the timeline and trace export draw): the numbers are sums.
+    rep = np.zeros(len(steps.after_warmup), bool)
+    rep[measured_rows(steps, *representative_steps(steps).to_numpy(np.int64).T)] = True
+    spans = spans[rep[rows]].reset_index(drop=True)
+    for col in ("program_id", "start_op", "done_op", "kind"):  # few distinct names over many spans
+        spans[col] = spans[col].astype("category")
+    return spans, span_ops, recording, sums
 
 
 def _own_steps(capture: Capture, choice: StepChoice | None) -> Steps:
@@ -204,7 +217,7 @@ def reduce_capture(capture: Capture, path: str, hostname: str, fingerprint: str,
                         step_ops["start_ps"].to_numpy(np.int64) + step_ops["span_ps"].to_numpy(np.int64),
                         step_ops["step"].to_numpy(np.int64))
     coded = key_codes(step_ops)
-    spans, span_ops, recording = _transfers(capture, steps, step_ops, coded)
+    spans, span_ops, recording, sums = _transfers(capture, steps, step_ops, coded, hlo)
     return HostPart(
         path=path, hostname=hostname, fingerprint=fingerprint, checks=checks, platform=capture.platform,
         devices=capture.devices, n_events=len(events), modules=capture.modules, steps_line=capture.steps_line,
@@ -215,7 +228,7 @@ def reduce_capture(capture: Capture, path: str, hostname: str, fingerprint: str,
         busy_blocks=pd.DataFrame({"step": bg, "start_ps": bs, "end_ps": be}),
         rep_events=rep.reset_index(drop=True), span_ops=span_ops, spans=spans,
         recording=recording, warnings=capture.warnings, step_marker=capture.step_marker,
-        first_launch=first_launch(step_ops), totals=totals,
+        first_launch=first_launch(step_ops), totals=totals, span_sums=sums,
     )
 
 
@@ -238,4 +251,6 @@ def reduce_host(path: str, forced: Steps | None = None, raw: bool = False,
         return HostPart(**base, checks=Counter(), platform="", space=read_xspace(path))
     del checked
     part = reduce_capture(capture, **base, checks=checks, hlo=hlo, forced=forced, choice=choice)
+    del capture
+    release_freed()  # a worker reads host after host: each one's events freed, not kept as heap holes
     return part if part is not None else HostPart(**base, checks=Counter(), platform="", space=read_xspace(path))

@@ -52,6 +52,11 @@ class HostTotals:
     non_transfer_ps: int | None = None
     exposed_ps: pd.Series | None = None
     kind_busy_ps: dict | None = None
+    # TPU and CPU hosts (analyzer/hosts/span_sums.py): the async spans in measured steps as sums, the span rows
+    # then being the representative steps' only: op_id -> in-flight time, kind -> union, devices with spans.
+    in_flight_ps: pd.Series | None = None
+    span_kind_ps: dict | None = None
+    span_devices: np.ndarray | None = None
 
 
 def _flag(ops: pd.DataFrame, col: str) -> np.ndarray:
@@ -235,10 +240,13 @@ def _span_exposure(ops, step_ops, steps, spans: pd.DataFrame, o: _Ops, totals: H
     recorded spans: in-flight time and the matching wait over the device-steps of the devices that recorded
     spans; synchronous transfers are in flight exactly while exposed."""
     exposed = ops["measured_s_per_step"].fillna(0.0).to_numpy(float)
-    span_devices = spans["device"].unique()
+    summed = totals is not None and totals.in_flight_ps is not None
+    span_devices = totals.span_devices if summed else spans["device"].unique()
     n_span = max(int(steps.after_warmup["device"].isin(span_devices).sum()), 1)
-    ids, span_ids = ops["op_id"].to_numpy(np.int64), spans["op_id"].to_numpy(np.int64)
-    in_flight = _by_op(span_ids, (spans["end_ps"] - spans["start_ps"]).to_numpy(float), ops) / PS_PER_S / n_span
+    ids = ops["op_id"].to_numpy(np.int64)
+    span_ids, flight = ((totals.in_flight_ps.index.to_numpy(np.int64), totals.in_flight_ps.to_numpy(float)) if summed
+                        else (spans["op_id"].to_numpy(np.int64), (spans["end_ps"] - spans["start_ps"]).to_numpy(float)))
+    in_flight = _by_op(span_ids, flight, ops) / PS_PER_S / n_span
     in_flight = np.where(among(ids, span_ids), in_flight, np.nan)  # (a lookup table: no sort of the spans' ids)
     if totals is not None:
         on_span_ps = totals.span_device_ps[totals.span_device_ps.index >= 0]
@@ -295,7 +303,10 @@ def _measured(ops, step_ops, steps: Steps, async_spans, platform: str, totals: H
         recording = int(async_spans["device"].nunique()) if async_spans is not None and len(async_spans) else 0
         recording = totals.recording_devices if totals else recording
         exposed, in_flight, exposed_where, n_span = _span_exposure(ops, step_ops, steps, spans, o, totals)
-        union_ps, n = _kind_union_ps(spans[spans["kind"].notna()], steps), (n_span if len(spans) else n)
+        if totals is not None and totals.span_kind_ps is not None:  # hosts' sums: the rows are a sample
+            union_ps, n = totals.span_kind_ps, (n_span if len(totals.span_devices) else n)
+        else:
+            union_ps, n = _kind_union_ps(spans[spans["kind"].notna()], steps), (n_span if len(spans) else n)
     plain = o.kind.isna().to_numpy() & ~o.is_async
     if platform == "tpu":  # one op at a time on the op line: the union is the plain sum
         non_transfer = float(ops.loc[_flag(ops, "in_step") & plain, "measured_s_per_step"].sum())
