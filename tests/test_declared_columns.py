@@ -45,7 +45,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("analyzer/models/roofline.py", "'collective_bound_by' in ops.columns"): _MERGE,
     ("analyzer/models/roofline.py", "count_column in ops.columns"): _MERGE,
     ("analyzer/hosts/step_times.py", "'host' not in devices.columns"): _LATER,
-    ("analyzer/steps/transfers.py", "'done_end_ps' in async_spans"):
+    ("analyzer/steps/transfer_spans.py", "'done_end_ps' in async_spans"):
         "async spans carry done_end_ps only when hosts were reduced where read: two shapes, to declare as two tables",
     ("analyzer/steps/transfers.py", "'span_ps' in step_ops"): _LATER + " (tests hand it event tables without span_ps)",
     ("analyzer/steps/windows.py", "'step_num' not in frame"): _LATER + " (only annotated steps bring step_num)",

@@ -163,7 +163,7 @@ def test_done_ends_against_brute_force(seed):
     # hours long (times near 2**62 ps apart across steps) too.
     import numpy as np
 
-    from xladiag.analyzer.steps.transfers import done_ends
+    from xladiag.analyzer.steps.transfer_spans import done_ends
 
     rng = np.random.default_rng(seed)
     n_rows, n_ops = int(rng.integers(1, 6)), int(rng.integers(1, 5))

@@ -42,7 +42,7 @@ from ..capture.intervals import blocks
 from ..capture.sanity import checked_space
 from ..steps.choice import StepChoice, choose_steps
 from ..steps.occurrences import representative_steps
-from ..steps.transfers import done_ends
+from ..steps.transfer_spans import done_ends
 from ..steps.windows import Steps, assign_steps, find_steps, measured_rows, step_rows, with_busy_time
 from .heap import release_freed
 from .span_sums import SpanSums, span_sums
