@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from ...errors import XladiagError
 from ..capture.build import Capture
 from ..capture.intervals import union_length
 from ..capture.planes import empty_table
@@ -208,7 +209,7 @@ def _first_launch(parts: list[HostPart]) -> pd.Series | None:
     return pd.concat(launches).groupby(level=0).min() if launches else None
 
 
-class SpansNotSummable(Exception):
+class SpansNotSummable(XladiagError):
     """A host's spans wait for a done op it did not run in its steps, but another host did: its kind is not
     known where the spans were summed (span_sums), so the capture is read the all-events way."""
 
