@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..errors import XladiagError
 from .input_files import open_input
-from .worker_start import capped_workers, fork_is_safe, keep_freed_memory
+from .worker_start import capped_workers, fork_is_safe
 
 # Below this a file decodes in well under a second: no worker is worth its start (xplane._PARALLEL_BYTES).
 _EARLY_BYTES = 32 << 20
@@ -59,7 +59,6 @@ def _start(file: Path, workers: int | None) -> _Started | None:
 
     if file.stat().st_size < _EARLY_BYTES:
         return None
-    keep_freed_memory()  # this process analyses millions of events next, then ends (worker_start)
     workers = capped_workers(workers, 1 << 30)
     if workers <= 1:
         return None

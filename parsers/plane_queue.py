@@ -15,7 +15,7 @@ import contextlib
 import multiprocessing
 from dataclasses import dataclass, field
 
-from .worker_start import keep_freed_memory, kill_workers, worker_pool
+from .worker_start import keep_freed_memory, kill_workers, release_freed_memory, worker_pool
 from .xplane_planes import PlaneTables, decode_plane
 
 
@@ -54,9 +54,18 @@ def _drain(queue: PlaneQueue) -> list[tuple[int, PlaneTables]]:
     return out
 
 
-def _drain_inherited() -> list[tuple[int, PlaneTables]]:
+def _next_inherited() -> tuple[int, PlaneTables] | None:
+    """One plane, the next no process has taken (None: all are): a task per plane, so each plane's tables
+    leave the worker as soon as they are made, not all of them at its end."""
     keep_freed_memory()  # a forked worker: its memory goes back when it ends
-    return _drain(_RUNNING)
+    i = _next_plane(_RUNNING)
+    if i is None:
+        return None
+    name, data = _RUNNING.planes[i]
+    tables = decode_plane(i, name, data, _RUNNING.tpu_capture)
+    if _RUNNING.taken.value >= len(_RUNNING.order):  # no plane left: the heap kept for reuse goes back now,
+        release_freed_memory()  # not when the pool ends (the caller holds every plane's tables by then)
+    return i, tables
 
 
 def start(planes: list, tpu_capture: bool, workers: int) -> PlaneQueue:
@@ -69,7 +78,7 @@ def start(planes: list, tpu_capture: bool, workers: int) -> PlaneQueue:
     _RUNNING = queue
     try:
         queue.pool = queue.pools.enter_context(worker_pool(workers, context))
-        queue.futures = [queue.pool.submit(_drain_inherited) for _ in range(workers)]
+        queue.futures = [queue.pool.submit(_next_inherited) for _ in planes]
     except BaseException:
         close(queue, abandon=True)
         raise
@@ -82,7 +91,9 @@ def finish(queue: PlaneQueue) -> list[PlaneTables]:
     try:
         results = dict(_drain(queue))
         for future in queue.futures:
-            results.update(future.result())
+            done = future.result()
+            if done is not None:
+                results[done[0]] = done[1]
     finally:
         close(queue)
     return [results[i] for i in range(len(queue.planes))]

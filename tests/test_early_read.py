@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -94,28 +92,3 @@ def test_a_damaged_file_is_left_to_the_parse_to_report(tmp_path, small_is_large)
         with pytest.raises(xplane_module.XPlaneError, match="bad.xplane.pb"):
             read_xspace(path)
 
-
-_FAULTS_AFTER_START = r"""
-import resource, sys
-import numpy as np
-from xladiag.parsers import early_read
-early_read._EARLY_BYTES = int(sys.argv[2])
-with early_read.reading_early(sys.argv[1], 1):  # one worker: nothing forked, the process setting only
-    np.ones(8 << 20)  # 64 MiB made and freed once
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    for _ in range(5):
-        np.ones(8 << 20)
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-"""
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
-def test_the_command_reading_one_large_file_reuses_the_memory_it_frees(tpu_xplane):
-    """A big temporary freed and made again comes from pages already faulted in (worker_start.keep_freed_memory),
-    where the file is large; a small file leaves the process's allocator as it is."""
-    def faults(threshold: int) -> int:
-        return int(subprocess.run([sys.executable, "-c", _FAULTS_AFTER_START, str(tpu_xplane), str(threshold)],
-                                  capture_output=True, text=True, check=True).stdout)
-
-    assert faults(0) < 16
-    assert faults(1 << 40) >= 5 * 32  # 5 x 64 MiB fresh: 16k small pages each, or 32 huge ones
