@@ -83,11 +83,11 @@ def _start(file: Path, workers: int | None) -> _Started | None:
 
 
 @contextlib.contextmanager
-def reading_early(path: str | None, workers: int | None):
+def reading_early(path, workers: int | None):
     """While the block runs, the planes of the one large host file under ``path`` (if any) are being decoded;
     whatever the parse did not claim is stopped at the end."""
     global _STARTED
-    if path is not None and fork_is_safe() and "://" not in str(path):
+    if isinstance(path, Path) and fork_is_safe():  # a local path (a URL is a str or storage.RemotePath)
         with contextlib.suppress(OSError):
             file = _only_host_file(path)
             _STARTED = _start(file, workers) if file is not None else None

@@ -85,8 +85,9 @@ def _programs(traced: pd.DataFrame, hlo) -> dict:
     for program_id, _, data in hlo.hlo_protos:
         first.setdefault(program_id, data)
     out = {}
+    file = Path(str(hlo.path)).name  # a URL too (storage.RemotePath)
     for name, program_id in sorted(set(zip(traced["module"], traced["program_id"]))):
-        own = _module(program_id, first[program_id], f"{Path(hlo.path).name}: HLO of {name}({program_id})")
+        own = _module(program_id, first[program_id], f"{file}: HLO of {name}({program_id})")
         if own is not None and own.name == name:
             out[(name, program_id)] = own
     return out
