@@ -168,5 +168,7 @@ def test_a_plane_worker_reuses_freed_memory_without_page_faults():
     faults = {how: [int(n) for n in subprocess.run([sys.executable, "-c", _REUSE, how], capture_output=True,
                                                    text=True, check=True).stdout.split()]
               for how in ("keep", "default")}
-    assert all(n > 100 for n in faults["default"]), faults  # mapped fresh (the test measures something)
+    # Mapped fresh by default: 16k small pages per 64 MiB, or a few dozen huge ones where the kernel has them
+    # (transparent huge pages), so the default is only said to fault more than the kept heap, which barely does.
+    assert all(d > k for d, k in zip(faults["default"], faults["keep"])), faults
     assert all(n < 50 for n in faults["keep"]), faults
