@@ -17,6 +17,8 @@ that never ends). A signal the caller ignores (SIG_IGN: nohup, some CI runners) 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import multiprocessing
 import os
 import signal
@@ -98,15 +100,21 @@ def keep_freed_memory() -> None:
         libc.mallopt(_M_TRIM_THRESHOLD, _KEEP_FREED_BYTES)
 
 
-def release_freed_memory() -> None:
-    """Hand the heap's free pages back to the system (glibc ``malloc_trim``): a worker that kept freed memory
-    for reuse (keep_freed_memory) and has no more work. Elsewhere: nothing."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
+@functools.cache
+def _malloc_trim():
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim  # glibc
+    except (OSError, AttributeError):
+        return None
 
-        ctypes.CDLL(None).malloc_trim(0)
+
+def release_freed_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc ``malloc_trim``): a worker that kept freed memory
+    for reuse (keep_freed_memory) and has no more work, or a process whose many small freed tables would leave
+    holes the next large arrays do not reuse. Elsewhere: nothing."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 def _alive(pid: int) -> bool:
