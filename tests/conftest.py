@@ -37,6 +37,13 @@ def cpu_xplane() -> Path:
     return only_xplane(CPU_SAMPLE)
 
 
+@pytest.fixture(autouse=True)
+def _piped(monkeypatch):
+    """Every test lays text reports out as when piped: the runner's own COLUMNS (a terminal, a pytest-xdist
+    worker) would change the width, and a narrow one cuts the lines tests look for."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 # Diagnosing a recorded sample takes seconds; many tests read the same one. Each (path, options) is diagnosed
 # once per session and the one result shared: a Report is frozen, and what a test changes must be a copy
 # (report_data hands out a fresh JSON dict each call; an Analysis's tables are not to be written to).

@@ -19,12 +19,6 @@ SAMPLE_NAMES = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir() and not p.
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
-@pytest.fixture(autouse=True)
-def _piped(monkeypatch):
-    """Laid out as when piped: the runner's own COLUMNS would change the width."""
-    monkeypatch.delenv("COLUMNS", raising=False)
-
-
 @cache
 def sample(name: str):
     path = SAMPLES / name
