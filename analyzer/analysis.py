@@ -20,6 +20,7 @@ from ..errors import UsageError
 from ..options import Options
 from ..parsers.discovery import CaptureFiles, discover, only_host
 from ..parsers.hlo_text import HloModule
+from ..parsers.worker_start import release_freed_memory
 from ..units import format_number
 from .chips import catalog as chip_catalog
 from .chips.detection import choose_chip
@@ -192,6 +193,7 @@ def analyze(source: Options | Path | str | None = None, *, progress: Progress | 
     share_note = program_share_note(read.steps)
     notes.extend([share_note] if share_note else [])
     steps, match = read.steps, read.match
+    release_freed_memory()  # the working tables of reading and pricing are gone: their heap pages back to the system
     return Analysis(
         files=files, platform=read.platform, hosts=read.hosts, devices=read.devices, chip=the_chip,
         chip_note=chip_note, steps=steps, step_ops=read.step_ops, device_steps=read.device_steps, ops=ops,

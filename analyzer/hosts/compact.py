@@ -127,10 +127,10 @@ def rep_events(parts: list[HostPart], bases: list[int], event_bases: list[int], 
             out[at] = lo if offsets is None else offsets.astype(np.int64) + lo
         return out
 
-    start, device, event = column("start_ps"), column("device", bases), column("event", event_bases)
-    order = np.lexsort((event, device, start))
-    frame = {"device": device[order], "start_ps": start[order], "event": event[order]}
-    del start, device, event
+    frame = {"start_ps": column("start_ps"), "device": column("device", bases), "event": column("event", event_bases)}
+    order = np.lexsort((frame["event"], frame["device"], frame["start_ps"]))
+    for name in frame:  # one column reordered at a time: its old copy freed before the next is made
+        frame[name] = frame[name][order]
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
     del order
@@ -140,8 +140,11 @@ def rep_events(parts: list[HostPart], bases: list[int], event_bases: list[int], 
     frame["program_id"], frame["op_name"] = _categorical(keys, pid), _categorical(keys, name)
     modules = pd.Series(pid).map(module_of).fillna("").astype(str).to_numpy(object)
     frame["module"] = _categorical(keys, modules)
+    same_span = all(r["span_ps"] == "duration_ps" for r in reps)  # TPU: an op's extent is its duration
     for col in ("span_ps", "duration_ps", "launch_ps"):  # span_ps first: it may read duration_ps
-        frame[col] = column(col)
+        frame[col] = None if col == "span_ps" and same_span else column(col)
+    if same_span:  # one array for both columns (copy-on-write keeps them apart if one is ever changed)
+        frame["span_ps"] = frame["duration_ps"]
     frame["line"] = _categorical(column("line"), book.line_names())
     frame["step"] = column("step")
     frame["op_id"] = op_of_key[keys]

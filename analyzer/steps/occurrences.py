@@ -51,21 +51,29 @@ def representative_occurrences(step_ops: pd.DataFrame, steps: Steps | None) -> p
     chosen &= step_ops["op_id"].to_numpy(np.int64) >= 0
     if not chosen.any():
         return empty
-    ev = step_ops[chosen]
-    op_id = ev["op_id"].to_numpy(np.int64)
-    device = ev["device"].to_numpy(np.int64)
-    start = ev["start_ps"].to_numpy(np.int64)
-    order = np.lexsort((start, device, ev["duration_ps"].to_numpy(np.int64), op_id))
-    ids, first, count = np.unique(op_id[order], return_index=True, return_counts=True)
-    pick = order[first + (count - 1) // 2]  # the lower median of each op's durations
-    extent = ev["span_ps"].to_numpy(np.int64)[pick]
+    # Only the columns read, and no copy of them where every event is in a representative step (hosts reduced
+    # where read keep only those): a run of many hosts holds its representative events once.
+    rows = None if chosen.all() else np.flatnonzero(chosen)
+
+    def col(name: str) -> np.ndarray:
+        values = step_ops[name].to_numpy(np.int64)
+        return values if rows is None else values[rows]
+
+    op_id, device, start = col("op_id"), col("device"), col("start_ps")
+    order = np.lexsort((start, device, col("duration_ps"), op_id))
+    # op_id leads the sort: each op's events are one stretch of ``order``, located by its count (no second sort).
+    count = np.bincount(op_id)
+    ids = np.flatnonzero(count)
+    first = np.cumsum(count)[ids] - count[ids]
+    pick = order[first + (count[ids] - 1) // 2]  # the lower median of each op's durations
+    at = pick if rows is None else rows[pick]  # the picked events' rows in step_ops
     return pd.DataFrame({
         "op_id": ids,
         "occurrence_device": device[pick],
-        "occurrence_step": ev["step"].to_numpy(np.int64)[pick],
+        "occurrence_step": step_ops["step"].to_numpy(np.int64)[at],
         "occurrence_start_ps": start[pick],
-        "occurrence_end_ps": start[pick] + extent,
-        "occurrence_line": ev["line"].astype(object).to_numpy()[pick],
+        "occurrence_end_ps": start[pick] + step_ops["span_ps"].to_numpy(np.int64)[at],
+        "occurrence_line": step_ops["line"].iloc[at].astype(object).to_numpy(),
     })
 
 
