@@ -15,6 +15,7 @@ import contextlib
 import multiprocessing
 from dataclasses import dataclass, field
 
+from .shipping import Shipped, discard, ship, unship
 from .worker_start import keep_freed_memory, kill_workers, release_freed_memory, worker_pool
 from .xplane_planes import PlaneTables, decode_plane
 
@@ -62,10 +63,10 @@ def _next_inherited() -> tuple[int, PlaneTables] | None:
     if i is None:
         return None
     name, data = _RUNNING.planes[i]
-    tables = decode_plane(i, name, data, _RUNNING.tpu_capture)
+    shipped = ship(decode_plane(i, name, data, _RUNNING.tpu_capture))  # its arrays through shared memory
     if _RUNNING.taken.value >= len(_RUNNING.order):  # no plane left: the heap kept for reuse goes back now,
         release_freed_memory()  # not when the pool ends (the caller holds every plane's tables by then)
-    return i, tables
+    return i, shipped
 
 
 def start(planes: list, tpu_capture: bool, workers: int) -> PlaneQueue:
@@ -93,7 +94,7 @@ def finish(queue: PlaneQueue) -> list[PlaneTables]:
         for future in queue.futures:
             done = future.result()
             if done is not None:
-                results[done[0]] = done[1]
+                results[done[0]] = unship(done[1])
     finally:
         close(queue)
     return [results[i] for i in range(len(queue.planes))]
@@ -106,5 +107,10 @@ def close(queue: PlaneQueue, abandon: bool = False) -> None:
     if abandon and queue.pool is not None:
         kill_workers(queue.pool)
     queue.pools.close()
+    for future in queue.futures:  # planes shipped but never taken in (a failed or abandoned run): their files
+        if future.done() and not future.cancelled() and future.exception() is None:
+            done = future.result()
+            if done is not None and isinstance(done[1], Shipped):
+                discard(done[1].path)
     if _RUNNING is queue:
         _RUNNING = None
