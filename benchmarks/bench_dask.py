@@ -1,10 +1,13 @@
 """The ``--dask`` row of ``bench_diagnose.py``: a many-host capture through ``diagnose --scheduler`` on a
 Dask ``LocalCluster`` of two worker processes, with the peak RSS of every process.
 
-The cluster starts here, before the command (its start-up is not timed). While ``diagnose`` runs, every 20 ms
-the RSS of its own process tree and of each Dask worker process is read (psutil); a worker's peak is over the
-run, so it includes what the worker held idle (reported too). The yardstick is the largest host file alone:
-``diagnose`` on a log dir holding only that file (a symlink), in one process, its peak RSS.
+A fresh cluster starts for each run, before the command (its start-up is not timed): a worker that served
+earlier runs still holds Dask's statistical profile of them (``distributed.worker.profile``, on by default:
+a call tree per second of work, the last 1000 kept), about 14 MB more per run here, which is Dask's memory,
+not the run's. While ``diagnose`` runs, every 20 ms the RSS of its own process tree and of each Dask worker
+process is read (psutil); a worker's peak is over the run, so it includes what the worker held idle (reported
+too). The yardstick is the largest host file alone: ``diagnose`` on a log dir holding only that file (a
+symlink), in one process, its peak RSS.
 """
 
 from __future__ import annotations
@@ -68,18 +71,18 @@ def run_dask_row(logdir: Path, files: list[Path], repeat: int) -> dict:
     import psutil
     from distributed import Client, LocalCluster
 
-    with tempfile.TemporaryDirectory(prefix="xladiag_dask_") as tmp, \
-            LocalCluster(n_workers=_WORKERS, threads_per_worker=1, processes=True, memory_limit=0,
-                         dashboard_address=None) as cluster, Client(cluster) as client:
+    runs, alone, idle = [], [], []
+    with tempfile.TemporaryDirectory(prefix="xladiag_dask_") as tmp:
         work = Path(tmp)
-        pids = client.run(lambda: __import__("os").getpid())
-        workers = [psutil.Process(pid) for pid in pids.values()]
-        idle = [_rss(w) for w in workers]
-        cmd = [sys.executable, "-m", "xladiag.cli", str(logdir), "--quiet", "--scheduler", cluster.scheduler_address,
-               "--format", "json", "-o", str(work / "dask.json")]
-        runs, alone = [], []
         for _ in range(repeat):
-            runs.append(_sample_run(cmd, workers))
+            with LocalCluster(n_workers=_WORKERS, threads_per_worker=1, processes=True, memory_limit=0,
+                              dashboard_address=None) as cluster, Client(cluster) as client:
+                pids = client.run(lambda: __import__("os").getpid())
+                workers = [psutil.Process(pid) for pid in pids.values()]
+                idle.append([_rss(w) for w in workers])
+                cmd = [sys.executable, "-m", "xladiag.cli", str(logdir), "--quiet", "--scheduler",
+                       cluster.scheduler_address, "--format", "json", "-o", str(work / "dask.json")]
+                runs.append(_sample_run(cmd, workers))
             alone.append(_sample_run(_alone(files, work), []))
             print(f"  dask: {runs[-1]['wall_s']:.2f} s, main {runs[-1]['main_rss_bytes'] / 2**20:.0f} MB, workers "
                   + ", ".join(f"{b / 2**20:.0f} MB" for b in runs[-1]["worker_rss_bytes"]), file=sys.stderr)
@@ -88,8 +91,9 @@ def run_dask_row(logdir: Path, files: list[Path], repeat: int) -> dict:
         return {"error": failed[-1]["last_stderr"] or f"exit {failed[-1]['rc']}", "runs": runs, "alone": alone}
     return {"wall_s": statistics.median(r["wall_s"] for r in runs),
             "main_rss_bytes": statistics.median(r["main_rss_bytes"] for r in runs),
-            "worker_rss_bytes": [statistics.median(r["worker_rss_bytes"][i] for r in runs) for i in range(len(idle))],
-            "worker_idle_rss_bytes": idle, "alone_rss_bytes": statistics.median(r["main_rss_bytes"] for r in alone),
+            "worker_rss_bytes": [statistics.median(r["worker_rss_bytes"][i] for r in runs) for i in range(_WORKERS)],
+            "worker_idle_rss_bytes": [statistics.median(i[w] for i in idle) for w in range(_WORKERS)],
+            "alone_rss_bytes": statistics.median(r["main_rss_bytes"] for r in alone),
             "alone_wall_s": statistics.median(r["wall_s"] for r in alone), "runs": runs, "alone": alone}
 
 
