@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 from dataclasses import dataclass, field
 
-from .shipping import Shipped, discard, ship, unship
+from .shipping import Shipped, discard, discard_all, ship, unship
 from .worker_start import keep_freed_memory, kill_workers, release_freed_memory, worker_pool
 from .xplane_planes import PlaneTables, decode_plane
 
@@ -28,6 +29,7 @@ class PlaneQueue:
     tpu_capture: bool
     order: list[int]
     taken: object  # multiprocessing.Value, shared with the forked workers
+    owner: int = 0  # the process that takes the workers' planes in (shipping: their files are named after it)
     futures: list = field(default_factory=list)
     pool: object = None
     pools: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
@@ -63,7 +65,7 @@ def _next_inherited() -> tuple[int, PlaneTables] | None:
     if i is None:
         return None
     name, data = _RUNNING.planes[i]
-    shipped = ship(decode_plane(i, name, data, _RUNNING.tpu_capture))  # its arrays through shared memory
+    shipped = ship(decode_plane(i, name, data, _RUNNING.tpu_capture), _RUNNING.owner)  # arrays: shared memory
     if _RUNNING.taken.value >= len(_RUNNING.order):  # no plane left: the heap kept for reuse goes back now,
         release_freed_memory()  # not when the pool ends (the caller holds every plane's tables by then)
     return i, shipped
@@ -75,7 +77,7 @@ def start(planes: list, tpu_capture: bool, workers: int) -> PlaneQueue:
     global _RUNNING
     context = multiprocessing.get_context("fork")
     order = sorted(range(len(planes)), key=lambda i: -len(planes[i][1]))
-    queue = PlaneQueue(planes, tpu_capture, order, context.Value("q", 0))
+    queue = PlaneQueue(planes, tpu_capture, order, context.Value("q", 0), os.getpid())
     _RUNNING = queue
     try:
         queue.pool = queue.pools.enter_context(worker_pool(workers, context))
@@ -107,6 +109,8 @@ def close(queue: PlaneQueue, abandon: bool = False) -> None:
     if abandon and queue.pool is not None:
         kill_workers(queue.pool)
     queue.pools.close()
+    if abandon:  # a worker killed while it wrote a plane's file
+        discard_all(queue.owner)
     for future in queue.futures:  # planes shipped but never taken in (a failed or abandoned run): their files
         if future.done() and not future.cancelled() and future.exception() is None:
             done = future.result()

@@ -34,14 +34,15 @@ class Shipped:
     places: tuple[tuple[int, int], ...]
 
 
-def ship(obj):
-    """``obj``, or a :class:`Shipped` whose arrays wait in a shared-memory file (for :func:`unship`)."""
+def ship(obj, owner: int):
+    """``obj``, or a :class:`Shipped` whose arrays wait in a shared-memory file (for :func:`unship`) named after
+    ``owner``, the process that will take it (:func:`discard_all` finds what a run it abandoned left)."""
     buffers: list[pickle.PickleBuffer] = []
     payload = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
     views = [b.raw() for b in buffers]
     if sum(v.nbytes for v in views) < _MIN_BYTES or not os.path.isdir(_SHM):
         return obj
-    path = os.path.join(_SHM, f"xladiag-{os.getpid()}-{uuid.uuid4().hex}")
+    path = os.path.join(_SHM, f"xladiag-{owner}-{uuid.uuid4().hex}")
     places, at = [], 0
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
@@ -80,3 +81,12 @@ def discard(path: str) -> None:
     """Remove a shipped file nobody will unship (the run failed or was abandoned); gone already is fine."""
     with contextlib.suppress(OSError):
         os.unlink(path)
+
+
+def discard_all(owner: int) -> None:
+    """Remove every file shipped to ``owner``: after its workers were killed, one may have died mid-write, its
+    file named nowhere else."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir(_SHM):
+            if name.startswith(f"xladiag-{owner}-"):
+                discard(os.path.join(_SHM, name))

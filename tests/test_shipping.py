@@ -31,7 +31,7 @@ def _ours() -> set[str]:
 def test_a_round_trip_gives_equal_aligned_writable_arrays_and_leaves_no_file():
     before = _ours()
     original = _tables()
-    shipped = shipping.ship(original)
+    shipped = shipping.ship(original, os.getpid())
     assert isinstance(shipped, shipping.Shipped)
     try:  # the contiguous arrays left the pickle; a strided one stays in it (numpy pickles it in-band)
         assert len(shipped.payload) < original["strided"].nbytes + 100_000 and Path(shipped.path).exists()
@@ -49,10 +49,10 @@ def test_a_round_trip_gives_equal_aligned_writable_arrays_and_leaves_no_file():
 
 def test_small_results_and_no_room_go_through_the_pipe(monkeypatch):
     small = {"x": np.arange(10)}
-    assert shipping.ship(small) is small
+    assert shipping.ship(small, os.getpid()) is small
     monkeypatch.setattr(shipping, "_SHM", "/nonexistent-shm-dir")
     big = _tables()
-    assert shipping.ship(big) is big
+    assert shipping.ship(big, os.getpid()) is big
 
 
 def test_a_failed_write_leaves_no_file(monkeypatch):
@@ -63,12 +63,12 @@ def test_a_failed_write_leaves_no_file(monkeypatch):
 
     monkeypatch.setattr(shipping.os, "write", full)
     big = _tables()
-    assert shipping.ship(big) is big
+    assert shipping.ship(big, os.getpid()) is big
     assert _ours() == before
 
 
 def _ship_in_child(queue):
-    queue.put(shipping.ship(_tables()))
+    queue.put(shipping.ship(_tables(), os.getppid()))
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
@@ -95,3 +95,13 @@ def test_planes_decoded_by_workers_equal_those_decoded_here(monkeypatch):
     assert any(isinstance(s, shipping.Shipped) for s in shipped)
     assert here.events.equals(there.events) and here.event_metadata.equals(there.event_metadata)
     assert not _ours()
+
+
+def test_an_abandoned_run_leaves_no_file_of_its_own_and_keeps_others():
+    mine = shipping.ship(_tables(), os.getpid())
+    other = shipping.ship(_tables(), os.getpid() + 1_000_000)  # no such process: another run's
+    try:
+        shipping.discard_all(os.getpid())
+        assert not Path(mine.path).exists() and Path(other.path).exists()
+    finally:
+        shipping.discard(other.path)
