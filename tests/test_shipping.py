@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import TPU_SAMPLE, only_xplane
-from xladiag.parsers import plane_queue, shipping, xplane
-from xladiag.parsers.xplane import read_xspace
+from xladiag.parsers import shipping
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm on this machine")
 
@@ -71,30 +72,39 @@ def _ship_in_child(queue):
     queue.put(shipping.ship(_tables(), os.getppid()))
 
 
-@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
 def test_another_process_ships_and_this_one_unships():
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")  # not fork: an earlier test of this process may have loaded JAX
     queue = context.Queue()
     child = context.Process(target=_ship_in_child, args=(queue,))
     child.start()
-    shipped = queue.get(timeout=60)
+    shipped = queue.get(timeout=120)
     child.join(60)
     back = shipping.unship(shipped)
     assert np.array_equal(back["start_ps"][0], _tables()["start_ps"][0])
     assert not Path(shipped.path).exists()
 
 
-def test_planes_decoded_by_workers_equal_those_decoded_here(monkeypatch):
-    path = only_xplane(TPU_SAMPLE)
-    shipped = []
-    monkeypatch.setattr(shipping, "_MIN_BYTES", 0)  # every plane of this small capture through shared memory
-    monkeypatch.setattr(xplane, "_PARALLEL_BYTES", 0)  # and decoded by workers, small as it is
-    real_unship = plane_queue.unship
-    monkeypatch.setattr(plane_queue, "unship", lambda obj: (shipped.append(obj), real_unship(obj))[1])
-    here, there = read_xspace(path, workers=1), read_xspace(path, workers=2)
-    assert any(isinstance(s, shipping.Shipped) for s in shipped)
-    assert here.events.equals(there.events) and here.event_metadata.equals(there.event_metadata)
-    assert not _ours()
+# In a fresh interpreter: the plane workers fork, and this process may have loaded JAX (fork_is_safe).
+_WORKERS_SCRIPT = """
+import os, sys
+from xladiag.parsers import plane_queue, shipping, xplane
+shipping._MIN_BYTES = 0  # every plane of this small capture through shared memory
+xplane._PARALLEL_BYTES = 0  # and decoded by workers, small as it is
+shipped, real_unship = [], plane_queue.unship
+plane_queue.unship = lambda obj: (shipped.append(obj), real_unship(obj))[1]
+here, there = xplane.read_xspace(sys.argv[1], workers=1), xplane.read_xspace(sys.argv[1], workers=2)
+assert any(isinstance(s, shipping.Shipped) for s in shipped), shipped
+assert here.events.equals(there.events) and here.event_metadata.equals(there.event_metadata)
+assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"xladiag-{os.getpid()}-")]
+print("ok")
+"""
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="the plane workers fork")
+def test_planes_decoded_by_workers_equal_those_decoded_here():
+    run = subprocess.run([sys.executable, "-c", _WORKERS_SCRIPT, str(only_xplane(TPU_SAMPLE))],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
 
 
 def test_an_abandoned_run_leaves_no_file_of_its_own_and_keeps_others():
