@@ -1,10 +1,10 @@
 """The ``--dask`` row of ``bench_diagnose.py``: a many-host capture through ``diagnose --scheduler`` on a
 Dask ``LocalCluster`` of two worker processes, with the peak RSS of every process.
 
-A fresh cluster starts for each run, before the command (its start-up is not timed): a worker that served
-earlier runs still holds Dask's statistical profile of them (``distributed.worker.profile``, on by default:
-a call tree per second of work, the last 1000 kept), about 14 MB more per run here, which is Dask's memory,
-not the run's. While ``diagnose`` runs, every 20 ms the RSS of its own process tree and of each Dask worker
+A fresh cluster starts for each run, before the command (its start-up is not timed), so the runs are
+independent: a worker that served earlier runs still holds what Dask keeps of them (its statistical profile,
+``distributed.worker.profile``: 14 MB more per run here before the hosts were reduced off the sampled thread,
+``analyzer/hosts/map.py``). While ``diagnose`` runs, every 20 ms the RSS of its own process tree and of each Dask worker
 process is read (psutil); a worker's peak is over the run, so it includes what the worker held idle (reported
 too). The yardstick is the largest host file alone: ``diagnose`` on a log dir holding only that file (a
 symlink), in one process, its peak RSS.

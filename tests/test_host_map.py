@@ -283,3 +283,18 @@ def test_a_missing_program_and_an_empty_one_are_one_op_key():
     codes, keys = key_codes(frame)
     assert codes.tolist() == [0, 0, 1]
     assert keys.to_dict("records") == [{"program_id": "", "op_name": "a"}, {"program_id": "p", "op_name": "a"}]
+
+
+def test_run_unsampled_runs_on_another_thread_and_raises_what_the_work_raised():
+    import threading
+
+    from xladiag.analyzer.hosts.map import run_unsampled
+
+    here = threading.get_ident()
+    assert run_unsampled(lambda a, b: (a + b, threading.get_ident() != here), 2, 3) == (5, True)
+
+    def broken(path):
+        raise UsageError(f"{path}: no such host")
+
+    with pytest.raises(UsageError, match="h7: no such host"):
+        run_unsampled(broken, "h7")

@@ -16,6 +16,7 @@ files by their path, so they must see the same files).
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, as_completed
@@ -57,6 +58,38 @@ class _InProcess(Executor):
         return future
 
 
+def run_unsampled(fn, *args):
+    """``fn(*args)`` on a thread of its own, this one waiting for it. A Dask worker samples the stacks of the
+    threads running its tasks every 10 ms and keeps a call tree per second of work, the last 1000 of them
+    (``distributed.worker.profile``, on by default): our deep pandas stacks kept that way cost about 0.5 MB per
+    busy second, 24 MB of a worker's peak on 64 hosts and hundreds of MB on a cluster that serves many runs.
+    Sampled here, a task is one short stack: the wait."""
+    out: dict = {}
+
+    def work():
+        try:
+            out["value"] = fn(*args)
+        except BaseException as exc:  # raised in the task's own thread below, as if fn had run there
+            out["error"] = exc
+
+    thread = threading.Thread(target=work, name="xladiag-host")
+    thread.start()
+    thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+class _Unsampled(Executor):
+    """The Dask client's executor, each task's work on a thread the worker's profiler does not sample."""
+
+    def __init__(self, executor: Executor):
+        self._executor = executor
+
+    def submit(self, fn, /, *args):
+        return self._executor.submit(run_unsampled, fn, *args)
+
+
 def _dask_executor(scheduler: str):
     try:
         from distributed import Client
@@ -66,7 +99,7 @@ def _dask_executor(scheduler: str):
         client = Client(scheduler, timeout="10s")
     except (OSError, TimeoutError, ValueError) as exc:
         raise UsageError(f"--scheduler {scheduler}: cannot reach the Dask scheduler: {exc}") from None
-    return client, client.get_executor()
+    return client, _Unsampled(client.get_executor())
 
 
 @contextmanager
