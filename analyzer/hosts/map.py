@@ -64,20 +64,18 @@ def run_unsampled(fn, *args):
     (``distributed.worker.profile``, on by default): our deep pandas stacks kept that way cost about 0.5 MB per
     busy second, 24 MB of a worker's peak on 64 hosts and hundreds of MB on a cluster that serves many runs.
     Sampled here, a task is one short stack: the wait."""
-    out: dict = {}
+    done: Future = Future()
 
     def work():
         try:
-            out["value"] = fn(*args)
+            done.set_result(fn(*args))
         except BaseException as exc:  # raised in the task's own thread below, as if fn had run there
-            out["error"] = exc
+            done.set_exception(exc)
 
     thread = threading.Thread(target=work, name="xladiag-host")
     thread.start()
     thread.join()
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
+    return done.result()
 
 
 class _Unsampled(Executor):
