@@ -27,7 +27,7 @@ def take_frame(frame: pd.DataFrame, rows: np.ndarray, first: dict | None = None)
         elif isinstance(col.dtype, np.dtype):
             arrays[name] = col.to_numpy()
     cores = usable_cores()
-    if len(rows) >= _MIN_ROWS and cores > 1:
+    if len(rows) >= _MIN_ROWS and cores > 1 and len(arrays) > 1:
         # A pool per call: no thread outlives it (a process with threads forks no plane workers after, fork_is_safe).
         with ThreadPoolExecutor(max_workers=min(cores, len(arrays))) as pool:
             taken = dict(zip(arrays, pool.map(lambda values: np.take(values, rows), arrays.values())))
