@@ -43,19 +43,19 @@ def ship(obj, owner: int):
     if sum(v.nbytes for v in views) < _MIN_BYTES or not os.path.isdir(_SHM):
         return obj
     path = os.path.join(_SHM, f"xladiag-{owner}-{uuid.uuid4().hex}")
-    places, at = [], 0
+    places, end = [], 0
+    for view in views:  # each buffer at the next 64-byte boundary (the gaps are holes, never written)
+        at = end + -end % _ALIGN
+        places.append((at, view.nbytes))
+        end = at + view.nbytes
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         try:
-            for view in views:
-                pad = -at % _ALIGN
-                if pad:
-                    os.write(fd, bytes(pad))
-                    at += pad
-                places.append((at, view.nbytes))
-                while view.nbytes:
-                    view = view[os.write(fd, view):]
-                at += places[-1][1]
+            os.ftruncate(fd, end)
+            for view, (at, _) in zip(views, places):
+                while view.nbytes:  # a write may be short
+                    done = os.pwrite(fd, view, at)
+                    view, at = view[done:], at + done
         finally:
             os.close(fd)
     except OSError:  # no room in the tmpfs: the pipe

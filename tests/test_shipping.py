@@ -59,10 +59,10 @@ def test_small_results_and_no_room_go_through_the_pipe(monkeypatch):
 def test_a_failed_write_leaves_no_file(monkeypatch):
     before = _ours()
 
-    def full(fd, data):
+    def full(fd, data, at):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(shipping.os, "write", full)
+    monkeypatch.setattr(shipping.os, "pwrite", full)
     big = _tables()
     assert shipping.ship(big, os.getpid()) is big
     assert _ours() == before
