@@ -288,7 +288,7 @@ def test_a_missing_program_and_an_empty_one_are_one_op_key():
 def test_run_unsampled_runs_on_another_thread_and_raises_what_the_work_raised():
     import threading
 
-    from xladiag.analyzer.hosts.map import run_unsampled
+    from xladiag.analyzer.hosts.dask_relay import run_unsampled
 
     here = threading.get_ident()
     assert run_unsampled(lambda a, b: (a + b, threading.get_ident() != here), 2, 3) == (5, True)

@@ -16,6 +16,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from .heap import release_freed
 from .reduce import KEY, HostPart, key_codes
 
 # The representative step's events kept per host, as arrays (module: from the program id, at the merge).
@@ -131,6 +132,7 @@ def rep_events(parts: list[HostPart], bases: list[int], event_bases: list[int], 
     order = np.lexsort((frame["event"], frame["device"], frame["start_ps"]))
     for name in frame:  # one column reordered at a time: its old copy freed before the next is made
         frame[name] = frame[name][order]
+    release_freed()  # the hosts' copies of those columns, freed, back to the system before the next are made
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
     del order
@@ -140,6 +142,7 @@ def rep_events(parts: list[HostPart], bases: list[int], event_bases: list[int], 
     frame["program_id"], frame["op_name"] = _categorical(keys, pid), _categorical(keys, name)
     modules = pd.Series(pid).map(module_of).fillna("").astype(str).to_numpy(object)
     frame["module"] = _categorical(keys, modules)
+    release_freed()
     same_span = all(r["span_ps"] == "duration_ps" for r in reps)  # TPU: an op's extent is its duration
     for col in ("span_ps", "duration_ps", "launch_ps"):  # span_ps first: it may read duration_ps
         frame[col] = None if col == "span_ps" and same_span else column(col)
@@ -148,6 +151,7 @@ def rep_events(parts: list[HostPart], bases: list[int], event_bases: list[int], 
     frame["line"] = _categorical(column("line"), book.line_names())
     frame["step"] = column("step")
     frame["op_id"] = op_of_key[keys]
+    release_freed()
     columns = ["device", "module", "program_id", "op_name", "start_ps", "duration_ps", "span_ps", "line",
                "launch_ps", "event", "step", "op_id"]
     return pd.DataFrame({c: frame.pop(c) for c in columns}, copy=False)

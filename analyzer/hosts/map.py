@@ -16,7 +16,7 @@ files by their path, so they must see the same files).
 from __future__ import annotations
 
 import hashlib
-import threading
+import importlib.util
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, as_completed
@@ -34,6 +34,7 @@ from ..capture.build import build_capture
 from ..steps.choice import StepChoice, choose_steps
 from ..steps.op_stats import measure
 from .compact import KeyBook, compact
+from .dask_relay import NEEDS_DASK, RelayExecutor, run_unsampled
 from .merge import Measured, SpansNotSummable, devices_that_ran, merge_hosts
 from .reduce import HostHlo, HostPart, reduce_host
 from .transfer_totals import forget_programs
@@ -58,26 +59,6 @@ class _InProcess(Executor):
         return future
 
 
-def run_unsampled(fn, *args):
-    """``fn(*args)`` on a thread of its own, this one waiting for it. A Dask worker samples the stacks of the
-    threads running its tasks every 10 ms and keeps a call tree per second of work, the last 1000 of them
-    (``distributed.worker.profile``, on by default): our deep pandas stacks kept that way cost about 0.5 MB per
-    busy second, 24 MB of a worker's peak on 64 hosts and hundreds of MB on a cluster that serves many runs.
-    Sampled here, a task is one short stack: the wait."""
-    done: Future = Future()
-
-    def work():
-        try:
-            done.set_result(fn(*args))
-        except BaseException as exc:  # raised in the task's own thread below, as if fn had run there
-            done.set_exception(exc)
-
-    thread = threading.Thread(target=work, name="xladiag-host")
-    thread.start()
-    thread.join()
-    return done.result()
-
-
 class _Unsampled(Executor):
     """The Dask client's executor, each task's work on a thread the worker's profiler does not sample."""
 
@@ -88,11 +69,12 @@ class _Unsampled(Executor):
         return self._executor.submit(run_unsampled, fn, *args)
 
 
-def _dask_executor(scheduler: str):
+def _in_process_dask(scheduler: str):
+    """A client here: an in-process cluster (``inproc://``) is reachable from no other process."""
     try:
         from distributed import Client
     except ImportError:
-        raise UsageError("--scheduler needs dask.distributed: pip install 'xladiag[dask]'") from None
+        raise UsageError(NEEDS_DASK) from None
     try:
         client = Client(scheduler, timeout="10s")
     except (OSError, TimeoutError, ValueError) as exc:
@@ -102,12 +84,20 @@ def _dask_executor(scheduler: str):
 
 @contextmanager
 def _executor(workers: int, scheduler: str | None, memory_urls: bool = False):
-    if scheduler:
-        client, executor = _dask_executor(scheduler)
+    if scheduler and scheduler.startswith("inproc://"):
+        client, executor = _in_process_dask(scheduler)
         try:
             yield executor
         finally:
             client.close()
+    elif scheduler:  # the Dask client in a relay process: no dask.distributed here (dask_relay)
+        if importlib.util.find_spec("distributed") is None:
+            raise UsageError(NEEDS_DASK)
+        executor = RelayExecutor(scheduler)
+        try:
+            yield executor
+        finally:
+            executor.shutdown()
     elif workers <= 1 or (memory_urls and not fork_is_safe()):
         # memory:// lives in this process: only a forked child sees it.
         yield _InProcess()

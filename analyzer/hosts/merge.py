@@ -288,6 +288,7 @@ def merge_hosts(parts: list[HostPart], rerun: Rerun, choice: StepChoice | None =
     totals = _totals(kept, bases, ids, op_of_key)
     kept = [replace(p, step_ops=None, other_ops=None, span_ops=None, span_sums=None) for p in kept]
     event_bases = list(np.cumsum([0, *[p.n_events for p in kept[:-1]]]).astype(int))
+    release_freed()  # the per-op tables' pages back before the step events' columns are made
     rep = rep_events(kept, bases, event_bases, book, op_of_key, module_of)
     release_freed()  # the hosts' tables are gone: their heap pages back to the system before the analysis
     metadata = _concat([p.op_metadata for p in kept]).drop_duplicates(["program_id", "op_name"])
