@@ -21,8 +21,10 @@ def _scaled(value: float, scales) -> tuple[float, str]:
     """Pick the largest unit that keeps the value >= 1 after rounding to 3 significant digits."""
     a = abs(value)
     for scale, unit in scales:
-        # Round first: 0.9995 s must read '1 s', not '1e+03 ms'.
-        if float(f"{a / scale:.3g}") >= 1:
+        # Round first: 0.9995 s must read '1 s', not '1e+03 ms'. Only a value just under 1 can round up to it:
+        # the others are decided without the string round trip (the timeline formats thousands of times).
+        x = a / scale
+        if x >= 1 or (x >= 0.999 and float(f"{x:.3g}") >= 1):
             return value / scale, unit
     scale, unit = scales[-1]
     return value / scale, unit

@@ -1,10 +1,11 @@
-"""Write the JSON report of every bundled sample into one folder, to diff two versions of the code.
+"""Write the JSON (or HTML) report of every bundled sample into one folder, to diff two versions of the code.
 
 A refactor must change no number: run this before and after, then ``diff -r BEFORE AFTER``.
 Each sample runs as a user would run it (captures as they are; HLO-only fixtures with ``--chip v6e`` and
 ``tpu7x``; the MaxText module with ``--program jit_train_step``).
 
     python benchmarks/sample_reports.py /tmp/before
+    python benchmarks/sample_reports.py --format html /tmp/before_html
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def cases() -> dict[str, list[str]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path, help="folder for <sample>.json (created)")
+    parser.add_argument("out", type=Path, help="folder for <sample>.<format> (created)")
+    parser.add_argument("--format", default="json", choices=("json", "html", "markdown"), help="default: json")
     args = parser.parse_args()
     from xladiag.cli import main as cli_main
 
@@ -45,8 +47,8 @@ def main() -> int:
     runner = CliRunner()
     failed = 0
     for name, argv in cases().items():
-        target = args.out / f"{name}.json"
-        result = runner.invoke(cli_main, [*argv, "--format", "json", "-o", str(target), "-q", "--workers", "1"])
+        target = args.out / f"{name}.{'md' if args.format == 'markdown' else args.format}"
+        result = runner.invoke(cli_main, [*argv, "--format", args.format, "-o", str(target), "-q", "--workers", "1"])
         if target.exists():  # the checkout's own path is not a number: several checkouts compare equal
             target.write_text(target.read_text(encoding="utf-8").replace(str(SAMPLES.parent), "<repo>"),
                               encoding="utf-8")

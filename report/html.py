@@ -7,10 +7,13 @@ comes from the profile goes through Jinja autoescaping or the escaping in :mod:`
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
+from types import SimpleNamespace
 
 import jinja2
+import jinja2.bccache
 from markupsafe import Markup
 
 from ..units import finite_or_none as _num
@@ -39,13 +42,43 @@ def _load_template(name: str) -> str:
     return resources.files(_TEMPLATE_PACKAGE).joinpath(name).read_text(encoding="utf-8")
 
 
+class _QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
+    """Compiled templates kept between runs, so a report does not compile its template every time (50 to 80 ms
+    of a run). Jinja keeps them in a folder of this user's under the system temp dir, made 0700 and checked
+    before use; an entry is used only while its template's source is unchanged, and written whole or not at
+    all. A cache that cannot be read or written is no cache, never an error."""
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except Exception:  # noqa: BLE001 (a damaged entry: compile the template again)
+            bucket.reset()
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except Exception:  # noqa: BLE001 (full disk, no permission: the next run compiles again)
+            pass
+
+
+def bytecode_cache(directory: str | None = None) -> jinja2.BytecodeCache | None:
+    """The compiled-template cache in ``directory`` (default: Jinja's per-user folder); None where there is none."""
+    try:
+        return _QuietBytecodeCache(directory)
+    except (OSError, RuntimeError):  # no temp dir, or one another user owns (Jinja refuses it)
+        return None
+
+
+@functools.cache
 def _environment() -> jinja2.Environment:
+    """One environment per process: its templates compiled once (a second report renders with them)."""
     env = jinja2.Environment(
         loader=jinja2.FunctionLoader(_load_template),
         autoescape=True,  # every {{ }} is escaped: op names and HLO text come from the profile
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        bytecode_cache=bytecode_cache(),
     )
     env.filters["seconds"] = format_seconds
     env.filters["percent"] = format_percent
@@ -123,47 +156,47 @@ def _costs_src(op: dict) -> str:
     return " / ".join(dict.fromkeys(srcs))
 
 
-def _op_rows(ops: list[dict], measured: bool, cpu: bool = False) -> list[dict]:
+def _op_rows(ops: list[dict], measured: bool, cpu: bool = False) -> list[SimpleNamespace]:
+    """The ops table's rows, formatted. Attributes, not dict keys: Jinja looks ``r.name`` up as an attribute
+    first, and a dict's failed lookup costs an exception per cell (30,000 cells: half the page's rendering)."""
     per_step_key = "measured_s_per_step" if measured else "predicted_s_per_step"
     rows = []
     for op in ops:
         hlo = op["hlo_text"] or ""
-        rows.append(
-            {
-                "name": op["name"] or "",
-                "module": op["module"] or "",
-                "in_step": op["in_step"],
-                "category": category_name(op["category"], cpu),
-                "bound_by": op["bound_by"] or "unknown",
-                "time_class": op["time_class"] or "other",
-                "occ": "—" if _num(op["occurrences_per_step"]) is None else format_number(op["occurrences_per_step"]),
-                "occ_v": _sort_key(op["occurrences_per_step"]),
-                # The '<time_word> / step' column: the prediction when nothing was measured.
-                "per_step": format_seconds(op[per_step_key]) if op["in_step"] else "—",
-                "per_step_v": _sort_key(op[per_step_key]),
-                "share": format_percent(op["share_of_step"]) if measured and op["in_step"] else "",
-                "mean": format_seconds(op["mean_s"]),  # shown only when measured
-                "mean_v": _sort_key(op["mean_s"]),
-                "predicted": format_seconds(op["predicted_s"]),
-                "predicted_v": _sort_key(op["predicted_s"]),
-                "model": op.get("collective_model") or "",  # how a collective was priced (topology, axes, links)
-                "efficiency": format_ratio(op["efficiency"]),
-                "efficiency_v": _sort_key(op["efficiency"]),
-                "flops": format_si(op["flops"], "FLOP") if op["flops"] is not None else "—",
-                "flops_v": _sort_key(op["flops"]),
-                "costs_src": _costs_src(op),
-                "bytes": format_si(op["bytes"], "B") if op["bytes"] is not None else "—",
-                "bytes_v": _sort_key(op["bytes"]),
-                "intensity": (format_si(op["arithmetic_intensity"], "")
-                              if op["arithmetic_intensity"] is not None else "—"),
-                "intensity_v": _sort_key(op["arithmetic_intensity"]),
-                "source": op["source"] or "",
-                "source_short": _tail(op["source"] or "", 1),
-                "hlo": (hlo if len(hlo) <= MAX_HLO_CHARS
-                        else hlo[:MAX_HLO_CHARS] + f" … ({len(hlo) - MAX_HLO_CHARS:,} more characters)"),
-                "tf_op": op["tf_op"] or "",
-            }
-        )
+        rows.append(SimpleNamespace(**{
+            "name": op["name"] or "",
+            "module": op["module"] or "",
+            "in_step": op["in_step"],
+            "category": category_name(op["category"], cpu),
+            "bound_by": op["bound_by"] or "unknown",
+            "time_class": op["time_class"] or "other",
+            "occ": "—" if _num(op["occurrences_per_step"]) is None else format_number(op["occurrences_per_step"]),
+            "occ_v": _sort_key(op["occurrences_per_step"]),
+            # The '<time_word> / step' column: the prediction when nothing was measured.
+            "per_step": format_seconds(op[per_step_key]) if op["in_step"] else "—",
+            "per_step_v": _sort_key(op[per_step_key]),
+            "share": format_percent(op["share_of_step"]) if measured and op["in_step"] else "",
+            "mean": format_seconds(op["mean_s"]),  # shown only when measured
+            "mean_v": _sort_key(op["mean_s"]),
+            "predicted": format_seconds(op["predicted_s"]),
+            "predicted_v": _sort_key(op["predicted_s"]),
+            "model": op.get("collective_model") or "",  # how a collective was priced (topology, axes, links)
+            "efficiency": format_ratio(op["efficiency"]),
+            "efficiency_v": _sort_key(op["efficiency"]),
+            "flops": format_si(op["flops"], "FLOP") if op["flops"] is not None else "—",
+            "flops_v": _sort_key(op["flops"]),
+            "costs_src": _costs_src(op),
+            "bytes": format_si(op["bytes"], "B") if op["bytes"] is not None else "—",
+            "bytes_v": _sort_key(op["bytes"]),
+            "intensity": (format_si(op["arithmetic_intensity"], "")
+                          if op["arithmetic_intensity"] is not None else "—"),
+            "intensity_v": _sort_key(op["arithmetic_intensity"]),
+            "source": op["source"] or "",
+            "source_short": _tail(op["source"] or "", 1),
+            "hlo": (hlo if len(hlo) <= MAX_HLO_CHARS
+                    else hlo[:MAX_HLO_CHARS] + f" … ({len(hlo) - MAX_HLO_CHARS:,} more characters)"),
+            "tf_op": op["tf_op"] or "",
+        }))
     return rows
 
 
@@ -224,7 +257,7 @@ def report_context(report) -> dict:
         "op_rows": rows,
         "ops_total": len(all_ops),
         "ops_truncated": max(len(all_ops) - MAX_HTML_OPS, 0),
-        "bound_kinds": sorted({r["bound_by"] for r in rows}),
+        "bound_kinds": sorted({r.bound_by for r in rows}),
         "warnings": data["warnings"],
         "version": data["tool"]["version"],
         # Our own files, inserted verbatim (not rendered as templates: CSS braces are not Jinja).

@@ -400,3 +400,26 @@ def test_page_title_names_the_program_and_the_logdir():
     assert html_report.page_title(hlo_only) == "xladiag: jit_train_step @ /dump"
     text = render_html(crafted_report(capture_analysis("tpu_v6e_host_offload")))
     assert re.search(r"<title>xladiag: jit_f @ [^<]*tpu_v6e_host_offload</title>", text)
+
+
+def test_compiled_template_is_kept_between_runs_and_a_damaged_one_is_recompiled(tmp_path, monkeypatch):
+    import jinja2
+
+    def environment(cache):
+        return jinja2.Environment(loader=jinja2.FunctionLoader(html_report._load_template), autoescape=True,
+                                  bytecode_cache=cache)
+
+    first = environment(html_report.bytecode_cache(str(tmp_path))).get_template("report.html.j2")
+    kept = list(tmp_path.iterdir())
+    assert len(kept) == 1 and kept[0].stat().st_size > 1000  # written whole, beside nothing half-written
+    compiled = []
+    original = jinja2.Environment.compile
+    monkeypatch.setattr(jinja2.Environment, "compile",
+                        lambda self, *a, **k: compiled.append(1) or original(self, *a, **k))
+    again = environment(html_report.bytecode_cache(str(tmp_path))).get_template("report.html.j2")
+    assert compiled == [] and again.root_render_func.__code__.co_code == first.root_render_func.__code__.co_code
+    kept[0].write_bytes(kept[0].read_bytes()[:200])  # a damaged entry: compiled again, no error
+    environment(html_report.bytecode_cache(str(tmp_path))).get_template("report.html.j2")
+    assert compiled == [1]
+    assert html_report.bytecode_cache(str(tmp_path / "missing" / "dir")) is not None  # unwritable: ignored
+    environment(html_report.bytecode_cache(str(tmp_path / "missing" / "dir"))).get_template("report.html.j2")
