@@ -48,7 +48,7 @@ def format_si(value, unit: str = "") -> str:
     v = float(value)
     if v == 0:
         return f"0 {unit}".strip()
-    if abs(v) < 1e3:
+    if abs(v) < 999.5:  # what rounds to 1000 takes the next prefix: '1 kB', not '1e+03 B'
         return f"{v:.3g} {unit}".strip()
     scales = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
     scaled, prefix = _scaled(v, scales)

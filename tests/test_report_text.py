@@ -175,3 +175,14 @@ def test_columns_env_sets_the_layout(monkeypatch):
     text = sample("cpu_jax_train_step").to_text()
     assert max(columns(line) for line in text.splitlines()) > 100
     assert all(columns(line) <= 160 for line in text.splitlines())
+
+
+def test_seconds_take_the_unit_their_rounded_value_fits():
+    from xladiag.units import format_seconds, format_si
+
+    # Rounded to 3 digits first: just under a unit's 1 reads as 1 of it, a hair less stays below.
+    cases = {0.9995: "1 s", 0.99949: "999 ms", 0.999: "999 ms", 1.0: "1 s", 0.0009996: "1 ms",
+             0.00099949: "999 µs", 1.5e-12: "1.5 ps", 3e-15: "0.003 ps", 0.0: "0 s", -0.0125: "-12.5 ms",
+             float("nan"): "n/a", 12345.0: "1.23e+04 s"}
+    assert {v: format_seconds(v) for v in cases} == cases
+    assert [format_si(v, "B") for v in (999.4, 999.6, 999_500.0, 1.5e12)] == ["999 B", "1 kB", "1 MB", "1.5 TB"]
