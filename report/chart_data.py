@@ -49,12 +49,21 @@ def roofline_points(analysis) -> tuple[pd.DataFrame, str]:
 
 
 def _in_device_steps(so: pd.DataFrame, chosen: pd.DataFrame) -> np.ndarray:
-    """Per step op: whether its (device, step) is one of ``chosen``'s; one integer key per pair, looked up in a
-    table (one gather per event) when the keys are dense, else np.isin."""
+    """Per step op: whether its (device, step) is one of ``chosen``'s. One step per device (the representative
+    steps): the device's chosen step looked up in a table and compared, one gather per event; else one integer
+    key per pair, looked up in a table when the keys are dense, else np.isin."""
     device, step = so["device"].to_numpy(np.int64), so["step"].to_numpy(np.int64)
-    width = int(max(step.max(), chosen["step"].max())) + 1
+    want_device, want_step = chosen["device"].to_numpy(np.int64), chosen["step"].to_numpy(np.int64)
+    if len(device) and len(want_device) and min(int(device.min()), int(want_device.min())) >= 0 and \
+            len(np.unique(want_device)) == len(want_device):
+        top = int(max(device.max(), want_device.max())) + 1
+        if top <= 4 * len(device) + (1 << 16):
+            step_of = np.full(top, np.iinfo(np.int64).min, np.int64)  # a device not chosen matches no step
+            step_of[want_device] = want_step
+            return step_of[device] == step
+    width = int(max(step.max(), want_step.max())) + 1
     key = device * width + step
-    wanted = chosen["device"].to_numpy(np.int64) * width + chosen["step"].to_numpy(np.int64)
+    wanted = want_device * width + want_step
     top = int(max(key.max(), wanted.max())) + 1
     if min(int(key.min()), int(wanted.min())) < 0 or top > 4 * len(key) + (1 << 16):
         return np.isin(key, wanted)

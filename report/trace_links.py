@@ -67,7 +67,8 @@ def analysis_thread_labels(analysis) -> dict[str, str]:
     line = so["line"]
     if isinstance(line.dtype, pd.CategoricalDtype):  # the names in use, without a pass over every event's text
         codes = line.cat.codes.to_numpy()
-        used = np.bincount(codes[codes >= 0], minlength=len(line.cat.categories)) > 0
+        known = codes if not len(codes) or codes.min() >= 0 else codes[codes >= 0]  # no copy when none is missing
+        used = np.bincount(known, minlength=len(line.cat.categories)) > 0
         return thread_labels(line.cat.categories[used])
     return thread_labels(pd.unique(line.astype(object)))
 
