@@ -31,7 +31,7 @@ from .cli_common import (
 from .cli_output import checked_output, default_output, format_of
 from .errors import InputError, UsageError
 from .report.gates import MEASURES
-from .report.render import FORMATS
+from .report.render import FORMATS, render_pieces
 
 if TYPE_CHECKING:
     from .options import Options
@@ -211,7 +211,10 @@ def _main(given: dict) -> None:
         project = load_project_config()
         report = diagnose(options=options.replace(config=project), progress=progress)
         report = report.with_gates(**project_gates(options.gates.of_report(), project))  # options win
-        text = report.render(output.format, color=out is None and _colour_wanted())
+        if out is not None and FORMATS[output.format].pieces is not None:  # written as it is made (render_pieces)
+            text = render_pieces(report, output.format)
+        else:
+            text = report.render(output.format, color=out is None and _colour_wanted())
     finally:
         progress.done()
 

@@ -94,13 +94,15 @@ def fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
-def deliver(text: str, out: str | None) -> None:
-    """The report into the file ``out``, or on stdout when None."""
+def deliver(text, out: str | None) -> None:
+    """The report (a string, or pieces of one: render.render_pieces) into the file ``out``, or on stdout when
+    None."""
     from .writer import write_report
 
     if out is not None:
         write_report(out, text)
         return
+    text = text if isinstance(text, str) else "".join(text)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()

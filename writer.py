@@ -20,6 +20,7 @@ import os
 import signal
 import stat
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import UsageError
@@ -54,18 +55,20 @@ def check_output_path(path: str | os.PathLike, inputs=()) -> Path:
     return Path(text)
 
 
-def write_report(path: str | os.PathLike, text: str, inputs=()) -> None:
-    """Write ``text`` (UTF-8) to ``path`` as described in the module docstring (never over one of ``inputs``)."""
+def write_report(path: str | os.PathLike, text: str | Iterable[str], inputs=()) -> None:
+    """Write ``text`` (UTF-8) to ``path`` as described in the module docstring (never over one of ``inputs``).
+    ``text`` may come in pieces, each written as it comes (a page of many MB never whole in memory); what
+    fails while they come leaves the target as it was."""
     shown = os.fspath(path)
     check_output_path(shown, inputs)
     target = _resolved(Path(shown))
-    data = text.encode("utf-8")
     try:
         if target.exists() and not _is_regular(target):
+            data = (text if isinstance(text, str) else "".join(text)).encode("utf-8")  # made whole before a byte
             with open(target, "wb") as fh:  # device, FIFO, terminal: never rename over it
                 fh.write(data)
             return
-        _replace_regular(target, data)
+        _replace_regular(target, [text] if isinstance(text, str) else text)
     except OSError as exc:
         reason = "no space left on device" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
         raise UsageError(f"{shown}: cannot write: {reason}") from exc
@@ -102,14 +105,15 @@ def _mode_for(target: Path) -> int:
         return 0o666 & ~umask
 
 
-def _replace_regular(target: Path, data: bytes) -> None:
+def _replace_regular(target: Path, pieces: Iterable[str]) -> None:
     mode = _mode_for(target)
     folder = target.parent if str(target.parent) else Path(".")
     with _signals_cleanup():
         fd, tmp = _mkstemp(folder, target.name)
         try:
             with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+                for piece in pieces:
+                    fh.write(piece.encode("utf-8"))
                 fh.flush()
                 os.fsync(fh.fileno())
             os.chmod(tmp, mode)

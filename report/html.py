@@ -8,6 +8,7 @@ comes from the profile goes through Jinja autoescaping or the escaping in :mod:`
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
@@ -223,8 +224,8 @@ def report_context(report) -> dict:
     breakdown = {k: v or 0.0 for k, v in data["breakdown"].items()}
     roofline_svg, roofline_note = _roofline_svg(a, data["chip"], measured)
     events, lanes, span_s, timeline_note = representative_step_events(a)
-    timeline_svg = (svg.timeline_chart(events, lanes, span_s=span_s, caption="from step start", width=1100)
-                    if lanes else "")
+    timeline_svg = (svg.timeline_parts(events, lanes, span_s=span_s, caption="from step start", width=1100)
+                    if lanes else [])  # our own escaped SVG, in pieces: the template writes them one by one
 
     all_ops = data["ops"]
     rows = _op_rows(all_ops[:MAX_HTML_OPS], measured, on_cpu(data))
@@ -251,7 +252,7 @@ def report_context(report) -> dict:
                      "rules": [(r["rule"], r["why"]) for r in data["selection"]["rules_left_out"]]},
         "roofline_svg": Markup(roofline_svg),
         "roofline_note": roofline_note,
-        "timeline_svg": Markup(timeline_svg),
+        "timeline_svg": timeline_svg,
         "timeline_note": timeline_note,
         "scopes_svg": Markup(icicle_chart(data["scopes"], measured=measured, step_s=share_of)),
         "op_rows": rows,
@@ -311,3 +312,9 @@ def _hlo_title(data: dict) -> str:
 
 def render_html(report) -> str:
     return _environment().get_template("report.html.j2").render(**report_context(report))
+
+
+def html_pieces(report) -> Iterator[str]:
+    """:func:`render_html`'s text in the pieces the template makes, as they are made (a file written as they
+    come never holds the page whole: render.render_pieces)."""
+    return _environment().get_template("report.html.j2").generate(**report_context(report))

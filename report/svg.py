@@ -104,7 +104,12 @@ def _coalesce(events: pd.DataFrame, min_px: float) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def timeline_chart(
+def timeline_chart(events: pd.DataFrame, lanes: list[str], **options) -> str:
+    """:func:`timeline_parts` as one string."""
+    return "".join(timeline_parts(events, lanes, **options))
+
+
+def timeline_parts(
     events: pd.DataFrame,
     lanes: list[str],
     *,
@@ -112,8 +117,9 @@ def timeline_chart(
     width: int = 960,
     element_id: str | None = "timeline",
     caption: str = "",
-) -> str:
-    """Op events of one step per lane (device / stream), x = time from the step start.
+) -> list[str]:
+    """Op events of one step per lane (device / stream), x = time from the step start: the SVG's pieces (a
+    page written as it is made never holds its thousands of rectangles as one string).
 
     ``events`` columns: lane (one of ``lanes``), start_s (from the step start), duration_s,
     time_class (CLASS_ORDER), label. Collective and host-transfer events are drawn full height with
@@ -143,7 +149,7 @@ def timeline_chart(
         parts += _event_rects(_coalesce(ev, min_px=0.6), lane_y, lane_h)
     parts += _time_axis(mt + ph + 2, ml, pw, span, caption)
     parts.append("</svg>")
-    return "".join(parts)
+    return parts
 
 
 def _timeline_legend(x: float, present: set) -> list[str]:
