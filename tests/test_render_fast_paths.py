@@ -112,3 +112,23 @@ def test_device_step_lookup_matches_isin():
     wanted = chosen_sparse["device"] * width + chosen_sparse["step"]
     expected = np.isin(sparse["device"] * width + sparse["step"], wanted)
     assert np.array_equal(_in_device_steps(sparse, chosen_sparse), expected)
+    one_each = pd.DataFrame({"device": [0, 2, 5], "step": [7, 0, 150]})  # the representative steps: the gather
+    expected = np.isin(so["device"] * 300 + so["step"], one_each["device"] * 300 + one_each["step"])
+    assert expected.any() and np.array_equal(_in_device_steps(so.astype(np.int32), one_each), expected)
+
+
+@pytest.mark.parametrize("batch", [1, 3, 7, 1 << 16])
+def test_pieces_are_the_rendered_text_whatever_the_cuts(monkeypatch, batch):
+    from xladiag.report import render as render_mod
+
+    # Guarded things astride every cut: '##[' split, '::' at a line start split from its line break, controls.
+    text = ("<p>##[error]</p>\n  ::warning::x\n\u202eabc\x07\n::\n##" + "[" + "x" * 40 + "\n\t::c ##[##[\n:") * 3
+    cuts = [text[i:i + 5] for i in range(0, len(text), 5)] + ["", ":", ":\n", "##", "[", "tail"]
+    whole = "".join(cuts)
+    formats = {"page": render_mod.Format(lambda report: whole, "html", "a page", pieces=lambda report: iter(cuts)),
+               "data": render_mod.Format(lambda report: whole, "json", "data", pieces=lambda report: iter(cuts))}
+    monkeypatch.setattr(render_mod, "_BATCH", batch)
+    for fmt in formats:
+        pieces = list(render_mod.render_pieces(None, fmt, formats))
+        assert "".join(pieces) == render_mod.render(None, fmt, formats), (fmt, batch)
+        assert batch > len(whole) or len(pieces) > 1  # written as it comes, not whole

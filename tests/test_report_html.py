@@ -423,3 +423,21 @@ def test_compiled_template_is_kept_between_runs_and_a_damaged_one_is_recompiled(
     assert compiled == [1]
     assert html_report.bytecode_cache(str(tmp_path / "missing" / "dir")) is not None  # unwritable: ignored
     environment(html_report.bytecode_cache(str(tmp_path / "missing" / "dir"))).get_template("report.html.j2")
+
+
+def test_the_page_written_as_it_is_made_is_the_rendered_page(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from conftest import TPU_SAMPLE
+    from xladiag.api import diagnose
+    from xladiag.cli import main as cli_main
+    from xladiag.report import render as render_mod
+
+    made = []
+    pieces = render_mod.render_pieces
+    monkeypatch.setattr("xladiag.cli.render_pieces", lambda *a: made.append(1) or pieces(*a))
+    out = tmp_path / "page.html"
+    result = CliRunner().invoke(cli_main, [str(TPU_SAMPLE), "-q", "--workers", "1", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert made == [1] and out.read_text(encoding="utf-8") == diagnose(TPU_SAMPLE, workers=1).render("html")
+    assert [p.name for p in tmp_path.iterdir()] == ["page.html"]  # no temporary file left beside it

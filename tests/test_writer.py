@@ -146,3 +146,18 @@ def test_cli_output_onto_a_device_and_a_missing_dir(tmp_path, cpu_xplane):
                          cwd=ROOT.parent)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "diagnose: error:" in bad.stderr
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_pieces_are_written_as_they_come_and_a_failure_among_them_leaves_the_target(tmp_path):
+    target = tmp_path / "report.html"
+    write_report(target, iter(["<p>", "é" * 3, "</p>\n"]))
+    assert target.read_text(encoding="utf-8") == "<p>ééé</p>\n"
+
+    def broken():
+        yield "<p>half"
+        raise RuntimeError("the renderer failed")
+
+    with pytest.raises(RuntimeError):
+        write_report(target, broken())
+    assert target.read_text(encoding="utf-8") == "<p>ééé</p>\n" and [p.name for p in tmp_path.iterdir()] == [
+        "report.html"]
