@@ -8,20 +8,21 @@ prints that section; a test fails when the doc drifts). The names stages use amo
 scratch columns, internal dict keys) are declared in :mod:`.working_columns`; ``tests/test_declared_columns.py``
 fails on a string subscript declared in neither.
 
-dtypes: ``bool``; ``int64``; ``float64`` (NaN = unknown); ``category`` (few distinct values, NaN =
-unknown); ``text`` (pandas ``str``, NaN = unknown).
+dtypes: ``bool``; ``int64``; ``int32`` (the small keys of a table of millions of events: device, step, op id, half
+the memory of ``int64``; a value outside it is a TableError); ``float64`` (NaN = unknown);
+``category`` (few distinct values, NaN = unknown); ``text`` (pandas ``str``, NaN = unknown).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from ..errors import InputError
 
-DTYPES = ("bool", "int64", "float64", "category", "text")
+DTYPES = ("bool", "int64", "int32", "float64", "category", "text")
 
 
 class TableError(InputError):
@@ -85,6 +86,14 @@ def _as(values: pd.Series, column: Column, table: str) -> pd.Series:
         return values.astype(object).where(values.notna(), False).astype(bool)  # unknown is False
     if kind == "int64":
         return values.astype("int64")
+    if kind == "int32":
+        if values.dtype == np.int32:
+            return values
+        if len(values) and values.dtype.kind in "iu":
+            lo, hi = int(values.min()), int(values.max())
+            if lo < np.iinfo(np.int32).min or hi > np.iinfo(np.int32).max:
+                raise TableError(f"{table} table: column {column.name} holds {lo}..{hi}, beyond int32")
+        return values.astype("int32")
     if kind == "float64":
         return pd.to_numeric(values, errors="raise").astype("float64")
     if kind == "category":
@@ -111,10 +120,12 @@ EVENTS = Table("events", "one op event: one execution of one HLO op on one devic
 ))
 
 # The events inside measured steps (the timeline, the transfer rules).
-STEP_EVENTS = Table("step events", "one op event inside a measured step", EVENTS.columns + (
-    _col("event", "int64", "", "row of the event in the capture's events table"),
-    _col("step", "int64", "", "step number on its device (0 is the warm-up when it is excluded)"),
-    _col("op_id", "int64", "", "row key of the op in the ops table (its op_id column)"),
+# Its keys are int32: a run of many hosts holds one step of every device, a single host every step's events.
+STEP_EVENTS = Table("step events", "one op event inside a measured step", tuple(
+    replace(c, dtype="int32") if c.name == "device" else c for c in EVENTS.columns) + (
+    _col("event", "int64", "", "row of the event in the capture's events table (all hosts': beyond int32 on a pod)"),
+    _col("step", "int32", "", "step number on its device (0 is the warm-up when it is excluded)"),
+    _col("op_id", "int32", "", "row key of the op in the ops table (its op_id column)"),
 ))
 
 # One row per HLO op: what was measured, what the HLO says, what the roofline predicts.

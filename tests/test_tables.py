@@ -12,7 +12,7 @@ from xladiag.analyzer.analysis import analyze
 from xladiag.analyzer.tables import DEVICE_STEPS, EVENTS, OPS, STEP_EVENTS, Table, TableError, json_schema_markdown
 from xladiag.report.json_out import ops_records
 
-_PANDAS_KIND = {"bool": "b", "int64": "i", "float64": "f"}
+_NUMPY = {"bool": np.bool_, "int64": np.int64, "int32": np.int32, "float64": np.float64}
 
 
 def _assert_declared(frame: pd.DataFrame, table: Table):
@@ -24,7 +24,7 @@ def _assert_declared(frame: pd.DataFrame, table: Table):
         elif c.dtype == "text":
             assert pd.api.types.is_string_dtype(dtype) and not isinstance(dtype, pd.CategoricalDtype), (c.name, dtype)
         else:
-            assert dtype.kind == _PANDAS_KIND[c.dtype], (table.name, c.name, dtype)
+            assert dtype == _NUMPY[c.dtype], (table.name, c.name, dtype)
 
 
 @pytest.fixture(scope="module", params=["tpu", "gpu", "cpu", "hlo"])
@@ -84,3 +84,12 @@ def test_coerce_checks_columns_and_gives_dtypes():
         table.coerce(raw.assign(in_step=["yes", True, False]))
     with pytest.raises((ValueError, TypeError)):  # an int column cannot hold unknowns
         table.coerce(raw.assign(op_id=[0, None, 2]))
+
+
+def test_int32_keys_are_narrowed_exactly_and_a_value_beyond_is_refused():
+    table = Table("keys", "one key", (STEP_EVENTS.column("step"), STEP_EVENTS.column("event")))
+    out = table.coerce(pd.DataFrame({"step": np.array([0, 7, 2**31 - 1]), "event": np.array([0, 1, 2**40])}))
+    assert out["step"].dtype == np.int32 and out["step"].tolist() == [0, 7, 2**31 - 1]
+    assert out["event"].dtype == np.int64 and out["event"].iloc[2] == 2**40  # a pod's event rows pass int32
+    with pytest.raises(TableError, match=r"step holds -1\.\.2147483648, beyond int32"):
+        table.coerce(pd.DataFrame({"step": np.array([-1, 2**31]), "event": [0, 1]}))

@@ -119,8 +119,8 @@ def rep_events(parts: list[HostPart], bases: list[int], event_bases: list[int], 
     ends = np.cumsum([r["n"] for r in reps])
     rank = None  # each host row's place in the run's order: columns are written there, no concatenated copy
 
-    def column(name: str, shift: list[int] | None = None) -> np.ndarray:
-        out = np.empty(int(ends[-1]) if len(ends) else 0, np.int64)
+    def column(name: str, shift: list[int] | None = None, dtype=np.int64) -> np.ndarray:
+        out = np.empty(int(ends[-1]) if len(ends) else 0, dtype)
         for i, (r, end) in enumerate(zip(reps, ends)):
             packed = r[r.pop(name)] if isinstance(r[name], str) else r.pop(name)
             lo, offsets = packed[0] + (shift[i] if shift else 0), packed[1]
@@ -128,7 +128,9 @@ def rep_events(parts: list[HostPart], bases: list[int], event_bases: list[int], 
             out[at] = lo if offsets is None else offsets.astype(np.int64) + lo
         return out
 
-    frame = {"start_ps": column("start_ps"), "device": column("device", bases), "event": column("event", event_bases)}
+    # Device, step and op id as tables.STEP_EVENTS declares them (int32): half their memory, no copy to coerce.
+    frame = {"start_ps": column("start_ps"), "device": column("device", bases, np.int32),
+             "event": column("event", event_bases)}
     order = np.lexsort((frame["event"], frame["device"], frame["start_ps"]))
     for name in frame:  # one column reordered at a time: its old copy freed before the next is made
         frame[name] = frame[name][order]
@@ -149,8 +151,8 @@ def rep_events(parts: list[HostPart], bases: list[int], event_bases: list[int], 
     if same_span:  # one array for both columns (copy-on-write keeps them apart if one is ever changed)
         frame["span_ps"] = frame["duration_ps"]
     frame["line"] = _categorical(column("line"), book.line_names())
-    frame["step"] = column("step")
-    frame["op_id"] = op_of_key[keys]
+    frame["step"] = column("step", None, np.int32)
+    frame["op_id"] = op_of_key.astype(np.int32)[keys]
     release_freed()
     columns = ["device", "module", "program_id", "op_name", "start_ps", "duration_ps", "span_ps", "line",
                "launch_ps", "event", "step", "op_id"]

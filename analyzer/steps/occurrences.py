@@ -28,15 +28,13 @@ def representative_steps(steps: Steps) -> pd.DataFrame:
 
 
 def _in_steps(step_ops: pd.DataFrame, rep: pd.DataFrame) -> np.ndarray:
-    """Per event of ``step_ops``: whether its (device, step) is one of ``rep``'s: a lookup table over (device,
-    step), no search per event."""
-    device, step = step_ops["device"].to_numpy(np.int64), step_ops["step"].to_numpy(np.int64)
-    width = int(max(step.max(), rep["step"].max() if len(rep) else 0)) + 1
-    table = np.zeros((int(max(device.max(), rep["device"].max() if len(rep) else 0)) + 1) * width, bool)
-    table[rep["device"].to_numpy(np.int64) * width + rep["step"].to_numpy(np.int64)] = True
-    key = device * width
-    key += step
-    return table[key]
+    """Per event of ``step_ops``: whether its (device, step) is one of ``rep``'s (one step per device): the
+    device's representative step looked up in a table and compared, one gather per event, no key per pair."""
+    device, step = step_ops["device"].to_numpy(), step_ops["step"].to_numpy()
+    want_device = rep["device"].to_numpy(np.int64)
+    step_of = np.full(int(max(device.max(), want_device.max() if len(rep) else 0)) + 1, np.iinfo(np.int64).min)
+    step_of[want_device] = rep["step"].to_numpy(np.int64)  # a device without one matches no step
+    return step_of[device] == step
 
 
 def representative_occurrences(step_ops: pd.DataFrame, steps: Steps | None) -> pd.DataFrame:
@@ -48,15 +46,15 @@ def representative_occurrences(step_ops: pd.DataFrame, steps: Steps | None) -> p
         return empty
     rep = representative_steps(steps)
     chosen = _in_steps(step_ops, rep)
-    chosen &= step_ops["op_id"].to_numpy(np.int64) >= 0
+    chosen &= step_ops["op_id"].to_numpy() >= 0
     if not chosen.any():
         return empty
     # Only the columns read, and no copy of them where every event is in a representative step (hosts reduced
     # where read keep only those): a run of many hosts holds its representative events once.
     rows = None if chosen.all() else np.flatnonzero(chosen)
 
-    def col(name: str) -> np.ndarray:
-        values = step_ops[name].to_numpy(np.int64)
+    def col(name: str) -> np.ndarray:  # in the column's own integer type: no int64 copy of the keys
+        values = step_ops[name].to_numpy()
         return values if rows is None else values[rows]
 
     op_id, device, start = col("op_id"), col("device"), col("start_ps")
@@ -69,8 +67,8 @@ def representative_occurrences(step_ops: pd.DataFrame, steps: Steps | None) -> p
     at = pick if rows is None else rows[pick]  # the picked events' rows in step_ops
     return pd.DataFrame({
         "op_id": ids,
-        "occurrence_device": device[pick],
-        "occurrence_step": step_ops["step"].to_numpy(np.int64)[at],
+        "occurrence_device": device[pick].astype(np.int64),
+        "occurrence_step": step_ops["step"].to_numpy()[at].astype(np.int64),
         "occurrence_start_ps": start[pick],
         "occurrence_end_ps": start[pick] + step_ops["span_ps"].to_numpy(np.int64)[at],
         "occurrence_line": step_ops["line"].iloc[at].astype(object).to_numpy(),
