@@ -59,7 +59,7 @@ def _sample_run(cmd: list[str], workers: list) -> dict:
             "worker_rss_bytes": peaks, "last_stderr": err[-1] if err else ""}
 
 
-def _alone(files: list[Path], work: Path) -> list[str]:
+def _alone(files: list[Path], work: Path, fmt: str) -> list[str]:
     """The command that diagnoses the largest host file alone (a log dir with only it, linked)."""
     largest = max(files, key=lambda f: f.stat().st_size)
     run = work / "alone" / "plugins" / "profile" / largest.parent.name
@@ -68,33 +68,10 @@ def _alone(files: list[Path], work: Path) -> list[str]:
     if not link.exists():
         link.symlink_to(largest.resolve())
     return [sys.executable, "-m", "xladiag.cli", str(work / "alone"), "--quiet", "--workers", "1",
-            "--format", "json", "-o", str(work / "alone.json")]
+            "--format", fmt, "-o", str(work / f"alone.{fmt}")]
 
 
-def run_dask_row(logdir: Path, files: list[Path], repeat: int) -> dict:
-    """Medians over ``repeat`` runs: the Dask run (main process, its relay, each worker) and the largest host alone."""
-    import psutil
-    from distributed import Client, LocalCluster
-
-    runs, alone, idle = [], [], []
-    with tempfile.TemporaryDirectory(prefix="xladiag_dask_") as tmp:
-        work = Path(tmp)
-        for _ in range(repeat):
-            with LocalCluster(n_workers=_WORKERS, threads_per_worker=1, processes=True, memory_limit=0,
-                              dashboard_address=None) as cluster, Client(cluster) as client:
-                pids = client.run(lambda: __import__("os").getpid())
-                workers = [psutil.Process(pid) for pid in pids.values()]
-                idle.append([_rss(w) for w in workers])
-                cmd = [sys.executable, "-m", "xladiag.cli", str(logdir), "--quiet", "--scheduler",
-                       cluster.scheduler_address, "--format", "json", "-o", str(work / "dask.json")]
-                runs.append(_sample_run(cmd, workers))
-            alone.append(_sample_run(_alone(files, work), []))
-            print(f"  dask: {runs[-1]['wall_s']:.2f} s, main {runs[-1]['main_rss_bytes'] / 2**20:.0f} MB, relay "
-                  f"{runs[-1]['child_rss_bytes'] / 2**20:.0f} MB, workers "
-                  + ", ".join(f"{b / 2**20:.0f} MB" for b in runs[-1]["worker_rss_bytes"]), file=sys.stderr)
-    failed = [r for r in runs + alone if r["rc"] != 0]
-    if failed:
-        return {"error": failed[-1]["last_stderr"] or f"exit {failed[-1]['rc']}", "runs": runs, "alone": alone}
+def _medians(runs: list[dict], alone: list[dict], idle: list[list[int]]) -> dict:
     return {"wall_s": statistics.median(r["wall_s"] for r in runs),
             "main_rss_bytes": statistics.median(r["main_rss_bytes"] for r in runs),
             "child_rss_bytes": statistics.median(r["child_rss_bytes"] for r in runs),
@@ -105,20 +82,61 @@ def run_dask_row(logdir: Path, files: list[Path], repeat: int) -> dict:
             "alone_wall_s": statistics.median(r["wall_s"] for r in alone), "runs": runs, "alone": alone}
 
 
+def run_dask_row(logdir: Path, files: list[Path], repeat: int, formats: tuple[str, ...] = ("json", "html")) -> dict:
+    """Medians over ``repeat`` runs of each report format (JSON; HTML, what ``diagnose`` writes by default): the
+    Dask run (main process, its relay, each worker) and the largest host alone, written in the same format.
+    The first format's numbers at the top level, every format's under ``formats``."""
+    import psutil
+    from distributed import Client, LocalCluster
+
+    runs = {f: [] for f in formats}
+    alone = {f: [] for f in formats}
+    idle = {f: [] for f in formats}
+    with tempfile.TemporaryDirectory(prefix="xladiag_dask_") as tmp:
+        work = Path(tmp)
+        for _ in range(repeat):
+            for fmt in formats:
+                with LocalCluster(n_workers=_WORKERS, threads_per_worker=1, processes=True, memory_limit=0,
+                                  dashboard_address=None) as cluster, Client(cluster) as client:
+                    pids = client.run(lambda: __import__("os").getpid())
+                    workers = [psutil.Process(pid) for pid in pids.values()]
+                    idle[fmt].append([_rss(w) for w in workers])
+                    cmd = [sys.executable, "-m", "xladiag.cli", str(logdir), "--quiet", "--scheduler",
+                           cluster.scheduler_address, "--format", fmt, "-o", str(work / f"dask.{fmt}")]
+                    runs[fmt].append(_sample_run(cmd, workers))
+                alone[fmt].append(_sample_run(_alone(files, work, fmt), []))
+                last = runs[fmt][-1]
+                print(f"  dask {fmt}: {last['wall_s']:.2f} s, main {last['main_rss_bytes'] / 2**20:.0f} MB, relay "
+                      f"{last['child_rss_bytes'] / 2**20:.0f} MB, workers "
+                      + ", ".join(f"{b / 2**20:.0f} MB" for b in last["worker_rss_bytes"])
+                      + f"; alone {alone[fmt][-1]['main_rss_bytes'] / 2**20:.0f} MB", file=sys.stderr)
+    failed = [r for f in formats for r in runs[f] + alone[f] if r["rc"] != 0]
+    if failed:
+        return {"error": failed[-1]["last_stderr"] or f"exit {failed[-1]['rc']}", "runs": runs, "alone": alone}
+    each = {f: _medians(runs[f], alone[f], idle[f]) for f in formats}
+    return {**each[formats[0]], "formats": each}
+
+
 def dask_table(label: str, row: dict) -> list[str]:
-    """Markdown lines: each process's peak RSS and its ratio to the largest host diagnosed alone."""
+    """Markdown lines: each process's peak RSS and its ratio to the largest host diagnosed alone, per format."""
     if "error" in row:
         return [f"Dask run of {label} failed: {row['error'][:120]}"]
-    base = row["alone_rss_bytes"]
-    lines = [f"| {label} on a LocalCluster of {_WORKERS} workers (`--scheduler`), {row['wall_s']:.2f} s | peak RSS "
-             "| ÷ largest host alone |", "|---|---|---|",
-             f"| `diagnose` process | {row['main_rss_bytes'] / 2**20:.0f} MB | {row['main_rss_bytes'] / base:.2f} |",
-             f"| its Dask client relay (child process) | {row['child_rss_bytes'] / 2**20:.0f} MB "
-             f"| {row['child_rss_bytes'] / base:.2f} |"]
-    for i, (peak, idle) in enumerate(zip(row["worker_rss_bytes"], row["worker_idle_rss_bytes"]), 1):
-        lines.append(f"| Dask worker {i} (idle before: {idle / 2**20:.0f} MB) | {peak / 2**20:.0f} MB "
-                     f"| {peak / base:.2f} |")
-    lines.append(f"| largest host file alone (`--workers 1`, {row['alone_wall_s']:.2f} s) | {base / 2**20:.0f} MB "
-                 "| 1.00 |")
-    lines.append(f"| (`diagnose` and its relay summed: {row['tree_rss_bytes'] / 2**20:.0f} MB) | | |")
+    each = row.get("formats") or {"json": row}
+    names = {"json": "JSON", "html": "HTML (the default)"}
+    head = " | ".join(f"{names.get(f, f)}: peak RSS (÷ largest host alone)" for f in each)
+    walls = ", ".join(f"{names.get(f, f).split()[0]} {r['wall_s']:.2f} s" for f, r in each.items())
+    lines = [f"| {label} on a LocalCluster of {_WORKERS} workers (`--scheduler`; {walls}) | {head} |",
+             "|---|" + "---|" * len(each)]
+
+    def cells(value) -> str:
+        return " | ".join(f"{value(r) / 2**20:.0f} MB ({value(r) / r['alone_rss_bytes']:.2f})" for r in each.values())
+
+    lines.append(f"| `diagnose` process | {cells(lambda r: r['main_rss_bytes'])} |")
+    lines.append(f"| its Dask client relay (child process) | {cells(lambda r: r['child_rss_bytes'])} |")
+    for i in range(_WORKERS):
+        idle = max(r["worker_idle_rss_bytes"][i] for r in each.values())
+        lines.append(f"| Dask worker {i + 1} (idle before: {idle / 2**20:.0f} MB) "
+                     f"| {cells(lambda r, i=i: r['worker_rss_bytes'][i])} |")
+    lines.append(f"| largest host file alone (`--workers 1`) | {cells(lambda r: r['alone_rss_bytes'])} |")
+    lines.append(f"| (`diagnose` and its relay summed) | {cells(lambda r: r['tree_rss_bytes'])} |")
     return lines
