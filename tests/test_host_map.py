@@ -298,3 +298,15 @@ def test_run_unsampled_runs_on_another_thread_and_raises_what_the_work_raised():
 
     with pytest.raises(UsageError, match="h7: no such host"):
         run_unsampled(broken, "h7")
+
+
+def test_without_an_interpreter_to_start_the_dask_client_runs_here(run_dir, monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.setattr(host_map.sys, "executable", "")  # an embedded Python: no relay process can start
+    started = []
+    monkeypatch.setattr(host_map, "RelayExecutor", lambda *a: started.append(a))
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None, protocol="tcp://") as cluster:
+        assert cluster.scheduler_address.startswith("tcp://")
+        on_dask = diagnose(run_dir, scheduler=cluster.scheduler_address).render("json")
+    assert started == [] and on_dask == diagnose(run_dir, workers=1).render("json")

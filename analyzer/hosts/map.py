@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import sys
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, as_completed
@@ -69,8 +70,10 @@ class _Unsampled(Executor):
         return self._executor.submit(run_unsampled, fn, *args)
 
 
+@contextmanager
 def _in_process_dask(scheduler: str):
-    """A client here: an in-process cluster (``inproc://``) is reachable from no other process."""
+    """A Dask client here: for an in-process cluster (``inproc://``), reachable from no other process, or where
+    no relay process can start (an embedded interpreter without ``sys.executable``)."""
     try:
         from distributed import Client
     except ImportError:
@@ -79,17 +82,17 @@ def _in_process_dask(scheduler: str):
         client = Client(scheduler, timeout="10s")
     except (OSError, TimeoutError, ValueError) as exc:
         raise UsageError(f"--scheduler {scheduler}: cannot reach the Dask scheduler: {exc}") from None
-    return client, _Unsampled(client.get_executor())
+    try:
+        yield _Unsampled(client.get_executor())
+    finally:
+        client.close()
 
 
 @contextmanager
 def _executor(workers: int, scheduler: str | None, memory_urls: bool = False):
-    if scheduler and scheduler.startswith("inproc://"):
-        client, executor = _in_process_dask(scheduler)
-        try:
+    if scheduler and (scheduler.startswith("inproc://") or not sys.executable):
+        with _in_process_dask(scheduler) as executor:
             yield executor
-        finally:
-            client.close()
     elif scheduler:  # the Dask client in a relay process: no dask.distributed here (dask_relay)
         if importlib.util.find_spec("distributed") is None:
             raise UsageError(NEEDS_DASK)
