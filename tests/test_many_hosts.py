@@ -88,3 +88,24 @@ def _profiled_files(tree: dict) -> set[tuple[str, str]]:
             out.add((where["filename"].replace("\\", "/").rsplit("/", 1)[-1], where.get("name", "")))
         todo.extend(node.get("children", {}).values())
     return out
+
+
+def test_a_relay_that_dies_fails_every_call_at_once_never_hangs(cluster):
+    import time
+
+    from xladiag.analyzer.hosts.dask_relay import RelayExecutor
+    from xladiag.errors import InputError
+
+    relay = RelayExecutor(cluster.scheduler_address)
+    try:
+        assert relay.submit(divmod, 7, 2).result(timeout=60) == (3, 1)  # a call and its result through the relay
+        with pytest.raises(ZeroDivisionError):  # what the call raised on the worker, raised here
+            relay.submit(divmod, 1, 0).result(timeout=60)
+        waiting = relay.submit(time.sleep, 60)
+        relay._proc.kill()
+        with pytest.raises(InputError, match="Dask client process ended"):
+            waiting.result(timeout=30)
+        with pytest.raises(InputError, match="Dask client process ended"):
+            relay.submit(divmod, 7, 2).result(timeout=5)
+    finally:
+        relay.shutdown()

@@ -87,8 +87,11 @@ class RelayExecutor(Executor):
     """An Executor whose calls run on the Dask cluster at ``address``, through a relay process."""
 
     def __init__(self, address: str):
-        self._proc = subprocess.Popen([sys.executable, "-m", __name__, address], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE)
+        try:
+            self._proc = subprocess.Popen([sys.executable, "-m", __name__, address], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE)
+        except OSError as exc:
+            raise UsageError(f"--scheduler {address}: cannot start the Dask client process: {exc}") from None
         first = _read(self._proc.stdout)
         kind, message = pickle.loads(first) if first is not None else ("error", None)
         if kind != "ready":
@@ -96,6 +99,7 @@ class RelayExecutor(Executor):
             code = self._proc.wait()
             raise UsageError(message or f"--scheduler {address}: the Dask client process ended (exit {code})")
         self._pending: dict[int, Future] = {}
+        self._ended: str | None = None  # why no more results come (the relay is gone), once it is
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._results, name="xladiag-dask-results", daemon=True)
@@ -106,6 +110,9 @@ class RelayExecutor(Executor):
         call_id = next(self._ids)
         call = pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL)
         with self._lock:
+            if self._ended is not None:
+                future.set_exception(InputError(self._ended))
+                return future
             self._pending[call_id] = future
             try:
                 _write(self._proc.stdin, pickle.dumps((call_id, call), protocol=pickle.HIGHEST_PROTOCOL))
@@ -121,15 +128,18 @@ class RelayExecutor(Executor):
             if failed is not None:
                 future.set_exception(InputError(f"a Dask task failed: {failed}"))
                 continue
-            kind, value = pickle.loads(data)
+            try:
+                kind, value = pickle.loads(data)
+            except Exception as exc:  # noqa: BLE001 (e.g. a worker with another xladiag: said, never a hang)
+                kind, value = "raise", InputError(f"a Dask worker's result could not be read here: {exc}")
             del data, frame
             (future.set_result if kind == "ok" else future.set_exception)(value)
         code = self._proc.wait()
         with self._lock:
+            self._ended = f"the Dask client process ended (exit {code}) before every host was read"
             left, self._pending = list(self._pending.values()), {}
         for future in left:
-            future.set_exception(InputError(f"the Dask client process ended (exit {code}) before every host "
-                                            "was read"))
+            future.set_exception(InputError(self._ended))
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         try:
