@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analyzer.steps.occurrences import representative_steps
+from ..analyzer.steps.occurrences import in_device_steps, representative_steps
 from .trace_links import analysis_thread_labels
 
 MAX_TIMELINE_DEVICES = 16
@@ -48,30 +48,6 @@ def roofline_points(analysis) -> tuple[pd.DataFrame, str]:
     return points, note
 
 
-def _in_device_steps(so: pd.DataFrame, chosen: pd.DataFrame) -> np.ndarray:
-    """Per step op: whether its (device, step) is one of ``chosen``'s. One step per device (the representative
-    steps): the device's chosen step looked up in a table and compared, one gather per event; else one integer
-    key per pair, looked up in a table when the keys are dense, else np.isin."""
-    device, step = so["device"].to_numpy(np.int64), so["step"].to_numpy(np.int64)
-    want_device, want_step = chosen["device"].to_numpy(np.int64), chosen["step"].to_numpy(np.int64)
-    if len(device) and len(want_device) and min(int(device.min()), int(want_device.min())) >= 0 and \
-            len(np.unique(want_device)) == len(want_device):
-        top = int(max(device.max(), want_device.max())) + 1
-        if top <= 4 * len(device) + (1 << 16):
-            step_of = np.full(top, np.iinfo(np.int64).min, np.int64)  # a device not chosen matches no step
-            step_of[want_device] = want_step
-            return step_of[device] == step
-    width = int(max(step.max(), want_step.max())) + 1
-    key = device * width + step
-    wanted = want_device * width + want_step
-    top = int(max(key.max(), wanted.max())) + 1
-    if min(int(key.min()), int(wanted.min())) < 0 or top > 4 * len(key) + (1 << 16):
-        return np.isin(key, wanted)
-    table = np.zeros(top, bool)
-    table[wanted] = True
-    return table[key]
-
-
 def representative_step_events(analysis, max_devices: int = MAX_TIMELINE_DEVICES):
     """Op events of the median-duration measured step of each device, times from that step's start.
 
@@ -89,7 +65,7 @@ def representative_step_events(analysis, max_devices: int = MAX_TIMELINE_DEVICES
         devices = devices[:max_devices]
     chosen = chosen[chosen["device"].isin(devices)][["device", "step", "start_ps", "duration_ps"]]
     # The chosen device-steps' events first (one integer key), so the merge sees thousands of rows, not millions.
-    so = so[_in_device_steps(so, chosen)]
+    so = so[in_device_steps(so, chosen)]
     ev = so.merge(chosen.rename(columns={"start_ps": "step_start_ps", "duration_ps": "step_ps"}), on=["device", "step"])
     ops = analysis.ops
     time_class = ops.loc[ops["op_id"] >= 0].drop_duplicates("op_id").set_index("op_id")["time_class"]

@@ -310,11 +310,11 @@ def _hlo_title(data: dict) -> str:
     return files[0] + (f" (+{len(files) - 1} more)" if len(files) > 1 else "") if files else ""
 
 
-def render_html(report) -> str:
-    return _environment().get_template("report.html.j2").render(**report_context(report))
-
-
 def html_pieces(report) -> Iterator[str]:
-    """:func:`render_html`'s text in the pieces the template makes, as they are made (a file written as they
-    come never holds the page whole: render.render_pieces)."""
+    """The page in the pieces the template makes, as they are made (a file written as they come never holds
+    the page whole: render.render_pieces)."""
     return _environment().get_template("report.html.j2").generate(**report_context(report))
+
+
+def render_html(report) -> str:
+    return "".join(html_pieces(report))

@@ -98,7 +98,7 @@ def test_ci_inert_same_as_one_regex():
 
 
 def test_device_step_lookup_matches_isin():
-    from xladiag.report.chart_data import _in_device_steps
+    from xladiag.analyzer.steps.occurrences import in_device_steps as _in_device_steps
 
     rng = np.random.default_rng(5)
     so = pd.DataFrame({"device": rng.integers(0, 6, 5000), "step": rng.integers(0, 300, 5000)})

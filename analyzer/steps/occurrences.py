@@ -27,14 +27,30 @@ def representative_steps(steps: Steps) -> pd.DataFrame:
     return m.loc[m["rank"] == (m["n"] - 1) // 2, ["device", "step"]]
 
 
-def _in_steps(step_ops: pd.DataFrame, rep: pd.DataFrame) -> np.ndarray:
-    """Per event of ``step_ops``: whether its (device, step) is one of ``rep``'s (one step per device): the
-    device's representative step looked up in a table and compared, one gather per event, no key per pair."""
+def in_device_steps(step_ops: pd.DataFrame, chosen: pd.DataFrame) -> np.ndarray:
+    """Per event of ``step_ops``: whether its (device, step) is one of ``chosen``'s. One step per device (the
+    representative steps): the device's step looked up in a table and compared, one gather per event, the keys
+    read in their own type; else one integer key per pair, in a table when the keys are dense, else np.isin."""
     device, step = step_ops["device"].to_numpy(), step_ops["step"].to_numpy()
-    want_device = rep["device"].to_numpy(np.int64)
-    step_of = np.full(int(max(device.max(), want_device.max() if len(rep) else 0)) + 1, np.iinfo(np.int64).min)
-    step_of[want_device] = rep["step"].to_numpy(np.int64)  # a device without one matches no step
-    return step_of[device] == step
+    want_device, want_step = chosen["device"].to_numpy(np.int64), chosen["step"].to_numpy(np.int64)
+    if not len(device) or not len(want_device):
+        return np.zeros(len(device), bool)
+    top = int(max(device.max(), want_device.max())) + 1
+    if min(int(device.min()), int(want_device.min())) >= 0 and top <= 4 * len(device) + (1 << 16) and \
+            len(np.unique(want_device)) == len(want_device):
+        step_of = np.full(top, np.iinfo(np.int64).min, np.int64)  # a device not chosen matches no step
+        step_of[want_device] = want_step
+        return step_of[device] == step
+    device, step = device.astype(np.int64), step.astype(np.int64)
+    width = int(max(step.max(), want_step.max())) + 1
+    key = device * width + step
+    wanted = want_device * width + want_step
+    top = int(max(key.max(), wanted.max())) + 1
+    if min(int(key.min()), int(wanted.min())) < 0 or top > 4 * len(key) + (1 << 16):
+        return np.isin(key, wanted)
+    table = np.zeros(top, bool)
+    table[wanted] = True
+    return table[key]
 
 
 def representative_occurrences(step_ops: pd.DataFrame, steps: Steps | None) -> pd.DataFrame:
@@ -45,7 +61,7 @@ def representative_occurrences(step_ops: pd.DataFrame, steps: Steps | None) -> p
     if steps is None or step_ops is None or step_ops.empty:
         return empty
     rep = representative_steps(steps)
-    chosen = _in_steps(step_ops, rep)
+    chosen = in_device_steps(step_ops, rep)
     chosen &= step_ops["op_id"].to_numpy() >= 0
     if not chosen.any():
         return empty
